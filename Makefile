@@ -1,0 +1,44 @@
+# Everyday tasks; README.md ("Development") explains each target.
+PORT ?= 6379
+FUZZ_SECONDS ?= 60
+MODULE := $(CURDIR)/target/release/libslidingwindow.so
+# Integration tests each start a redis-server; two at a time suits a small machine.
+TEST_THREADS ?= 2
+
+.PHONY: all setup build run test lint bench fuzz soak clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cargo build --release
+
+# redis.conf.example loads ./target/release/libslidingwindow.so relative to the repo root.
+run: build
+	exec redis-server redis.conf.example --port $(PORT)
+
+test: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test --release -p slidingwindow -- --test-threads=$(TEST_THREADS)
+
+lint: setup
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy || true
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+bench: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' cargo run --release -p slidingwindow-bench
+
+# cargo-fuzz needs nightly (sanitizers); the fuzz crate lives in fuzz/, outside the workspace.
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || { echo "fuzz: needs cargo-fuzz: cargo install cargo-fuzz" >&2; exit 1; }
+	@rustup run nightly rustc --version >/dev/null 2>&1 || { echo "fuzz: needs nightly: rustup toolchain install nightly" >&2; exit 1; }
+	cargo +nightly fuzz run args -- -max_total_time=$(FUZZ_SECONDS)
+
+soak: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test --release -p slidingwindow --test soak -- --ignored
+
+clean:
+	cargo clean

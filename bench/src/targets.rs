@@ -1,0 +1,97 @@
+//! The targets, as ratios within this one run.
+
+use crate::measure::{Measurement, Memory};
+use crate::variants::Variant;
+use crate::worst::Worst;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    AtLeast,
+    AtMost,
+}
+
+pub struct Check {
+    pub name: String,
+    pub value: f64,
+    pub bound: Bound,
+    pub threshold: f64,
+    pub holds: bool,
+}
+
+impl Check {
+    fn new(name: String, value: f64, bound: Bound, threshold: f64) -> Check {
+        // A NaN (missing figure) fails either bound.
+        let holds = match bound {
+            Bound::AtLeast => value >= threshold,
+            Bound::AtMost => value <= threshold,
+        };
+        Check {
+            name,
+            value,
+            bound,
+            threshold,
+            holds,
+        }
+    }
+}
+
+pub fn evaluate(results: &[Measurement], worst: &Worst) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (workload, min) in [("hot", 2.5), ("big", 2.2), ("wide", 1.8)] {
+        let ratio = ratio(results, workload, Variant::Lua, Variant::Module, |m| {
+            Some(m.cpu_us_per_req)
+        });
+        let name = format!("server CPU/request, lua / module, {workload}");
+        checks.push(Check::new(name, ratio, Bound::AtLeast, min));
+    }
+    for (workload, min) in [("hot", 3.0), ("big", 2.3), ("wide", 2.0)] {
+        let ratio = ratio(results, workload, Variant::Lua, Variant::Module, |m| {
+            Some(m.in_command_us_per_req)
+        });
+        let name = format!("in-command µs/call, lua / module, {workload}");
+        checks.push(Check::new(name, ratio, Bound::AtLeast, min));
+    }
+    let vs_ping = ratio(results, "hot", Variant::Module, Variant::Ping, |m| {
+        Some(m.cpu_us_per_req)
+    });
+    let name = "server CPU/request, module / ping, hot".to_string();
+    checks.push(Check::new(name, vs_ping, Bound::AtMost, 2.8));
+    let name = format!(
+        "whole-window expiry of {} members, module, in-command µs (worst trial)",
+        worst.members
+    );
+    checks.push(Check::new(
+        name,
+        worst.module_max() as f64,
+        Bound::AtMost,
+        2000.0,
+    ));
+    for workload in ["hot", "big"] {
+        let ratio = ratio(results, workload, Variant::Module, Variant::Lua, |m| {
+            m.memory.as_ref().map(|mem: &Memory| mem.bytes_per_member)
+        });
+        let name = format!("bytes/member, module / lua, {workload}");
+        checks.push(Check::new(name, ratio, Bound::AtMost, 1.0));
+    }
+    checks
+}
+
+/// `figure(top) / figure(bottom)` on one workload; NaN when either is missing.
+fn ratio(
+    results: &[Measurement],
+    workload: &str,
+    top: Variant,
+    bottom: Variant,
+    figure: impl Fn(&Measurement) -> Option<f64>,
+) -> f64 {
+    let get = |variant| {
+        results
+            .iter()
+            .find(|m| m.workload == workload && m.variant == variant)
+            .and_then(&figure)
+    };
+    match (get(top), get(bottom)) {
+        (Some(t), Some(b)) => t / b,
+        _ => f64::NAN,
+    }
+}

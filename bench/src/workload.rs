@@ -1,0 +1,96 @@
+//! The three workloads and their simulated request streams.
+
+use crate::members::Rng;
+
+/// A fixed start time (Unix ms), so every run sends the same `now` values.
+const START_MS: u64 = 1_700_000_000_000;
+/// Same seed for every variant: they all see the same keys in the same order.
+const KEY_SEED: u64 = 0x5EED;
+
+pub struct Workload {
+    pub name: &'static str,
+    pub keys: u64,
+    pub window_s: u64,
+    pub max: u64,
+    /// The simulated clock advances `step_num / step_den` ms per request.
+    pub step_num: u64,
+    pub step_den: u64,
+}
+
+pub const WORKLOADS: [Workload; 3] = [
+    // 2000 requests per 10 s window against max 1000: about half rejected.
+    Workload {
+        name: "hot",
+        keys: 1,
+        window_s: 10,
+        max: 1000,
+        step_num: 5,
+        step_den: 1,
+    },
+    // 100k keys, one request per key every 3 s on average: 20 per 60 s window against max 10.
+    Workload {
+        name: "wide",
+        keys: 100_000,
+        window_s: 60,
+        max: 10,
+        step_num: 3000,
+        step_den: 100_000,
+    },
+    // One request per ms: 60,000 members in the window, all admitted.
+    Workload {
+        name: "big",
+        keys: 1,
+        window_s: 60,
+        max: 100_000,
+        step_num: 1,
+        step_den: 1,
+    },
+];
+
+impl Workload {
+    pub fn window_ms(&self) -> u64 {
+        self.window_s * 1000
+    }
+
+    /// Requests that span one full simulated window.
+    pub fn requests_per_window(&self) -> u64 {
+        self.window_ms() * self.step_den / self.step_num
+    }
+
+    pub fn stream(&self) -> Stream<'_> {
+        Stream {
+            workload: self,
+            index: 0,
+            rng: Rng::new(KEY_SEED),
+        }
+    }
+}
+
+/// One request: which key (by index) and the client-supplied time.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    pub key: u64,
+    pub now: u64,
+}
+
+pub struct Stream<'a> {
+    workload: &'a Workload,
+    index: u64,
+    rng: Rng,
+}
+
+impl Iterator for Stream<'_> {
+    type Item = Request;
+
+    fn next(&mut self) -> Option<Request> {
+        let w = self.workload;
+        let now = START_MS + self.index * w.step_num / w.step_den;
+        self.index += 1;
+        let key = if w.keys == 1 {
+            0
+        } else {
+            self.rng.below(w.keys)
+        };
+        Some(Request { key, now })
+    }
+}

@@ -1,0 +1,107 @@
+//! The worst single call: a window in which every one of 200,000 members has expired.
+
+use redis::{Cmd, Connection, Value};
+
+use crate::Result;
+use crate::info;
+use crate::members::Members;
+
+pub const WORST_MEMBERS: u64 = 200_000;
+/// Each trial measures one call per variant; the report keeps every trial.
+const TRIALS: usize = 3;
+const WINDOW_S: u64 = 60;
+const MAX: u64 = 10;
+/// Members go in oldest first, one per ms from here.
+const FIRST_SCORE: u64 = 1_700_000_000_000;
+/// ZADD score/member pairs per command when filling.
+const ZADD_CHUNK: u64 = 1000;
+
+pub struct Worst {
+    pub members: u64,
+    /// In-command µs of each trial's single call.
+    pub module_us: Vec<u64>,
+    pub lua_us: Vec<u64>,
+}
+
+impl Worst {
+    pub fn module_max(&self) -> u64 {
+        self.module_us.iter().copied().max().unwrap_or(0)
+    }
+
+    pub fn lua_max(&self) -> u64 {
+        self.lua_us.iter().copied().max().unwrap_or(0)
+    }
+}
+
+pub fn run(con: &mut Connection, sha: &str) -> Result<Worst> {
+    let mut worst = Worst {
+        members: WORST_MEMBERS,
+        module_us: Vec::new(),
+        lua_us: Vec::new(),
+    };
+    let mut members = Members::new(0xBAD);
+    // Past the newest score by more than a window: everything is expired.
+    let now = FIRST_SCORE + WORST_MEMBERS + WINDOW_S * 1000 + 1;
+    for trial in 0..TRIALS {
+        redis::cmd("FLUSHALL").exec(con)?;
+        let module_key = format!("sw:worst:module:{trial}");
+        let lua_key = format!("sw:worst:lua:{trial}");
+        fill(con, &module_key, &mut members)?;
+        fill(con, &lua_key, &mut members)?;
+
+        let mut allow = redis::cmd("SLIDINGWINDOW.ALLOW");
+        allow.arg(&module_key).arg(WINDOW_S).arg(MAX).arg(now);
+        worst
+            .module_us
+            .push(timed_call(con, &allow, "slidingwindow.allow", &module_key)?);
+
+        let mut script = redis::cmd("EVALSHA");
+        script
+            .arg(sha)
+            .arg(1)
+            .arg(&lua_key)
+            .arg(WINDOW_S)
+            .arg(MAX)
+            .arg(now);
+        script.arg(members.next(now));
+        worst
+            .lua_us
+            .push(timed_call(con, &script, "evalsha", &lua_key)?);
+    }
+    Ok(worst)
+}
+
+/// A sorted set of WORST_MEMBERS ULID-like members scored one per ms from FIRST_SCORE.
+fn fill(con: &mut Connection, key: &str, members: &mut Members) -> Result<()> {
+    let mut pipe = redis::pipe();
+    for chunk_start in (0..WORST_MEMBERS).step_by(ZADD_CHUNK as usize) {
+        let zadd = pipe.cmd("ZADD").arg(key);
+        for i in chunk_start..(chunk_start + ZADD_CHUNK).min(WORST_MEMBERS) {
+            let score = FIRST_SCORE + i;
+            zadd.arg(score).arg(members.next(score));
+        }
+    }
+    let _: Vec<Value> = pipe.query(con)?;
+    let card: u64 = redis::cmd("ZCARD").arg(key).query(con)?;
+    if card != WORST_MEMBERS {
+        return Err(format!("{key}: built {card} members, wanted {WORST_MEMBERS}").into());
+    }
+    Ok(())
+}
+
+/// Runs `call` alone between a stats reset and a read of `stat`: its in-command µs.
+/// The call must leave exactly the one new member behind (everything else expired).
+fn timed_call(con: &mut Connection, call: &Cmd, stat: &str, key: &str) -> Result<u64> {
+    info::reset_stats(con)?;
+    let _: Value = call.query(con)?;
+    let stats = info::command_stats(con, &[stat])?;
+    let card: u64 = redis::cmd("ZCARD").arg(key).query(con)?;
+    if stats[0].calls != 1 || card != 1 {
+        return Err(format!(
+            "{stat} on a fully expired key: {} calls recorded, {card} members left (wanted 1, 1)",
+            stats[0].calls
+        )
+        .into());
+    }
+    Ok(stats[0].usec)
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what building and running the module needs on Debian/Ubuntu:
+# redis-server + redis-cli (>= 7.0), libclang (bindgen in redis-module's build script),
+# a C toolchain (linker), and checks that cargo exists. Does nothing if all is present.
+set -euo pipefail
+
+missing=()
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    missing+=(redis-server)
+fi
+
+have_libclang() {
+    dpkg -s libclang-dev >/dev/null 2>&1 && return 0
+    compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null
+}
+have_libclang || missing+=(libclang-dev)
+
+# rustc links through the system C compiler; a fresh machine may not have one.
+command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+
+if ((${#missing[@]})); then
+    if ((EUID == 0)); then
+        echo "setup: installing ${missing[*]}"
+        # A fresh machine's apt has no package lists yet, so update first.
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+    else
+        echo "setup: missing ${missing[*]}; install with:" >&2
+        echo "  sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+# The module needs Redis >= 7.0 (Ubuntu 22.04 ships 6.0).
+version=$(redis-server --version | sed -n 's/.* v=\([0-9][0-9]*\)\..*/\1/p')
+if [[ -z $version || $version -lt 7 ]]; then
+    echo "setup: $(redis-server --version)" >&2
+    echo "setup: Redis >= 7.0 is required; see https://redis.io/docs/latest/operate/oss_and_stack/install/install-redis/install-redis-on-linux/" >&2
+    exit 1
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo not found; install Rust with rustup:" >&2
+    echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\"" >&2
+    exit 1
+fi
+
+echo "setup: ok ($(redis-server --version | cut -d' ' -f1-3), $(cargo --version))"

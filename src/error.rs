@@ -1,0 +1,174 @@
+//! One error enum for every way a call can be refused; each variant renders its exact reply text once.
+
+use std::fmt;
+
+/// Largest value any numeric argument may take: integers up to 2^53 are exact as sorted-set scores.
+pub const MAX_EXACT: u64 = 1 << 53;
+/// Largest `window` in seconds such that `window * 1000 <= 2^53`.
+pub const MAX_WINDOW_SECONDS: u64 = MAX_EXACT / 1000;
+/// Most members one admitted call may add: a larger batch would stall the server for seconds.
+pub const MAX_ADD_PER_CALL: u64 = 1_000_000;
+
+/// The numeric arguments, named as the user knows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    Window,
+    Max,
+    Now,
+    Cost,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Fewer arguments than the command needs; holds the command name in lower case.
+    WrongArity(String),
+    /// An argument that is not an integer in its valid range.
+    Invalid(Arg),
+    UnknownOption(String),
+    RepeatedOption(String),
+    MissingValue(String),
+    /// An admitted call that would add more members than `MAX_ADD_PER_CALL`.
+    TooManyMembers(u64),
+    WrongType,
+    /// The server refused a low-level operation; should never happen.
+    Server(&'static str),
+    /// A bug panicked inside a command; the panic was contained.
+    Panic,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::WrongArity(cmd) => {
+                write!(f, "ERR wrong number of arguments for '{cmd}' command")
+            }
+            Error::Invalid(Arg::Window) => write!(
+                f,
+                "ERR window must be an integer between 1 and {MAX_WINDOW_SECONDS} (window * 1000 <= 2^53)"
+            ),
+            Error::Invalid(Arg::Max) => {
+                write!(f, "ERR max must be an integer between 1 and {MAX_EXACT}")
+            }
+            Error::Invalid(Arg::Now) => {
+                write!(
+                    f,
+                    "ERR now must be an integer between 0 and {MAX_EXACT}, or *"
+                )
+            }
+            Error::Invalid(Arg::Cost) => {
+                write!(f, "ERR cost must be an integer between 1 and {MAX_EXACT}")
+            }
+            Error::UnknownOption(tok) => write!(f, "ERR syntax error, unknown option '{tok}'"),
+            Error::RepeatedOption(tok) => {
+                write!(f, "ERR syntax error, option '{tok}' given twice")
+            }
+            Error::MissingValue(tok) => {
+                write!(f, "ERR syntax error, option '{tok}' needs a value")
+            }
+            Error::TooManyMembers(cost) => write!(
+                f,
+                "ERR cost {cost} would add more than {MAX_ADD_PER_CALL} members in one call"
+            ),
+            Error::WrongType => {
+                write!(
+                    f,
+                    "WRONGTYPE Operation against a key holding the wrong kind of value"
+                )
+            }
+            Error::Server(what) => write!(f, "ERR slidingwindow: the server refused {what}"),
+            Error::Panic => write!(
+                f,
+                "ERR slidingwindow: internal error (a bug was caught; the server is unharmed), please report it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Renders user bytes for an error line: printable ASCII kept, the rest escaped, long tokens cut.
+pub fn token(bytes: &[u8]) -> String {
+    const LIMIT: usize = 64;
+    let mut out = String::new();
+    for &b in bytes.iter().take(LIMIT) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if bytes.len() > LIMIT {
+        out.push_str("...");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_exact() {
+        let cases: &[(Error, &str)] = &[
+            (
+                Error::WrongArity("slidingwindow.allow".into()),
+                "ERR wrong number of arguments for 'slidingwindow.allow' command",
+            ),
+            (
+                Error::Invalid(Arg::Window),
+                "ERR window must be an integer between 1 and 9007199254740 (window * 1000 <= 2^53)",
+            ),
+            (
+                Error::Invalid(Arg::Max),
+                "ERR max must be an integer between 1 and 9007199254740992",
+            ),
+            (
+                Error::Invalid(Arg::Now),
+                "ERR now must be an integer between 0 and 9007199254740992, or *",
+            ),
+            (
+                Error::Invalid(Arg::Cost),
+                "ERR cost must be an integer between 1 and 9007199254740992",
+            ),
+            (
+                Error::UnknownOption("FOO".into()),
+                "ERR syntax error, unknown option 'FOO'",
+            ),
+            (
+                Error::RepeatedOption("COST".into()),
+                "ERR syntax error, option 'COST' given twice",
+            ),
+            (
+                Error::MissingValue("cost".into()),
+                "ERR syntax error, option 'cost' needs a value",
+            ),
+            (
+                Error::TooManyMembers(2_000_000),
+                "ERR cost 2000000 would add more than 1000000 members in one call",
+            ),
+            (
+                Error::WrongType,
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), *text);
+        }
+    }
+
+    #[test]
+    fn tokens_are_one_printable_line() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"COST", "COST"),
+            (b"a b", "a b"),
+            (b"x\r\ny", "x\\x0d\\x0ay"),
+            (b"\x00\xff", "\\x00\\xff"),
+            (b"", ""),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(token(bytes), *want);
+        }
+        let long = [b'a'; 100];
+        assert_eq!(token(&long), format!("{}...", "a".repeat(64)));
+    }
+}

@@ -1,0 +1,125 @@
+//! The two commands: parse, run the window logic on the sorted set, reply, propagate the effects.
+
+use super::api::{Argv, Ctx, Key, Kind};
+use super::zset::{Trimmed, ZsetLog};
+use crate::args::{self, Args, Now};
+use crate::error::{Error, MAX_ADD_PER_CALL, MAX_EXACT};
+use crate::reply::Reply;
+use crate::window::{self, Request};
+use redis_module::raw;
+use std::os::raw::c_int;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Allow,
+    Peek,
+}
+
+/// Runs one call with panics contained: a bug answers an error instead of aborting the server.
+pub fn dispatch(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    command: Command,
+) -> c_int {
+    // SAFETY: Redis hands the command its own context and arguments for the length of the call.
+    let Some(ctx) = (unsafe { Ctx::from_raw(ctx) }) else {
+        return raw::REDISMODULE_ERR as c_int;
+    };
+    let argv = unsafe { Argv::from_raw(argv, argc) };
+    let result = catch_unwind(AssertUnwindSafe(|| execute(ctx, &argv, command)));
+    let reply = match result {
+        Ok(Ok(reply)) => ctx.reply_array(&reply.fields()),
+        Ok(Err(err)) => Err(err),
+        Err(_) => Err(Error::Panic),
+    };
+    if let Err(err) = reply {
+        ctx.reply_error(&err);
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+fn execute(ctx: Ctx, argv: &Argv, command: Command) -> Result<Reply, Error> {
+    let args = parse(argv)?;
+    let now = match args.now {
+        Now::At(ms) => ms,
+        Now::Server => ctx.now_ms()?.min(MAX_EXACT),
+    };
+    let req = Request {
+        window_ms: args.window_ms,
+        max: args.max,
+        now,
+        cost: args.cost,
+    };
+    let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
+    let key = Key::open(ctx, name, command == Command::Allow)?;
+    if key.kind()? == Kind::Other {
+        return Err(Error::WrongType);
+    }
+    let mut log = ZsetLog::new(&key);
+    match command {
+        Command::Peek => window::peek(&mut log, &req),
+        Command::Allow => allow(ctx, &key, &mut log, &req),
+    }
+}
+
+fn allow(ctx: Ctx, key: &Key, log: &mut ZsetLog<'_>, req: &Request) -> Result<Reply, Error> {
+    // Refuse an oversized batch before changing anything.
+    if req.cost > MAX_ADD_PER_CALL && req.cost <= req.max && window::peek(log, req)?.allowed {
+        return Err(Error::TooManyMembers(req.cost));
+    }
+    let outcome = window::allow(log, req);
+    // Whatever happened, replicas and the AOF must get every change made.
+    propagate(ctx, key, log, req)?;
+    outcome.map(|o| o.reply)
+}
+
+/// Sends the call's effects to replicas and the AOF, sets the TTL, and emits the keyspace events the
+/// seed's script would (`zremrangebyscore`, `del`, `zadd`, `expire`), in its order.
+fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<(), Error> {
+    let name = &key.name;
+    match log.trimmed {
+        Trimmed::Nothing => {}
+        Trimmed::Some => {
+            ctx.replicate_trim(name, req.cutoff())?;
+            ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", name)?;
+        }
+        Trimmed::All => {
+            ctx.replicate_unlink(name)?;
+            ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", name)?;
+            ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del", name)?;
+        }
+    }
+    if !log.added.is_empty() {
+        let window = i64::try_from(req.window_ms).unwrap_or(i64::MAX);
+        let at = i64::try_from(ctx.now_ms()?)
+            .unwrap_or(i64::MAX)
+            .saturating_add(window);
+        ctx.replicate_add(name, req.now, &log.added)?;
+        ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", name)?;
+        key.set_expire_at(at)?;
+        ctx.replicate_expire_at(name, at)?;
+        ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name)?;
+    }
+    if log.trimmed != Trimmed::Nothing || !log.added.is_empty() {
+        ctx.signal_modified(name)?;
+    }
+    Ok(())
+}
+
+/// Parses without allocating for any well-formed call.
+fn parse(argv: &Argv) -> Result<Args, Error> {
+    const INLINE: usize = 8;
+    if argv.len() > INLINE {
+        let words = (0..argv.len())
+            .map(|i| argv.bytes(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        return args::parse(&words);
+    }
+    let mut words: [&[u8]; INLINE] = [&[]; INLINE];
+    for (i, slot) in words.iter_mut().enumerate().take(argv.len()) {
+        *slot = argv.bytes(i)?;
+    }
+    args::parse(words.get(..argv.len()).unwrap_or(&[]))
+}

@@ -1,0 +1,84 @@
+//! The five-integer reply and the waits it carries.
+
+/// What both commands answer, in wire order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub allowed: bool,
+    pub count: u64,
+    pub remaining: u64,
+    /// -1 when the cost can never fit; else ms until a request of the same cost would fit.
+    pub retry_after_ms: i64,
+    /// ms until the window is empty; 0 when it already is.
+    pub reset_after_ms: i64,
+}
+
+impl Reply {
+    /// The five integers, in the order the contract gives them.
+    pub fn fields(&self) -> [i64; 5] {
+        [
+            i64::from(self.allowed),
+            clamp(self.count),
+            clamp(self.remaining),
+            self.retry_after_ms,
+            self.reset_after_ms,
+        ]
+    }
+}
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// ms from now until a member scored `score` leaves the window, i.e. until `now' - window >= score`.
+/// Equals `score + window - now`, rounded up for fractional scores, never negative, saturated at i64.
+pub fn wait_ms(score: f64, cutoff: i64) -> i64 {
+    // `as` saturates: +inf becomes i64::MAX, -inf i64::MIN, NaN 0 (a sorted set holds no NaN).
+    let s = score.ceil() as i64;
+    let wait = i128::from(s) - i128::from(cutoff);
+    i64::try_from(wait.max(0)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits() {
+        let cases = [
+            (100.0, -9900, 10_000),
+            (1000.0, 999, 1),
+            (1000.0, 1000, 0),
+            (1000.0, 5000, 0),
+            (100.5, -9000, 9101),
+            (-0.5, -10, 10),
+            (f64::INFINITY, 0, i64::MAX),
+            (f64::NEG_INFINITY, 0, 0),
+            (1e300, -9_007_199_254_740_992, i64::MAX),
+            (
+                9_007_199_254_740_992.0,
+                -9_007_199_254_740_992,
+                18_014_398_509_481_984,
+            ),
+        ];
+        for (score, cutoff, want) in cases {
+            assert_eq!(wait_ms(score, cutoff), want, "{score} {cutoff}");
+        }
+    }
+
+    #[test]
+    fn fields_in_order() {
+        let r = Reply {
+            allowed: true,
+            count: 3,
+            remaining: 7,
+            retry_after_ms: 0,
+            reset_after_ms: 60_000,
+        };
+        assert_eq!(r.fields(), [1, 3, 7, 0, 60_000]);
+        let huge = Reply {
+            count: u64::MAX,
+            ..r
+        };
+        assert_eq!(huge.fields()[1], i64::MAX);
+    }
+}

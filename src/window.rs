@@ -1,0 +1,415 @@
+//! The sliding-window-log decision, generic over where the log is kept.
+//!
+//! Scores are ms timestamps. A member leaves the window once `score <= now - window`, exactly as the
+//! seed's `ZREMRANGEBYSCORE key -inf now-window*1000`.
+
+use crate::reply::{Reply, wait_ms};
+
+/// A log of request timestamps, oldest first. Scores are `f64` because a key may have been written by
+/// something else (the Lua script, a person with ZADD) and may hold any score.
+pub trait Log {
+    type Error;
+    /// Members in the log.
+    fn count(&mut self) -> Result<u64, Self::Error>;
+    /// Members scored at or before `score`.
+    fn count_through(&mut self, score: f64) -> Result<u64, Self::Error>;
+    /// Removes every member scored at or before `cutoff`; returns how many went.
+    fn trim(&mut self, cutoff: i64) -> Result<u64, Self::Error>;
+    /// Adds `n` fresh members scored `score`.
+    fn add(&mut self, score: u64, n: u64) -> Result<(), Self::Error>;
+    /// Score of the `k`-th oldest member, 1-based.
+    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Self::Error>;
+    /// Score of the newest member.
+    fn newest(&mut self) -> Result<Option<f64>, Self::Error>;
+}
+
+/// One call, with `now` resolved. Every field is at most 2^53 (checked by the parser).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub window_ms: u64,
+    pub max: u64,
+    pub now: u64,
+    pub cost: u64,
+}
+
+impl Request {
+    /// `now - window`: members scored at or before it have left the window. In `[-2^53, 2^53]`.
+    pub fn cutoff(&self) -> i64 {
+        to_i64(self.now).saturating_sub(to_i64(self.window_ms))
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// What a call did, for the caller to reply and to propagate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub reply: Reply,
+    /// Members removed because they left the window.
+    pub trimmed: u64,
+}
+
+/// Trim, count, maybe add: one `SLIDINGWINDOW.ALLOW` against `log`.
+pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, L::Error> {
+    let cutoff = req.cutoff();
+    let trimmed = log.trim(cutoff)?;
+    let before = log.count()?;
+    let allowed = fits(before, req.cost, req.max);
+    if allowed {
+        log.add(req.now, req.cost)?;
+    }
+    let count = if allowed { before + req.cost } else { before };
+    let retry_after_ms = if req.cost > req.max {
+        -1
+    } else {
+        // Only the `need` oldest members have to leave before the same cost fits again.
+        match count.saturating_add(req.cost).checked_sub(req.max) {
+            None | Some(0) => 0,
+            Some(need) => log.kth_oldest(need)?.map_or(0, |s| wait_ms(s, cutoff)),
+        }
+    };
+    let reset_after_ms = match count {
+        0 => 0,
+        _ => log.newest()?.map_or(0, |s| wait_ms(s, cutoff)),
+    };
+    Ok(Outcome {
+        reply: Reply {
+            allowed,
+            count,
+            remaining: req.max.saturating_sub(count),
+            retry_after_ms,
+            reset_after_ms,
+        },
+        trimmed,
+    })
+}
+
+/// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log`.
+pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, L::Error> {
+    allow(&mut Preview::new(log), req).map(|o| o.reply)
+}
+
+/// Whether `cost` more members fit under `max` next to `count`.
+pub fn fits(count: u64, cost: u64, max: u64) -> bool {
+    count.checked_add(cost).is_some_and(|total| total <= max)
+}
+
+/// A read-only view that plays trims and adds virtually over a log it never changes, so PEEK runs
+/// the very same `allow` code as ALLOW.
+pub struct Preview<'a, L> {
+    log: &'a mut L,
+    /// Stored members virtually trimmed.
+    expired: u64,
+    /// Members virtually added, all scored `at`.
+    added: u64,
+    at: f64,
+}
+
+impl<'a, L: Log> Preview<'a, L> {
+    pub fn new(log: &'a mut L) -> Self {
+        Preview {
+            log,
+            expired: 0,
+            added: 0,
+            at: 0.0,
+        }
+    }
+
+    fn live(&mut self) -> Result<u64, L::Error> {
+        Ok(self.log.count()?.saturating_sub(self.expired))
+    }
+}
+
+impl<L: Log> Log for Preview<'_, L> {
+    type Error = L::Error;
+
+    fn count(&mut self) -> Result<u64, Self::Error> {
+        Ok(self.live()?.saturating_add(self.added))
+    }
+
+    fn count_through(&mut self, score: f64) -> Result<u64, Self::Error> {
+        let stored = self.log.count_through(score)?.saturating_sub(self.expired);
+        let virtual_ = if self.at <= score { self.added } else { 0 };
+        Ok(stored.saturating_add(virtual_))
+    }
+
+    fn trim(&mut self, cutoff: i64) -> Result<u64, Self::Error> {
+        // Cutoffs are within +-2^53, so the conversion is exact.
+        self.expired = self.log.count_through(cutoff as f64)?;
+        Ok(self.expired)
+    }
+
+    fn add(&mut self, score: u64, n: u64) -> Result<(), Self::Error> {
+        self.at = score as f64;
+        self.added = n;
+        Ok(())
+    }
+
+    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Self::Error> {
+        if self.added == 0 {
+            return self.log.kth_oldest(self.expired.saturating_add(k));
+        }
+        // Stored members scored up to `at` come first, then the virtual ones, then the future ones.
+        let earlier = self
+            .log
+            .count_through(self.at)?
+            .saturating_sub(self.expired);
+        if k <= earlier {
+            self.log.kth_oldest(self.expired.saturating_add(k))
+        } else if k - earlier <= self.added {
+            Ok(Some(self.at))
+        } else {
+            self.log
+                .kth_oldest(self.expired.saturating_add(k - self.added))
+        }
+    }
+
+    fn newest(&mut self) -> Result<Option<f64>, Self::Error> {
+        let stored = match self.live()? {
+            0 => None,
+            _ => self.log.newest()?,
+        };
+        Ok(match (stored, self.added) {
+            (s, 0) => s,
+            (Some(s), _) if s > self.at => Some(s),
+            _ => Some(self.at),
+        })
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::convert::Infallible;
+
+    /// The simplest log: a sorted vector of scores.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct VecLog(pub Vec<f64>);
+
+    impl Log for VecLog {
+        type Error = Infallible;
+        fn count(&mut self) -> Result<u64, Infallible> {
+            Ok(self.0.len() as u64)
+        }
+        fn count_through(&mut self, score: f64) -> Result<u64, Infallible> {
+            Ok(self.0.iter().filter(|s| **s <= score).count() as u64)
+        }
+        fn trim(&mut self, cutoff: i64) -> Result<u64, Infallible> {
+            let before = self.0.len();
+            self.0.retain(|s| *s > cutoff as f64);
+            Ok((before - self.0.len()) as u64)
+        }
+        fn add(&mut self, score: u64, n: u64) -> Result<(), Infallible> {
+            self.0.extend(std::iter::repeat_n(score as f64, n as usize));
+            self.0.sort_by(f64::total_cmp);
+            Ok(())
+        }
+        fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Infallible> {
+            Ok(usize::try_from(k)
+                .ok()
+                .and_then(|k| k.checked_sub(1))
+                .and_then(|i| self.0.get(i).copied()))
+        }
+        fn newest(&mut self) -> Result<Option<f64>, Infallible> {
+            Ok(self.0.last().copied())
+        }
+    }
+
+    fn req(window_s: u64, max: u64, now: u64, cost: u64) -> Request {
+        Request {
+            window_ms: window_s * 1000,
+            max,
+            now,
+            cost,
+        }
+    }
+
+    fn reply(allowed: bool, count: u64, remaining: u64, retry: i64, reset: i64) -> Reply {
+        Reply {
+            allowed,
+            count,
+            remaining,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+        }
+    }
+
+    fn run(log: &[f64], r: Request) -> (Reply, Vec<f64>, u64) {
+        let mut l = VecLog(log.to_vec());
+        let Ok(out) = allow(&mut l, &r);
+        (out.reply, l.0, out.trimmed)
+    }
+
+    #[test]
+    fn table() {
+        // (stored scores, request, reply, stored after, trimmed)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&[f64], Request, Reply, Vec<f64>, u64)> = vec![
+            // Empty key, first request.
+            (
+                &[],
+                req(10, 3, 1000, 1),
+                reply(true, 1, 2, 0, 10_000),
+                vec![1000.0],
+                0,
+            ),
+            // Fills up exactly: the next request waits for the oldest.
+            (
+                &[100.0, 200.0],
+                req(10, 3, 1000, 1),
+                reply(true, 3, 0, 9100, 10_000),
+                vec![100.0, 200.0, 1000.0],
+                0,
+            ),
+            // Full: rejected, nothing added; retry when the oldest leaves.
+            (
+                &[100.0, 200.0, 300.0],
+                req(10, 3, 1000, 1),
+                reply(false, 3, 0, 9100, 9300),
+                vec![100.0, 200.0, 300.0],
+                0,
+            ),
+            // A member exactly at the cutoff leaves; one ms after stays.
+            (
+                &[1000.0, 1001.0],
+                req(10, 2, 11_000, 1),
+                reply(true, 2, 0, 1, 10_000),
+                vec![1001.0, 11_000.0],
+                1,
+            ),
+            // Cost larger than max: never admissible.
+            (
+                &[],
+                req(10, 3, 1000, 4),
+                reply(false, 0, 3, -1, 0),
+                vec![],
+                0,
+            ),
+            // Cost: need the 2nd oldest to leave.
+            (
+                &[100.0, 200.0, 300.0],
+                req(10, 4, 1000, 3),
+                reply(false, 3, 1, 9200, 9300),
+                vec![100.0, 200.0, 300.0],
+                0,
+            ),
+            // Cost admitted: the need-th oldest may be one of the new members.
+            (
+                &[],
+                req(10, 4, 1000, 4),
+                reply(true, 4, 0, 10_000, 10_000),
+                vec![1000.0; 4],
+                0,
+            ),
+            // Whole window expired.
+            (
+                &[1.0, 2.0, 3.0],
+                req(1, 3, 5000, 1),
+                reply(true, 1, 2, 0, 1000),
+                vec![5000.0],
+                3,
+            ),
+            // Members in the future count, and reset waits for them.
+            (
+                &[50_000.0],
+                req(10, 1, 1000, 1),
+                reply(false, 1, 0, 59_000, 59_000),
+                vec![50_000.0],
+                0,
+            ),
+            // Count above max (max lowered): remaining is 0, retry waits for enough to leave.
+            (
+                &[100.0, 200.0, 300.0, 400.0],
+                req(10, 2, 1000, 1),
+                reply(false, 4, 0, 9300, 9400),
+                vec![100.0, 200.0, 300.0, 400.0],
+                0,
+            ),
+            // Fractional scores written by others: round the wait up.
+            (
+                &[100.5],
+                req(10, 1, 1000, 1),
+                reply(false, 1, 0, 9101, 9101),
+                vec![100.5],
+                0,
+            ),
+            // now = 0: the cutoff is negative.
+            (
+                &[],
+                req(10, 1, 0, 1),
+                reply(true, 1, 0, 10_000, 10_000),
+                vec![0.0],
+                0,
+            ),
+        ];
+        for (i, (log, r, want, after, trimmed)) in cases.into_iter().enumerate() {
+            let (got, stored, t) = run(log, r);
+            assert_eq!(got, want, "case {i}");
+            assert_eq!(stored, after, "case {i} stored");
+            assert_eq!(t, trimmed, "case {i} trimmed");
+        }
+    }
+
+    #[test]
+    fn extremes_do_not_overflow() {
+        let top = crate::error::MAX_EXACT;
+        let win = crate::error::MAX_WINDOW_SECONDS;
+        let weird = [f64::NEG_INFINITY, -1e300, -1.0, 0.0, 1e300, f64::INFINITY];
+        for now in [0, 1, top - 1, top] {
+            for window in [1, win] {
+                for cost in [1, top] {
+                    for max in [1, top] {
+                        let r = req(window, max, now, cost);
+                        let (got, _, _) = run(&weird, r);
+                        assert!(got.retry_after_ms >= -1);
+                        assert!(got.reset_after_ms >= 0);
+                        let mut l = VecLog(weird.to_vec());
+                        let Ok(p) = peek(&mut l, &r);
+                        assert_eq!(p, got, "peek {r:?}");
+                    }
+                }
+            }
+        }
+        assert_eq!(req(win, 1, 0, 1).cutoff(), -9_007_199_254_740_000);
+        assert_eq!(req(1, 1, top, 1).cutoff(), 9_007_199_254_739_992);
+    }
+
+    /// A tiny deterministic generator, to avoid a dependency for tests.
+    pub struct SplitMix(pub u64);
+    impl SplitMix {
+        pub fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        pub fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    #[test]
+    fn peek_equals_allow_and_changes_nothing() {
+        let mut rng = SplitMix(7);
+        let mut log = VecLog::default();
+        let mut now: u64 = 50_000;
+        for _ in 0..20_000 {
+            // Time moves forward, backward and across whole windows.
+            now = match rng.below(10) {
+                0 => now.saturating_sub(rng.below(5000)),
+                1 => now + rng.below(30_000),
+                _ => now + rng.below(300),
+            };
+            let r = req(1 + rng.below(5), 1 + rng.below(12), now, 1 + rng.below(4));
+            let before = log.clone();
+            let Ok(peeked) = peek(&mut log, &r);
+            assert_eq!(log, before, "peek changed the log");
+            let Ok(out) = allow(&mut log, &r);
+            assert_eq!(peeked, out.reply, "{r:?} on {before:?}");
+            assert!(out.reply.count <= r.max.max(before.0.len() as u64));
+        }
+    }
+}

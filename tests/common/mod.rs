@@ -1,0 +1,429 @@
+//! Shared harness for the integration tests: a real `redis-server` per test, with the module
+//! loaded, on a free loopback port and a fresh directory, killed and cleaned up on drop.
+// Each test crate uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::{ConnectionLike, Value};
+
+/// How long a server gets to answer PING after it is spawned (also used for other polls).
+pub const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Path of the module under test: `$SLIDINGWINDOW_MODULE`, else the release build of this crate.
+pub fn module_path() -> PathBuf {
+    let path = match std::env::var_os("SLIDINGWINDOW_MODULE") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libslidingwindow.so"),
+    };
+    assert!(
+        path.is_file(),
+        "module {} not found: run `cargo build --release` first (or set SLIDINGWINDOW_MODULE)",
+        path.display()
+    );
+    // redis-server resolves a relative path against its own --dir, so hand it an absolute one.
+    fs::canonicalize(&path).unwrap_or(path)
+}
+
+fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+fn redis_cli_bin() -> String {
+    std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string())
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local_addr").port()
+}
+
+fn fresh_dir() -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "slidingwindow-test-{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        nanos
+    ));
+    fs::create_dir_all(&dir).expect("create test dir");
+    dir
+}
+
+/// Polls `cond` with a short pause until it holds; panics naming `what` after `timeout`.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sends one command and returns the raw reply; a server error comes back as
+/// `Value::ServerError` instead of `Err`, so tests can inspect it.
+pub fn call(con: &mut redis::Connection, args: &[&str]) -> Value {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    con.req_command(&cmd).expect("I/O error talking to redis")
+}
+
+/// Same as [`call`] with binary-safe arguments.
+pub fn call_bytes(con: &mut redis::Connection, args: &[&[u8]]) -> Value {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("command name is UTF-8"));
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    con.req_command(&cmd).expect("I/O error talking to redis")
+}
+
+/// The error line as the server sent it (`"ERR ..."`), or `None` if the reply is not an error.
+pub fn error_line(v: &Value) -> Option<String> {
+    match v {
+        Value::ServerError(e) => Some(match e.details() {
+            Some(d) => format!("{} {}", e.code(), d),
+            None => e.code().to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// The reply as a vector of integers; panics (showing the reply) on anything else.
+pub fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Int(n) => *n,
+                other => panic!("expected an integer in the array, got {other:?} (reply {v:?})"),
+            })
+            .collect(),
+        other => panic!("expected an array of integers, got {other:?}"),
+    }
+}
+
+/// Configures a server before starting it.
+pub struct Builder {
+    args: Vec<String>,
+    module: bool,
+}
+
+impl Builder {
+    /// Appends one extra `redis-server` argument (e.g. `"--appendonly"`, then `"yes"`).
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Appends several extra `redis-server` arguments.
+    pub fn args<I, S>(mut self, it: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(it.into_iter().map(Into::into));
+        self
+    }
+
+    /// Starts a server without loading the module (to compare against plain Redis).
+    pub fn without_module(mut self) -> Self {
+        self.module = false;
+        self
+    }
+
+    pub fn start(self) -> Server {
+        let mut last_log = String::new();
+        // The port is free when probed but another process may grab it before redis binds it;
+        // on that (rare) race, pick a new port and try again.
+        for _ in 0..5 {
+            let mut server = Server {
+                child: None,
+                port: free_port(),
+                dir: fresh_dir(),
+                extra: self.args.clone(),
+                module: self.module,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(log) => last_log = log,
+            }
+        }
+        panic!("redis-server did not start; log tail:\n{last_log}");
+    }
+}
+
+/// A running `redis-server` owned by the test.
+pub struct Server {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    module: bool,
+}
+
+impl Server {
+    pub fn builder() -> Builder {
+        Builder {
+            args: Vec::new(),
+            module: true,
+        }
+    }
+
+    /// A server with the default arguments and the module loaded.
+    pub fn start() -> Server {
+        Server::builder().start()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("redis.log")
+    }
+
+    /// The last lines of the server log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn command_line(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "--port".into(),
+            self.port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            self.dir.display().to_string(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+            "--daemonize".into(),
+            "no".into(),
+            "--logfile".into(),
+            self.log_path().display().to_string(),
+        ];
+        if self.module {
+            a.push("--loadmodule".into());
+            a.push(module_path().display().to_string());
+        }
+        // Later arguments override earlier ones, so extras can replace the defaults above.
+        a.extend(self.extra.iter().cloned());
+        a
+    }
+
+    /// Spawns the child and waits for PING; on failure returns the log tail.
+    fn spawn(&mut self) -> Result<(), String> {
+        let child = Command::new(redis_server_bin())
+            .args(self.command_line())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", redis_server_bin()));
+        self.child = Some(child);
+        let deadline = Instant::now() + STARTUP_DEADLINE;
+        loop {
+            if self.ping() {
+                return Ok(());
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+                .is_some();
+            if exited || Instant::now() >= deadline {
+                let log = self.log_tail();
+                self.kill9();
+                if exited && log.contains("Address already in use") {
+                    return Err(log);
+                }
+                panic!(
+                    "redis-server on port {} {}; log tail:\n{log}",
+                    self.port,
+                    if exited {
+                        "exited during startup"
+                    } else {
+                        "did not answer PING in time"
+                    }
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+            return false;
+        };
+        let _ = con.set_read_timeout(Some(Duration::from_millis(500)));
+        matches!(
+            redis::cmd("PING").query::<String>(&mut con).as_deref(),
+            Ok("PONG")
+        )
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A new connection; reads time out so a hung server fails the test instead of hanging it.
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("client url");
+        let con = client
+            .get_connection_with_timeout(STARTUP_DEADLINE)
+            .unwrap_or_else(|e| panic!("connect to port {}: {e}", self.port));
+        con.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        con
+    }
+
+    /// Runs `redis-cli -p PORT args...` and returns its stdout exactly. Note that redis-cli
+    /// prints raw replies when stdout is not a terminal; pass `--no-raw` first to get the
+    /// formatting a user sees interactively.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = self.cli_output(args);
+        String::from_utf8(out.stdout).expect("redis-cli stdout is UTF-8")
+    }
+
+    /// Like [`Server::cli`] but returns the whole process output (stdout, stderr, status).
+    pub fn cli_output(&self, args: &[&str]) -> std::process::Output {
+        Command::new(redis_cli_bin())
+            .arg("-p")
+            .arg(self.port.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", redis_cli_bin()))
+    }
+
+    /// `DEBUG DIGEST` of the whole dataset.
+    pub fn digest(&self) -> String {
+        redis::cmd("DEBUG")
+            .arg("DIGEST")
+            .query(&mut self.client())
+            .expect("DEBUG DIGEST")
+    }
+
+    /// One field of `INFO section`, e.g. `info_field("replication", "master_repl_offset")`.
+    pub fn info_field(&self, section: &str, name: &str) -> Option<String> {
+        let info: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.client())
+            .expect("INFO");
+        info.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k == name).then(|| v.trim().to_string())
+        })
+    }
+
+    /// Kills the server with SIGKILL (no shutdown save, no AOF rewrite) and reaps it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts it again on the same port and directory, so it loads
+    /// whatever AOF or RDB the previous run left there.
+    pub fn restart(&mut self) {
+        self.kill9();
+        if let Err(log) = self.spawn() {
+            panic!(
+                "redis-server could not get port {} back on restart; log tail:\n{log}",
+                self.port
+            );
+        }
+    }
+
+    /// True while the child process is alive (a crashed server is a failed test).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+}
+
+/// Starts a replica of `master` (module loaded, plus `extra` arguments) and waits until its
+/// link to the master is up and the initial sync is done.
+pub fn start_replica(master: &Server, extra: &[&str]) -> Server {
+    // The default 5 s diskless-sync delay would dominate the test's run time.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "repl-diskless-sync-delay", "0"])
+        .query(&mut master.client())
+        .expect("CONFIG SET repl-diskless-sync-delay");
+    let replica = Server::builder()
+        .args(["--replicaof", "127.0.0.1"])
+        .arg(master.port().to_string())
+        .args(extra.iter().copied())
+        .start();
+    wait_until(STARTUP_DEADLINE, "replica master_link_status:up", || {
+        replica
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            == Some("up")
+    });
+    wait_in_sync(master, &replica);
+    replica
+}
+
+/// Waits until the replica has processed everything the master has propagated so far.
+pub fn wait_in_sync(master: &Server, replica: &Server) {
+    let target = master
+        .info_field("replication", "master_repl_offset")
+        .expect("master_repl_offset");
+    wait_until(
+        STARTUP_DEADLINE,
+        &format!("replica offset to reach master offset {target}"),
+        || {
+            replica
+                .info_field("replication", "master_repl_offset")
+                .as_deref()
+                == Some(target.as_str())
+        },
+    );
+}
+
+/// The server's clock (`TIME`) in milliseconds.
+pub fn server_time_ms(con: &mut redis::Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
