@@ -379,7 +379,7 @@ pub mod tests {
     /// A tiny deterministic generator, to avoid a dependency for tests.
     pub struct SplitMix(pub u64);
     impl SplitMix {
-        pub fn next(&mut self) -> u64 {
+        pub fn draw(&mut self) -> u64 {
             self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
             let mut z = self.0;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -387,7 +387,7 @@ pub mod tests {
             z ^ (z >> 31)
         }
         pub fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
+            self.draw() % n.max(1)
         }
     }
 

@@ -14,6 +14,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 pub enum Command {
     Allow,
     Peek,
+    /// Panics on purpose, to prove panics are contained; only in builds with `panic-test`.
+    #[cfg(feature = "panic-test")]
+    Panic,
 }
 
 /// Runs one call with panics contained: a bug answers an error instead of aborting the server.
@@ -41,6 +44,10 @@ pub fn dispatch(
 }
 
 fn execute(ctx: Ctx, argv: &Argv, command: Command) -> Result<Reply, Error> {
+    #[cfg(feature = "panic-test")]
+    if command == Command::Panic {
+        std::panic::panic_any("slidingwindow.debugpanic: a deliberate panic");
+    }
     let args = parse(argv)?;
     let now = match args.now {
         Now::At(ms) => ms,
@@ -61,6 +68,8 @@ fn execute(ctx: Ctx, argv: &Argv, command: Command) -> Result<Reply, Error> {
     match command {
         Command::Peek => window::peek(&mut log, &req),
         Command::Allow => allow(ctx, &key, &mut log, &req),
+        #[cfg(feature = "panic-test")]
+        Command::Panic => Err(Error::Panic),
     }
 }
 
@@ -91,18 +100,18 @@ fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<()
             ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del", name)?;
         }
     }
-    if !log.added.is_empty() {
+    if !log.added.as_slice().is_empty() {
         let window = i64::try_from(req.window_ms).unwrap_or(i64::MAX);
         let at = i64::try_from(ctx.now_ms()?)
             .unwrap_or(i64::MAX)
             .saturating_add(window);
-        ctx.replicate_add(name, req.now, &log.added)?;
+        ctx.replicate_add(name, req.now, log.added.as_slice())?;
         ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", name)?;
         key.set_expire_at(at)?;
         ctx.replicate_expire_at(name, at)?;
         ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name)?;
     }
-    if log.trimmed != Trimmed::Nothing || !log.added.is_empty() {
+    if log.trimmed != Trimmed::Nothing || !log.added.as_slice().is_empty() {
         ctx.signal_modified(name)?;
     }
     Ok(())

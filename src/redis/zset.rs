@@ -1,4 +1,8 @@
 //! The sorted-set storage of the log: the key stays an ordinary sorted set, one member per request.
+//!
+//! Every query is shaped to stay near the ends of the skiplist: the oldest member is one step from
+//! the head, and "is anything newer than s?" is answered by the tail pointer, so a call on a large
+//! set costs a few cache lines instead of full descents.
 
 use super::api::{Key, OwnedString};
 use crate::error::{Error, MAX_ADD_PER_CALL};
@@ -20,45 +24,83 @@ pub enum Trimmed {
     All,
 }
 
+/// Members a call added; the common single add needs no allocation of ours.
+#[derive(Default)]
+pub enum Added {
+    #[default]
+    None,
+    One(OwnedString),
+    Many(Vec<OwnedString>),
+}
+
+impl Added {
+    pub fn as_slice(&self) -> &[OwnedString] {
+        match self {
+            Added::None => &[],
+            Added::One(m) => std::slice::from_ref(m),
+            Added::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, m: OwnedString) {
+        match std::mem::take(self) {
+            Added::None => *self = Added::One(m),
+            Added::One(first) => *self = Added::Many(vec![first, m]),
+            Added::Many(mut v) => {
+                v.push(m);
+                *self = Added::Many(v);
+            }
+        }
+    }
+}
+
 /// A sorted set seen as a `Log`; records what it changed so the caller can propagate it.
 pub struct ZsetLog<'k> {
     key: &'k Key,
-    /// Cached newest score; `None` until asked.
+    /// Cached oldest and newest scores; `None` until known.
+    oldest: Option<Option<f64>>,
     newest: Option<Option<f64>>,
+    /// Score of the members this call added, if any.
+    added_at: Option<f64>,
     pub trimmed: Trimmed,
-    /// Members this call added, in order.
-    pub added: Vec<OwnedString>,
+    pub added: Added,
 }
 
 impl<'k> ZsetLog<'k> {
     pub fn new(key: &'k Key) -> Self {
         ZsetLog {
             key,
+            oldest: None,
             newest: None,
+            added_at: None,
             trimmed: Trimmed::Nothing,
-            added: Vec::new(),
+            added: Added::None,
         }
     }
 
-    /// Score of the first member of `[min, max]`, or of the last when `first` is false.
-    fn edge(&self, min: f64, max: f64, first: bool) -> Result<Option<f64>, Error> {
+    /// The first member scored in `(min, +inf]` (or `[min, +inf]`), with its score.
+    fn first_from(&self, min: f64, exclusive: bool) -> Result<Option<(OwnedString, f64)>, Error> {
         if self.key.len()? == 0 {
             return Ok(None);
         }
-        self.key.range(min, max, false, first)?.score()
+        self.key.range(min, POS_INF, exclusive, true)?.current()
     }
 
-    /// Removes members one at a time: O(log N) each, and trims are a few members per call.
-    fn remove_through(&mut self, cutoff: f64) -> Result<u64, Error> {
-        let mut removed = 0u64;
-        loop {
-            let member = match self.key.range(NEG_INF, cutoff, false, true)?.current()? {
-                Some((member, _)) => member,
-                None => return Ok(removed),
-            };
-            self.key.zrem(&member)?;
-            removed += 1;
+    /// The first member scored at or before `cutoff`.
+    fn first_through(&self, cutoff: f64) -> Result<Option<OwnedString>, Error> {
+        if self.key.len()? == 0 {
+            return Ok(None);
         }
+        Ok(self
+            .key
+            .range(NEG_INF, cutoff, false, true)?
+            .current()?
+            .map(|(m, _)| m))
+    }
+
+    /// Whether a member is scored above `score`; answered from the tail, no descent.
+    fn any_after(&self, score: f64) -> Result<bool, Error> {
+        Ok(self.first_from(score, true)?.is_some())
     }
 
     /// Adds one member at `score` under a fresh name.
@@ -86,7 +128,7 @@ impl Log for ZsetLog<'_> {
 
     fn count_through(&mut self, score: f64) -> Result<u64, Error> {
         let len = self.key.len()?;
-        if len == 0 || self.newest()?.is_some_and(|n| n <= score) {
+        if len == 0 || !self.any_after(score)? {
             return Ok(len);
         }
         let range = self.key.range(NEG_INF, score, false, true)?;
@@ -102,21 +144,33 @@ impl Log for ZsetLog<'_> {
 
     fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
         let len = self.key.len()?;
-        if len == 0 {
-            return Ok(0);
-        }
         // Cutoffs are within +-2^53, so the conversion is exact.
         let cutoff = cutoff as f64;
-        if self.newest()?.is_some_and(|n| n <= cutoff) {
+        let Some((first, oldest)) = self.first_from(NEG_INF, false)? else {
+            self.oldest = Some(None);
+            self.newest = Some(None);
+            return Ok(0);
+        };
+        if oldest > cutoff {
+            self.oldest = Some(Some(oldest));
+            return Ok(0);
+        }
+        let Some((_, live)) = self.first_from(cutoff, true)? else {
             // The whole window expired: O(1) here, the set is freed off the main thread.
             self.key.unlink()?;
             self.trimmed = Trimmed::All;
+            self.oldest = Some(None);
             self.newest = Some(None);
             return Ok(len);
-        }
-        let removed = self.remove_through(cutoff)?;
-        if removed > 0 {
-            self.trimmed = Trimmed::Some;
+        };
+        self.oldest = Some(Some(live));
+        self.trimmed = Trimmed::Some;
+        // Expired members sit at the head, so each removal is a short walk.
+        self.key.zrem(&first)?;
+        let mut removed = 1u64;
+        while let Some(member) = self.first_through(cutoff)? {
+            self.key.zrem(&member)?;
+            removed += 1;
         }
         Ok(removed)
     }
@@ -125,20 +179,25 @@ impl Log for ZsetLog<'_> {
         if n > MAX_ADD_PER_CALL {
             return Err(Error::TooManyMembers(n));
         }
-        self.added.reserve(usize::try_from(n).unwrap_or(0));
+        if n > 1 {
+            self.added = Added::Many(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
+        }
         for _ in 0..n {
             self.add_one(score)?;
         }
         let s = score as f64;
-        self.newest = match self.newest {
-            Some(Some(old)) if old > s => Some(Some(old)),
-            Some(_) => Some(Some(s)),
-            None => None,
-        };
+        self.added_at = Some(s);
+        self.oldest = self.oldest.map(|o| Some(o.map_or(s, |o| o.min(s))));
+        self.newest = self.newest.map(|o| Some(o.map_or(s, |o| o.max(s))));
         Ok(())
     }
 
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
+        if k == 1 {
+            if let Some(oldest) = self.oldest {
+                return Ok(oldest);
+            }
+        }
         if k == 0 || k > self.key.len()? {
             return Ok(None);
         }
@@ -155,7 +214,12 @@ impl Log for ZsetLog<'_> {
         if let Some(n) = self.newest {
             return Ok(n);
         }
-        let n = self.edge(NEG_INF, POS_INF, false)?;
+        let n = match self.added_at {
+            // Just added at `s`: unless something is scored later, `s` is the newest.
+            Some(s) if !self.any_after(s)? => Some(s),
+            _ if self.key.len()? == 0 => None,
+            _ => self.key.range(NEG_INF, POS_INF, false, false)?.score()?,
+        };
         self.newest = Some(n);
         Ok(n)
     }
