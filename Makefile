@@ -1,7 +1,8 @@
 # Everyday tasks; README.md ("Development") explains each target.
 PORT ?= 6379
 FUZZ_SECONDS ?= 60
-MODULE := $(CURDIR)/target/release/libslidingwindow.so
+# Follows CARGO_TARGET_DIR if set; `make run` (redis.conf.example) always loads ./target.
+MODULE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/libslidingwindow.so
 # Integration tests each start a redis-server; two at a time suits a small machine.
 TEST_THREADS ?= 2
 

@@ -66,6 +66,7 @@ pub fn write_svg(results: &[Measurement], path: &Path) -> Result<()> {
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
+        .light_line_style(TRANSPARENT)
         .y_desc("server CPU µs per request")
         .draw()?;
     draw_workload_names(&root, &chart)?;

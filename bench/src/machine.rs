@@ -13,6 +13,8 @@ pub struct Machine {
     pub redis_version: String,
     /// UTC, `YYYY-MM-DD HH:MM:SSZ`.
     pub date: String,
+    /// 1-minute load average when the run started: other work on the machine skews the figures.
+    pub load_at_start: String,
 }
 
 impl Machine {
@@ -25,6 +27,7 @@ impl Machine {
                 .unwrap_or("unknown")
                 .to_string(),
             date: utc_now()?,
+            load_at_start: load_average(),
         })
     }
 }
@@ -38,6 +41,13 @@ fn cpu_model() -> String {
                 .find(|(key, _)| key.trim() == "model name")
                 .map(|(_, value)| value.trim().to_string())
         })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
         .unwrap_or_else(|| "unknown".to_string())
 }
 

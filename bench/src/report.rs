@@ -118,14 +118,18 @@ fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 fn worst_line(worst: &Worst) -> String {
+    let ms = |us: u64| us as f64 / 1000.0;
     format!(
-        "worst call (one request on {} members, whole window expired), in-command µs per trial: \
-         module {:?} (worst {:.2} ms), lua {:?} (worst {:.2} ms)",
+        "Worst call (one request on {} members whose whole window has expired), in-command \
+         time: module median {:.3} ms, worst {:.3} ms; lua median {:.1} ms, worst {:.1} ms \
+         (µs per trial: module {:?}, lua {:?})",
         worst.members,
+        ms(worst.module_median()),
+        ms(worst.module_max()),
+        ms(worst.lua_median()),
+        ms(worst.lua_max()),
         worst.module_us,
-        worst.module_max() as f64 / 1000.0,
-        worst.lua_us,
-        worst.lua_max() as f64 / 1000.0
+        worst.lua_us
     )
 }
 
@@ -135,7 +139,7 @@ fn check_line(check: &Check) -> String {
         Bound::AtMost => "<=",
     };
     format!(
-        "[{}] {}: {:.2} (target {op} {})",
+        "[{}] {}: {:.3} (target {op} {})",
         if check.holds { "ok" } else { "MISSED" },
         check.name,
         check.value,
@@ -150,6 +154,7 @@ pub fn write_json(run: &Run, path: &Path) -> Result<()> {
             "cpu_model": run.machine.cpu_model,
             "redis_version": run.machine.redis_version,
             "date": run.machine.date,
+            "load_average_at_start": run.machine.load_at_start,
         },
         "run_seconds": run.seconds,
         "config": config_json(),
@@ -213,9 +218,9 @@ pub fn write_markdown(run: &Run, path: &Path) -> Result<()> {
     let mut out =
         String::from("# Benchmark: SLIDINGWINDOW.ALLOW against the seed's Lua script\n\n");
     out += &format!(
-        "Ran {} on {} CPUs ({}), redis-server {}; the whole run took {:.0} s. \
-         Regenerate with `make bench`.\n\n",
-        m.date, m.nproc, m.cpu_model, m.redis_version, run.seconds
+        "Ran {} on {} CPUs ({}), redis-server {}, 1-minute load average {} at the start; \
+         the whole run took {:.0} s. Regenerate with `make bench`.\n\n",
+        m.date, m.nproc, m.cpu_model, m.redis_version, m.load_at_start, run.seconds
     );
     out += &method_text();
     out += &markdown_table(&HEADER, &rows);
@@ -234,7 +239,7 @@ fn method_text() -> String {
         "Each workload runs for each variant on one private server, one after the other, with a \
          simulated clock (the client sends `now`) after one full window of warm-up. Server CPU is \
          the `INFO cpu` delta over {MEASURED_REQUESTS} requests sent in pipelines of \
-         {PIPELINE_DEPTH}; in-command time is from `INFO commandstats` (for `commands`, the four \
+         {PIPELINE_DEPTH} requests; in-command time is from `INFO commandstats` (for `commands`, the four \
          commands' usec summed per request); latency is over {LATENCY_REQUESTS} sequential round \
          trips; bytes/member is `MEMORY USAGE key SAMPLES 0` / `ZCARD`. `commands` (the script's \
          four commands, pipelined, always adding) and `ping` are cost floors, not rate limiters.\n\n"

@@ -193,10 +193,8 @@ impl Log for ZsetLog<'_> {
     }
 
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
-        if k == 1 {
-            if let Some(oldest) = self.oldest {
-                return Ok(oldest);
-            }
+        if let (1, Some(oldest)) = (k, self.oldest) {
+            return Ok(oldest);
         }
         if k == 0 || k > self.key.len()? {
             return Ok(None);
