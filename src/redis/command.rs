@@ -66,7 +66,7 @@ fn execute(ctx: Ctx, argv: &Argv, command: Command) -> Result<Reply, Error> {
     }
     let mut log = ZsetLog::new(&key);
     match command {
-        Command::Peek => window::peek(&mut log, &req),
+        Command::Peek => admissible(window::peek(&mut log, &req)?, &req),
         Command::Allow => allow(ctx, &key, &mut log, &req),
         #[cfg(feature = "panic-test")]
         Command::Panic => Err(Error::Panic),
@@ -75,13 +75,22 @@ fn execute(ctx: Ctx, argv: &Argv, command: Command) -> Result<Reply, Error> {
 
 fn allow(ctx: Ctx, key: &Key, log: &mut ZsetLog<'_>, req: &Request) -> Result<Reply, Error> {
     // Refuse an oversized batch before changing anything.
-    if req.cost > MAX_ADD_PER_CALL && req.cost <= req.max && window::peek(log, req)?.allowed {
-        return Err(Error::TooManyMembers(req.cost));
+    if req.cost > MAX_ADD_PER_CALL && req.cost <= req.max {
+        admissible(window::peek(log, req)?, req)?;
     }
     let outcome = window::allow(log, req);
     // Whatever happened, replicas and the AOF must get every change made.
     propagate(ctx, key, log, req)?;
     outcome.map(|o| o.reply)
+}
+
+/// An admission that would add more members than one call may is an error, for PEEK as for ALLOW.
+fn admissible(reply: Reply, req: &Request) -> Result<Reply, Error> {
+    if reply.allowed && req.cost > MAX_ADD_PER_CALL {
+        Err(Error::TooManyMembers(req.cost))
+    } else {
+        Ok(reply)
+    }
 }
 
 /// Sends the call's effects to replicas and the AOF, sets the TTL, and emits the keyspace events the
