@@ -1,0 +1,186 @@
+//! Replicas, the AOF and the RDB receive the effects of the commands, so after any workload
+//! they hold exactly the master's data.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
+use redis::Connection;
+
+/// splitmix64: a tiny deterministic generator, so a failing workload replays exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
+    }
+}
+
+const KEYS: [&str; 5] = ["rl:a", "rl:b", "rl:c", "rl:{x}d", "rl:e"];
+
+/// A mixed workload: admitted and rejected calls, COST, `*`, trims, whole windows expiring,
+/// PEEK and malformed calls. Windows are at least a minute so no key expires for real while
+/// the copies are compared.
+fn workload(con: &mut Connection, seed: u64, steps: usize) {
+    let mut rng = Rng(seed);
+    let mut now = server_time_ms(con);
+    let (mut admitted, mut rejected) = (0, 0);
+    for _ in 0..steps {
+        let key = KEYS[rng.range(0, KEYS.len() as i64 - 1) as usize];
+        let window = [60, 61, 120][rng.range(0, 2) as usize];
+        let max = rng.range(1, 8);
+        now = match rng.range(0, 99) {
+            0..=4 => now + rng.range(1, 2) * window * 1000, // the whole window expires
+            5..=9 => now - rng.range(0, 5000),
+            _ => now + rng.range(0, 3000),
+        };
+        let now_arg = if rng.range(0, 9) == 0 {
+            "*".to_string()
+        } else {
+            now.to_string()
+        };
+        let (w, m) = (window.to_string(), max.to_string());
+        let mut args = vec!["SLIDINGWINDOW.ALLOW", key, &w, &m, &now_arg];
+        let cost;
+        match rng.range(0, 9) {
+            0..=2 => {
+                cost = rng.range(1, 10).to_string();
+                args.extend(["COST", &cost]);
+            }
+            3 => args[0] = "SLIDINGWINDOW.PEEK",
+            4 if rng.range(0, 3) == 0 => args[2] = "0", // malformed: refused, no effect
+            _ => {}
+        }
+        let reply = call(con, &args);
+        if let Some(err) = error_line(&reply) {
+            assert!(args[2] == "0", "{args:?}: {err}");
+            continue;
+        }
+        let r = ints(&reply);
+        if args[0] == "SLIDINGWINDOW.ALLOW" {
+            if r[0] == 1 {
+                admitted += 1;
+            } else {
+                rejected += 1;
+            }
+        }
+    }
+    assert!(
+        admitted > 50 && rejected > 50,
+        "{admitted} admitted, {rejected} rejected"
+    );
+}
+
+/// One key as compared between copies: name, (member, score) pairs, absolute expiry in ms.
+type KeyState = (String, Vec<(String, String)>, i64);
+
+fn keys_state(con: &mut Connection) -> Vec<KeyState> {
+    KEYS.iter()
+        .map(|k| {
+            let members: Vec<(String, String)> = redis::cmd("ZRANGE")
+                .arg(*k)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(con)
+                .unwrap();
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(*k).query(con).unwrap();
+            (k.to_string(), members, at)
+        })
+        .collect()
+}
+
+/// All bytes of the AOF (Redis 7 keeps it as several files in `appendonlydir`).
+fn aof_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    let aof_dir = dir.join("appendonlydir");
+    for entry in fs::read_dir(&aof_dir).expect("appendonlydir") {
+        out.extend(fs::read(entry.unwrap().path()).unwrap());
+    }
+    out
+}
+
+fn contains_ci(hay: &[u8], needle: &str) -> bool {
+    let needle = needle.to_ascii_lowercase();
+    hay.to_ascii_lowercase()
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn replica_holds_the_same_data_after_a_random_workload() {
+    let master = Server::start();
+    let replica = start_replica(&master, &[]);
+    let mut c = master.client();
+    workload(&mut c, 0xA11CE, 2500);
+    wait_in_sync(&master, &replica);
+    let mut rc = replica.client();
+    assert_eq!(replica.digest(), master.digest());
+    assert_eq!(keys_state(&mut rc), keys_state(&mut c));
+    assert_ne!(master.digest(), "0".repeat(40), "the workload left no data");
+
+    // PEEK runs on the read-only replica and answers as the master would; ALLOW is refused.
+    let now = server_time_ms(&mut c).to_string();
+    for key in KEYS {
+        let line = ["SLIDINGWINDOW.PEEK", key, "60", "4", &now];
+        let (on_master, on_replica) = (call(&mut c, &line), call(&mut rc, &line));
+        assert_eq!(ints(&on_replica), ints(&on_master), "{key}");
+        let r = call(&mut rc, &["SLIDINGWINDOW.ALLOW", key, "60", "4", "*"]);
+        assert!(
+            error_line(&r).is_some_and(|e| e.starts_with("READONLY")),
+            "ALLOW on a replica: {r:?}"
+        );
+    }
+    assert_eq!(replica.digest(), master.digest());
+}
+
+#[test]
+fn server_restarted_from_its_aof_has_the_same_data() {
+    let mut s = Server::builder()
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let mut c = s.client();
+    workload(&mut c, 0xB0B, 2000);
+    let (digest, state) = (s.digest(), keys_state(&mut c));
+    assert_ne!(digest, "0".repeat(40), "the workload left no data");
+
+    let aof = aof_bytes(s.dir());
+    assert!(
+        !contains_ci(&aof, "slidingwindow"),
+        "the AOF holds the command itself, not its effects"
+    );
+    assert!(
+        contains_ci(&aof, "pexpireat"),
+        "the expiry is not propagated as PEXPIREAT"
+    );
+
+    // SIGKILL: with appendfsync always, everything acknowledged is in the AOF.
+    s.restart();
+    let mut c = s.client();
+    assert_eq!(s.digest(), digest);
+    assert_eq!(keys_state(&mut c), state);
+}
+
+#[test]
+fn server_restarted_from_its_rdb_has_the_same_data() {
+    let mut s = Server::start();
+    let mut c = s.client();
+    workload(&mut c, 0xC0DE, 2000);
+    let (digest, state) = (s.digest(), keys_state(&mut c));
+    assert_ne!(digest, "0".repeat(40), "the workload left no data");
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    s.restart();
+    let mut c = s.client();
+    assert_eq!(s.digest(), digest);
+    assert_eq!(keys_state(&mut c), state);
+}

@@ -1,0 +1,150 @@
+//! Helpers over the shared harness for the reliability tests: typed queries, raw pipelines,
+//! INFO numbers, key snapshots, and replicas attached while traffic runs.
+#![allow(dead_code)]
+
+use crate::common::{self, STARTUP_DEADLINE, Server, wait_until};
+use redis::{Connection, FromRedisValue, Value};
+use std::time::Duration;
+
+/// Runs a command that must succeed and converts its reply.
+pub fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(con)
+        .unwrap_or_else(|e| panic!("{} failed: {e}", args.join(" ")))
+}
+
+/// `SLIDINGWINDOW.<cmd> key window max now COST cost` as a command line.
+pub fn sw_line(cmd: &str, key: &str, window_s: u64, max: u64, now: u64, cost: u64) -> Vec<String> {
+    vec![
+        format!("SLIDINGWINDOW.{cmd}"),
+        key.to_string(),
+        window_s.to_string(),
+        max.to_string(),
+        now.to_string(),
+        "COST".to_string(),
+        cost.to_string(),
+    ]
+}
+
+/// One SLIDINGWINDOW call that must answer five integers.
+pub fn sw5(
+    con: &mut Connection,
+    cmd: &str,
+    key: &str,
+    w: u64,
+    max: u64,
+    now: u64,
+    cost: u64,
+) -> [i64; 5] {
+    let line = sw_line(cmd, key, w, max, now, cost);
+    let args: Vec<&str> = line.iter().map(String::as_str).collect();
+    let v = common::call(con, &args);
+    five(&v).unwrap_or_else(|| panic!("{} answered {v:?}, not five integers", line.join(" ")))
+}
+
+/// The reply as five integers, or None if it is anything else.
+pub fn five(v: &Value) -> Option<[i64; 5]> {
+    match v {
+        Value::Array(items) if items.len() == 5 => {
+            let mut out = [0i64; 5];
+            for (slot, item) in out.iter_mut().zip(items) {
+                match item {
+                    Value::Int(n) => *slot = *n,
+                    _ => return None,
+                }
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// Encodes one command (binary-safe) in the wire format.
+pub fn packed<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Sends many commands in one write and reads one raw reply each (errors come back as values).
+pub fn pipeline<A: AsRef<[u8]>>(con: &mut Connection, cmds: &[Vec<A>]) -> Vec<Value> {
+    let mut buf = Vec::new();
+    for c in cmds {
+        buf.extend_from_slice(&packed(c));
+    }
+    con.send_packed_command(&buf).expect("send pipeline");
+    (0..cmds.len())
+        .map(|_| con.recv_response().expect("read pipelined reply"))
+        .collect()
+}
+
+/// A numeric INFO field; panics if it is missing or not a number.
+pub fn info_u64(s: &Server, section: &str, field: &str) -> u64 {
+    let v = s
+        .info_field(section, field)
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("INFO {field} is not a number: {v}"))
+}
+
+/// Every score of the sorted set at `key`, ascending (all integral in these tests).
+pub fn scores(con: &mut Connection, key: &str) -> Vec<u64> {
+    let pairs: Vec<(String, f64)> = q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]);
+    pairs
+        .into_iter()
+        .map(|(m, s)| {
+            assert!(
+                s.fract() == 0.0 && s >= 0.0,
+                "{key}: member {m} has score {s}, not a ms timestamp"
+            );
+            s as u64
+        })
+        .collect()
+}
+
+/// What a key holds, byte for byte, with its absolute expiry: equal before and after means untouched.
+pub fn snapshot(con: &mut Connection, key: &str) -> (Option<Vec<u8>>, i64) {
+    let dump: Option<Vec<u8>> = q(con, &["DUMP", key]);
+    let at: i64 = q(con, &["PEXPIRETIME", key]);
+    (dump, at)
+}
+
+/// Starts a replica of `master` and waits only for its link to come up, so traffic may still
+/// be running (the harness's `start_replica` waits for equal offsets, which needs a quiet master).
+pub fn attach_replica(master: &Server, extra: &[&str]) -> Server {
+    let _: () = q(
+        &mut master.client(),
+        &["CONFIG", "SET", "repl-diskless-sync-delay", "0"],
+    );
+    let replica = Server::builder()
+        .args(["--replicaof", "127.0.0.1"])
+        .arg(master.port().to_string())
+        .args(extra.iter().copied())
+        .start();
+    wait_link_up(&replica);
+    replica
+}
+
+pub fn wait_link_up(replica: &Server) {
+    wait_until(STARTUP_DEADLINE, "replica master_link_status:up", || {
+        replica
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            == Some("up")
+    });
+}
+
+/// Waits for a background save or rewrite: polls `field` in INFO persistence until it is 0.
+pub fn wait_persistence_idle(s: &Server, field: &str) {
+    wait_until(Duration::from_secs(30), &format!("{field}:0"), || {
+        info_u64(s, "persistence", field) == 0
+    });
+}
