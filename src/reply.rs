@@ -32,9 +32,9 @@ fn clamp(v: u64) -> i64 {
 /// ms from now until a member scored `score` leaves the window, i.e. until `now' - window >= score`.
 /// Equals `score + window - now`, rounded up for fractional scores, never negative, saturated at i64.
 pub fn wait_ms(score: f64, cutoff: i64) -> i64 {
-    // `as` saturates: +inf becomes i64::MAX, -inf i64::MIN, NaN 0 (a sorted set holds no NaN).
-    let s = score.ceil() as i64;
-    let wait = i128::from(s) - i128::from(cutoff);
+    // `as` saturates (+-inf to the i128 bounds, NaN to 0; a sorted set holds no NaN), and i128 is
+    // wide enough that every wait that fits an i64 is exact.
+    let wait = (score.ceil() as i128).saturating_sub(i128::from(cutoff));
     i64::try_from(wait.max(0)).unwrap_or(i64::MAX)
 }
 

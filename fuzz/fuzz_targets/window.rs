@@ -1,0 +1,274 @@
+//! Fuzzes `window::allow` and `window::peek` over an in-memory log seeded with arbitrary scores
+//! (inf, -inf, huge, negative, fractional), then a sequence of requests and foreign writes.
+//! Each step checks PEEK against ALLOW, and both against the contract's formulas computed afresh.
+
+#![no_main]
+
+// The module's pure files, included by path (the module crate itself is a cdylib, see Cargo.toml).
+#[allow(dead_code)]
+#[path = "../../src/error.rs"]
+mod error;
+#[allow(dead_code)]
+#[path = "../../src/reply.rs"]
+mod reply;
+#[allow(dead_code)]
+#[path = "../../src/window.rs"]
+mod window;
+
+use error::{MAX_EXACT, MAX_WINDOW_SECONDS};
+use libfuzzer_sys::arbitrary::{Result, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use reply::Reply;
+use std::convert::Infallible;
+use window::{Log, Request};
+
+/// A sorted set reduced to what the decision reads: runs of (score, members), sorted by score.
+/// Runs keep memory bounded whatever the cost, up to 2^53 members per call.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct RunLog(Vec<(f64, u64)>);
+
+impl RunLog {
+    /// Adds `n` members scored `score` (never NaN: a sorted set cannot hold it).
+    fn insert(&mut self, score: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let at = self.0.partition_point(|(s, _)| s.total_cmp(&score).is_lt());
+        match self.0.get_mut(at) {
+            Some((s, count)) if s.to_bits() == score.to_bits() => *count += n,
+            _ => self.0.insert(at, (score, n)),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl Log for RunLog {
+    type Error = Infallible;
+
+    fn count(&mut self) -> std::result::Result<u64, Infallible> {
+        Ok(self.total())
+    }
+
+    fn count_through(&mut self, score: f64) -> std::result::Result<u64, Infallible> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|(s, _)| *s <= score)
+            .map(|(_, n)| n)
+            .sum())
+    }
+
+    fn trim(&mut self, cutoff: i64) -> std::result::Result<u64, Infallible> {
+        let before = self.total();
+        self.0.retain(|(s, _)| *s > cutoff as f64);
+        Ok(before - self.total())
+    }
+
+    fn add(&mut self, score: u64, n: u64) -> std::result::Result<(), Infallible> {
+        self.insert(score as f64, n);
+        Ok(())
+    }
+
+    fn kth_oldest(&mut self, k: u64) -> std::result::Result<Option<f64>, Infallible> {
+        Ok(kth(&self.0, k))
+    }
+
+    fn newest(&mut self) -> std::result::Result<Option<f64>, Infallible> {
+        Ok(self.0.last().map(|(s, _)| *s))
+    }
+}
+
+/// The `k`-th oldest score, 1-based.
+fn kth(runs: &[(f64, u64)], k: u64) -> Option<f64> {
+    let mut seen = 0u64;
+    for (s, n) in runs {
+        seen += n;
+        if k >= 1 && k <= seen {
+            return Some(*s);
+        }
+    }
+    None
+}
+
+/// `score + W - now` in whole ms (fractions round up), for a member still in the window; exact up to
+/// ~1.7e38 ms, then saturated.
+fn wait(score: f64, cutoff: i128) -> i128 {
+    assert!(score > cutoff as f64, "{score} is not in the window");
+    (score.ceil() as i128).saturating_sub(cutoff)
+}
+
+/// Every wait that fits an i64 is exact; larger ones saturate at i64::MAX.
+fn wait_matches(got: i64, want: i128) -> bool {
+    i128::from(got) == want.min(i128::from(i64::MAX))
+}
+
+/// The reply the contract asks for, with the waits before they are fitted into an i64.
+#[derive(Debug)]
+struct Expected {
+    allowed: bool,
+    count: u64,
+    remaining: u64,
+    retry_after_ms: i128,
+    reset_after_ms: i128,
+}
+
+impl Expected {
+    fn matches(&self, got: &Reply) -> bool {
+        got.allowed == self.allowed
+            && got.count == self.count
+            && got.remaining == self.remaining
+            && wait_matches(got.retry_after_ms, self.retry_after_ms)
+            && wait_matches(got.reset_after_ms, self.reset_after_ms)
+    }
+}
+
+/// The contract's steps 1-3 and reply table, in exact integer arithmetic.
+fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
+    let cutoff = i128::from(req.now) - i128::from(req.window_ms);
+    let mut after = RunLog(
+        log.0
+            .iter()
+            .copied()
+            .filter(|(s, _)| *s > cutoff as f64)
+            .collect(),
+    );
+    let c = u128::from(after.total());
+    let (n, max) = (u128::from(req.cost), u128::from(req.max));
+    let allowed = c + n <= max;
+    if allowed {
+        after.insert(req.now as f64, req.cost);
+    }
+    let count = if allowed { c + n } else { c };
+    let retry_after_ms = if n > max {
+        -1
+    } else {
+        match (count + n).checked_sub(max) {
+            None | Some(0) => 0,
+            Some(need) => wait(kth(&after.0, need as u64).expect("need <= count"), cutoff),
+        }
+    };
+    let reset_after_ms = match after.0.last() {
+        None => 0,
+        Some((s, _)) => wait(*s, cutoff),
+    };
+    let reply = Expected {
+        allowed,
+        count: count as u64,
+        remaining: max.saturating_sub(count) as u64,
+        retry_after_ms,
+        reset_after_ms,
+    };
+    (reply, after)
+}
+
+/// A score anyone might have written to the key: specials, raw bits, or near `now`.
+fn score(u: &mut Unstructured, now: u64) -> Result<f64> {
+    const SPECIAL: [f64; 12] = [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::MAX,
+        f64::MIN,
+        1e300,
+        -1e300,
+        0.0,
+        -0.0,
+        f64::MIN_POSITIVE,
+        MAX_EXACT as f64,
+        (MAX_EXACT + 2) as f64,
+        -(MAX_EXACT as f64),
+    ];
+    Ok(match u.int_in_range(0..=3u8)? {
+        0 => SPECIAL[usize::from(u.int_in_range(0..=11u8)?)],
+        1 => match f64::from_bits(u.arbitrary()?) {
+            s if s.is_nan() => 0.0,
+            s => s,
+        },
+        2 => now as f64 + f64::from(u.arbitrary::<i16>()?),
+        _ => {
+            now as f64 + f64::from(u.arbitrary::<i16>()?) + f64::from(u.arbitrary::<u8>()?) / 256.0
+        }
+    })
+}
+
+/// Mostly small numbers, so windows fill and trim; sometimes anything in range.
+fn number(u: &mut Unstructured, lo: u64, small: u64, hi: u64) -> Result<u64> {
+    Ok(match u.int_in_range(0..=7u8)? {
+        0 => hi,
+        1 => u.int_in_range(lo..=hi)?,
+        _ => u.int_in_range(lo..=small)?,
+    })
+}
+
+/// The next request's `now`: forward, backward, across windows, or anywhere.
+fn next_now(u: &mut Unstructured, now: u64) -> Result<u64> {
+    Ok(match u.int_in_range(0..=7u8)? {
+        0 => now.saturating_sub(u.int_in_range(0..=5000)?),
+        1 => (now + u.int_in_range(0..=100_000)?).min(MAX_EXACT),
+        2 => u.int_in_range(0..=MAX_EXACT)?,
+        3 => [0, 1, MAX_EXACT - 1, MAX_EXACT][usize::from(u.int_in_range(0..=3u8)?)],
+        _ => (now + u.int_in_range(0..=300)?).min(MAX_EXACT),
+    })
+}
+
+fn step(log: &mut RunLog, req: &Request) {
+    let before = log.clone();
+    let (want, want_log) = expected(&before, req);
+
+    let Ok(peeked) = window::peek(log, req);
+    assert_eq!(*log, before, "peek changed the log: {req:?}");
+    let Ok(out) = window::allow(log, req);
+    let got = out.reply;
+
+    assert_eq!(peeked, got, "peek != allow: {req:?} on {before:?}");
+    assert!(
+        want.matches(&got),
+        "allow != contract: {req:?} on {before:?}: got {got:?}, want {want:?}"
+    );
+    assert_eq!(*log, want_log, "stored set: {req:?} on {before:?}");
+    assert_eq!(
+        out.trimmed + log.total(),
+        before.total() + got.allowed as u64 * req.cost
+    );
+    assert!(got.retry_after_ms >= -1);
+    assert!(got.reset_after_ms >= 0);
+    assert_eq!(got.reset_after_ms == 0, got.count == 0);
+    assert_eq!(got.retry_after_ms == -1, req.cost > req.max);
+    assert!(got.count <= req.max || (!got.allowed && got.count <= before.total()));
+    assert_eq!(got.remaining, req.max.saturating_sub(got.count));
+    assert_eq!(got.count, log.total());
+}
+
+fn run(data: &[u8]) -> Result<()> {
+    let mut u = Unstructured::new(data);
+    let mut now = next_now(&mut u, 50_000)?;
+    let mut log = RunLog::default();
+    for _ in 0..u.int_in_range(0..=16u8)? {
+        let s = score(&mut u, now)?;
+        log.insert(s, number(&mut u, 1, 8, MAX_EXACT)?);
+    }
+    for _ in 0..u.int_in_range(1..=32u8)? {
+        if u.ratio(1, 8)? {
+            // Another writer (the old Lua script, a ZADD by hand) touches the key between calls.
+            let s = score(&mut u, now)?;
+            log.insert(s, number(&mut u, 1, 4, 1 << 20)?);
+            continue;
+        }
+        now = next_now(&mut u, now)?;
+        let req = Request {
+            window_ms: number(&mut u, 1, 10, MAX_WINDOW_SECONDS)? * 1000,
+            max: number(&mut u, 1, 16, MAX_EXACT)?,
+            now,
+            cost: number(&mut u, 1, 4, MAX_EXACT)?,
+        };
+        step(&mut log, &req);
+    }
+    Ok(())
+}
+
+fuzz_target!(|data: &[u8]| {
+    // Running out of bytes just ends the sequence early.
+    let _ = run(data);
+});
