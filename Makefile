@@ -6,7 +6,7 @@ MODULE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/libslidingwindow.so
 # Integration tests each start a redis-server; two at a time suits a small machine.
 TEST_THREADS ?= 2
 
-.PHONY: all setup build run test lint bench fuzz soak clean
+.PHONY: all setup build panic-module run test lint bench fuzz soak clean
 
 all: build
 
@@ -20,8 +20,15 @@ build: setup
 run: build
 	exec redis-server redis.conf.example --port $(PORT)
 
-test: build
-	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test --release -p slidingwindow -- --test-threads=$(TEST_THREADS)
+# A debug build with the `panic-test` feature adds SLIDINGWINDOW.DEBUGPANIC, to prove panics are contained.
+PANIC_MODULE := $(CURDIR)/target/panic-test/debug/libslidingwindow.so
+
+panic-module: setup
+	cargo build --features panic-test --target-dir target/panic-test
+
+test: build panic-module
+	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
+		cargo test --release -p slidingwindow --no-fail-fast -- --test-threads=$(TEST_THREADS)
 
 lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
@@ -37,6 +44,7 @@ fuzz:
 	FUZZ_SECONDS='$(FUZZ_SECONDS)' bash fuzz/run.sh
 
 soak: build
+	@bash scripts/setup.sh valgrind
 	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test --release -p slidingwindow --test soak -- --ignored
 
 clean:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and running the module needs on Debian/Ubuntu:
 # redis-server + redis-cli (>= 7.0), libclang (bindgen in redis-module's build script),
-# a C toolchain (linker), and checks that cargo exists. Does nothing if all is present.
+# a C toolchain (linker), any tool named as an argument, and checks that cargo exists.
+# Does nothing if all is present.
 set -euo pipefail
 
 missing=()
@@ -18,6 +19,11 @@ have_libclang || missing+=(libclang-dev)
 
 # rustc links through the system C compiler; a fresh machine may not have one.
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+
+# Extra tools a target asks for by name (e.g. `setup.sh valgrind` for `make soak`).
+for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
 
 if ((${#missing[@]})); then
     if ((EUID == 0)); then

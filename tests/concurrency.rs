@@ -114,14 +114,21 @@ fn many_clients_mixed_costs_fill_exactly_max_never_more() {
                 intervals.push((count - cost + 1, count));
             }
         } else {
-            assert!(count + cost > m, "rejected although it fit: cost {cost}, {:?}", x.reply);
+            assert!(
+                count + cost > m,
+                "rejected although it fit: cost {cost}, {:?}",
+                x.reply
+            );
         }
     }
     // The admitted calls' slots [count-cost+1, count] tile 1..=max: no gap, no overlap.
     intervals.sort_unstable();
     let mut next = 1;
     for (lo, hi) in &intervals {
-        assert_eq!(*lo, next, "admitted slots overlap or leave a gap: {intervals:?}");
+        assert_eq!(
+            *lo, next,
+            "admitted slots overlap or leave a gap: {intervals:?}"
+        );
         next = hi + 1;
     }
     assert_eq!(next, m + 1, "the key did not end exactly full");
@@ -145,7 +152,7 @@ const CALLS: &[&str] = &[
     "SLIDINGWINDOW.ALLOW $K 10 3 40000 COST 4",
     "SLIDINGWINDOW.ALLOW $K x 3 1000",
     "SLIDINGWINDOW.PEEK $K 10 3 1000 COST",
-    "SLIDINGWINDOW.ALLOW $K",
+    "SLIDINGWINDOW.ALLOW $K 10 3 1000 FOO 1",
     "SLIDINGWINDOW.ALLOW $S 10 3 1000",
     "SLIDINGWINDOW.PEEK $S 10 3 1000",
     "SLIDINGWINDOW.ALLOW $K 10 3 50000",
@@ -200,7 +207,11 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
     assert_eq!(five(&plain[0]), Some([1, 1, 2, 0, 10_000]));
     assert_eq!(five(&plain[3]), Some([0, 3, 0, 9500, 9500]));
     assert_eq!(five(&plain[10]), Some([0, 0, 3, -1, 0]));
-    assert!(matches!(plain[14], Value::ServerError(_)), "{:?}", plain[14]);
+    assert!(
+        matches!(plain[14], Value::ServerError(_)),
+        "{:?}",
+        plain[14]
+    );
 
     let (k, s) = keys("multi");
     let mut cmds: Vec<Vec<String>> = vec![vec!["MULTI".into()]];
@@ -215,6 +226,24 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
     };
     assert_eq!(multi, &plain, "MULTI/EXEC replies differ from plain calls");
 
+    // Like any Redis command, a wrong arity is refused while queueing, and EXEC then aborts.
+    let refused = kit::pipeline(
+        &mut con,
+        &[
+            vec!["MULTI".into()],
+            vec!["SLIDINGWINDOW.ALLOW".into(), k.clone()],
+            vec!["EXEC".into()],
+        ],
+    );
+    assert!(
+        matches!(&refused[1], Value::ServerError(e) if e.details().unwrap_or_default().contains("wrong number of arguments")),
+        "{refused:?}"
+    );
+    assert!(
+        matches!(&refused[2], Value::ServerError(e) if e.code() == "EXECABORT"),
+        "{refused:?}"
+    );
+
     let (k, s) = keys("lua-each");
     let each: Vec<Value> = CALLS
         .iter()
@@ -224,7 +253,10 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
             other => panic!("EVAL answered {other:?}"),
         })
         .collect();
-    assert_eq!(each, plain, "one EVAL per call: replies differ from plain calls");
+    assert_eq!(
+        each, plain,
+        "one EVAL per call: replies differ from plain calls"
+    );
 
     let (k, s) = keys("lua-batch");
     let mut args = vec!["EVAL", LUA_BATCH, "2", &k, &s];
@@ -233,17 +265,31 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
         Value::Array(v) => v,
         other => panic!("EVAL answered {other:?}"),
     };
-    assert_eq!(batch, plain, "all calls in one EVAL: replies differ from plain calls");
+    assert_eq!(
+        batch, plain,
+        "all calls in one EVAL: replies differ from plain calls"
+    );
 
     wait_in_sync(&master, &replica);
-    assert_eq!(master.digest(), replica.digest(), "replica differs after MULTI and Lua");
+    assert_eq!(
+        master.digest(),
+        replica.digest(),
+        "replica differs after MULTI and Lua"
+    );
     let mut rcon = replica.client();
     for mode in ["plain", "multi", "lua-each", "lua-batch"] {
         let key = format!("{mode}:k");
         let got = scores(&mut rcon, &key);
         // The last call trimmed everything and added 3 members at the server's clock.
         assert_eq!(got.len(), 3, "{key} on the replica: {got:?}");
-        assert!(got.iter().all(|&t| t == got[0] && t > NOW), "{key}: {got:?}");
-        assert_eq!(got, scores(&mut con, &key), "{key}: replica and master differ");
+        assert!(
+            got.iter().all(|&t| t == got[0] && t > NOW),
+            "{key}: {got:?}"
+        );
+        assert_eq!(
+            got,
+            scores(&mut con, &key),
+            "{key}: replica and master differ"
+        );
     }
 }

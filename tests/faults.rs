@@ -41,6 +41,29 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
     );
     assert_keys_match(&replica, &w, &out);
 
+    // A replica refuses ALLOW (a write) and changes nothing; PEEK answers from its copy.
+    let mut rcon = replica.client();
+    let key0 = w.key(0);
+    let (max0, now0) = (w.max(0), out.state.clocks[0]);
+    let v = call(
+        &mut rcon,
+        &kit::sw_line("ALLOW", &key0, 3600, max0, now0, 1)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        error_line(&v).is_some_and(|e| e.starts_with("READONLY")),
+        "ALLOW on a replica answered {v:?}"
+    );
+    let peek = sw5(&mut rcon, "PEEK", &key0, 3600, max0, now0, 1);
+    assert_eq!(
+        peek,
+        out.state.models[0].peek(3600, max0, now0, 1),
+        "PEEK on the replica"
+    );
+    assert_eq!(master.digest(), replica.digest());
+
     // Failover: the master dies, the replica takes over; every admitted request must still count.
     master.kill9();
     let mut con = replica.client();
@@ -52,23 +75,16 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
     let mut state = out.state.clone();
     for i in 0..w.keys {
         let key = w.key(i);
-        let max = w.max(i);
-        let now = state.clocks[i];
+        let (max, now) = (w.max(i), state.clocks[i]);
         let want = state.models[i].allow(3600, max, now, 1);
         let got = sw5(&mut con, "ALLOW", &key, 3600, max, now, 1);
         assert_eq!(got, want, "{key} on the promoted replica");
     }
-    assert_keys_match(
-        &replica,
-        &w,
-        &traffic::Outcome {
-            state,
-            in_flight: None,
-            died: None,
-            calls: 0,
-            admitted: 0,
-        },
-    );
+    // And traffic carries on against the new master, every reply checked against the model.
+    let mut traffic = Traffic::resume(&replica, &w, state);
+    traffic.wait_more(1000);
+    let out = traffic.stop();
+    assert_keys_match(&replica, &w, &out);
 }
 
 #[test]
@@ -118,6 +134,40 @@ fn kill9_with_appendfsync_always_keeps_every_admitted_request() {
         "too little was admitted to prove anything"
     );
     s.restart();
+    let state = assert_keys_match(&s, &w, &out);
+    // The restarted server carries on exactly from what it recovered.
+    let mut traffic = Traffic::resume(&s, &w, state);
+    traffic.wait_more(300);
+    let out = traffic.stop();
+    assert_keys_match(&s, &w, &out);
+}
+
+#[test]
+fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
+    let mut s = Server::builder()
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let mut con = s.client();
+    // Enough keys, each saved slowly, that the rewrite is surely still running at the kill.
+    let _: () = q(&mut con, &["DEBUG", "POPULATE", "2000", "filler", "10"]);
+    let _: () = q(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
+    let w = Workload::new("aofrw:", 16, 7);
+    let mut traffic = Traffic::start(&s, &w);
+    traffic.wait_more(300);
+    let _: String = q(&mut con, &["BGREWRITEAOF"]);
+    wait_until(Duration::from_secs(30), "the AOF rewrite to start", || {
+        info_u64(&s, "persistence", "aof_rewrite_in_progress") == 1
+    });
+    traffic.wait_more(500);
+    assert_eq!(info_u64(&s, "persistence", "aof_rewrite_in_progress"), 1);
+    s.kill9();
+    let out = traffic.join();
+    assert!(out.died.is_some(), "traffic should end with the server");
+    s.restart();
+    let state = assert_keys_match(&s, &w, &out);
+    let mut traffic = Traffic::resume(&s, &w, state);
+    traffic.wait_more(300);
+    let out = traffic.stop();
     assert_keys_match(&s, &w, &out);
 }
 
@@ -270,6 +320,7 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
     }
     let _: () = q(&mut con, &["SET", "str", "x"]);
     wait_in_sync(&master, &replica);
+    wait_persistence_idle(&master, "aof_rewrite_in_progress");
     let offset = |s: &Server| info_u64(s, "replication", "master_repl_offset");
     let aof = |s: &Server| info_u64(s, "persistence", "aof_current_size");
     let (offset0, aof0) = (offset(&master), aof(&master));

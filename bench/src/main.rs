@@ -3,7 +3,9 @@
 
 mod chart;
 mod info;
+mod json;
 mod machine;
+mod markdown;
 mod measure;
 mod members;
 mod paths;
@@ -49,8 +51,8 @@ fn main() -> Result<()> {
     };
     report::print(&run);
     let docs = paths::docs_dir()?;
-    report::write_json(&run, &docs.join("bench.json"))?;
-    report::write_markdown(&run, &docs.join("bench.md"))?;
+    json::write(&run, &docs.join("bench.json"))?;
+    markdown::write(&run, &docs.join("bench.md"))?;
     chart::write_svg(&run.results, &docs.join("bench.svg"))?;
     println!("wrote {}/bench.{{json,md,svg}}", docs.display());
     Ok(())

@@ -54,9 +54,10 @@ pub fn run(
     send_pipelined(con, &mut sender, &mut stream, warmup)?;
     let batch = measure_batch(con, &mut sender, &mut stream, variant)?;
     let (p50_us, p99_us) = measure_latency(con, &mut sender, &mut stream)?;
-    let memory = match variant.stores_keys() {
-        true => Some(measure_memory(con, &sender, workload)?),
-        false => None,
+    let memory = if variant.stores_keys() {
+        Some(measure_memory(con, &sender, workload)?)
+    } else {
+        None
     };
     Ok(Measurement {
         workload: workload.name,

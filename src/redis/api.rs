@@ -54,6 +54,8 @@ pub fn missing_functions() -> Vec<&'static str> {
         RedisModule_ReplyWithError,
         RedisModule_CreateCommand,
         RedisModule_SetModuleOptions,
+        RedisModule_GetCommand,
+        RedisModule_SetCommandInfo,
     )
 }
 

@@ -221,23 +221,31 @@ fn run(
 }
 
 /// Asserts that every key on `server` holds exactly the requests the model says were admitted;
-/// the key of a call in flight at a crash may hold the state before or after that call.
-pub fn assert_keys_match(server: &Server, w: &Workload, out: &Outcome) {
+/// the key of a call in flight at a crash may hold the state before or after that call. Returns
+/// the state as found, to resume traffic from.
+pub fn assert_keys_match(server: &Server, w: &Workload, out: &Outcome) -> State {
     let mut con = server.client();
-    for (i, model) in out.state.models.iter().enumerate() {
+    let mut state = out.state.clone();
+    for (i, model) in state.models.iter_mut().enumerate() {
         let key = w.key(i);
         let got = scores(&mut con, &key);
         match &out.in_flight {
-            Some((j, after)) if *j == i => assert!(
-                got == model.scores || got == after.scores,
-                "{key} (call in flight at the crash): holds {got:?}, expected {:?} or {:?}",
-                model.scores,
-                after.scores
-            ),
+            Some((j, after)) if *j == i => {
+                assert!(
+                    got == model.scores || got == after.scores,
+                    "{key} (call in flight at the crash): holds {got:?}, expected {:?} or {:?}",
+                    model.scores,
+                    after.scores
+                );
+                if got == after.scores {
+                    *model = after.clone();
+                }
+            }
             _ => assert_eq!(
                 got, model.scores,
                 "{key}: scores differ from the admitted requests"
             ),
         }
     }
+    state
 }

@@ -1,0 +1,76 @@
+//! The machine-readable results: docs/bench.json.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::Result;
+use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, Measurement, PIPELINE_DEPTH};
+use crate::report::Run;
+use crate::targets::{Bound, Check};
+use crate::workload::WORKLOADS;
+
+pub fn write(run: &Run, path: &Path) -> Result<()> {
+    let doc = json!({
+        "machine": {
+            "nproc": run.machine.nproc,
+            "cpu_model": run.machine.cpu_model,
+            "redis_version": run.machine.redis_version,
+            "date": run.machine.date,
+            "load_average_at_start": run.machine.load_at_start,
+        },
+        "run_seconds": run.seconds,
+        "config": config_json(),
+        "results": run.results.iter().map(result_json).collect::<Vec<_>>(),
+        "worst_call": {
+            "members": run.worst.members,
+            "module_in_command_us": run.worst.module_us,
+            "lua_in_command_us": run.worst.lua_us,
+        },
+        "targets": run.checks.iter().map(check_json).collect::<Vec<_>>(),
+    });
+    std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    Ok(())
+}
+
+fn config_json() -> Value {
+    json!({
+        "measured_requests": MEASURED_REQUESTS,
+        "pipeline_depth": PIPELINE_DEPTH,
+        "latency_requests": LATENCY_REQUESTS,
+        "workloads": WORKLOADS.iter().map(|w| json!({
+            "name": w.name,
+            "keys": w.keys,
+            "window_s": w.window_s,
+            "max": w.max,
+            "ms_per_request": w.step_num as f64 / w.step_den as f64,
+            "warmup_requests": w.requests_per_window(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn result_json(m: &Measurement) -> Value {
+    json!({
+        "workload": m.workload,
+        "variant": m.variant.name(),
+        "server_cpu_us_per_request": m.cpu_us_per_req,
+        "in_command_us_per_call": m.in_command_us_per_req,
+        "throughput_rps": m.throughput_rps,
+        "p50_us": m.p50_us,
+        "p99_us": m.p99_us,
+        "members_per_key": m.memory.as_ref().map(|mem| mem.members_per_key),
+        "bytes_per_member": m.memory.as_ref().map(|mem| mem.bytes_per_member),
+        "admitted_fraction": m.admitted,
+    })
+}
+
+fn check_json(c: &Check) -> Value {
+    json!({
+        "name": c.name,
+        // NaN is not JSON: a missing figure becomes null.
+        "value": if c.value.is_finite() { Some(c.value) } else { None },
+        "bound": match c.bound { Bound::AtLeast => ">=", Bound::AtMost => "<=" },
+        "threshold": c.threshold,
+        "holds": c.holds,
+    })
+}
