@@ -40,6 +40,8 @@ pub fn missing_functions() -> Vec<&'static str> {
         RedisModule_ZsetRangeCurrentElement,
         RedisModule_ZsetRangeNext,
         RedisModule_ZsetRangeStop,
+        RedisModule_ZsetRangeEndReached,
+        RedisModule_GetAbsExpire,
         RedisModule_UnlinkKey,
         RedisModule_SetAbsExpire,
         RedisModule_Milliseconds,
@@ -383,6 +385,14 @@ impl Key {
         status(unsafe { f(k) }, "RedisModule_UnlinkKey")
     }
 
+    /// The key's absolute expiry in ms, if it has one.
+    pub fn expire_at(&self) -> Result<Option<i64>, Error> {
+        let f = api!(RedisModule_GetAbsExpire);
+        let k = self.handle("RedisModule_GetAbsExpire")?;
+        let at = unsafe { f(k) };
+        Ok((at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at))
+    }
+
     pub fn set_expire_at(&self, at_ms: i64) -> Result<(), Error> {
         let f = api!(RedisModule_SetAbsExpire);
         let k = self.handle("RedisModule_SetAbsExpire")?;
@@ -423,6 +433,12 @@ impl Range<'_> {
                 score,
             )
         }))
+    }
+
+    /// Whether the range holds no (more) members; unlike `current`, allocates nothing.
+    pub fn is_empty(&self) -> Result<bool, Error> {
+        let f = api!(RedisModule_ZsetRangeEndReached);
+        Ok(unsafe { f(self.ptr) } != 0)
     }
 
     /// The current score, or None past the end.

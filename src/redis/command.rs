@@ -116,8 +116,11 @@ fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<()
             .saturating_add(window);
         ctx.replicate_add(name, req.now, log.added.as_slice())?;
         ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", name)?;
-        key.set_expire_at(at)?;
-        ctx.replicate_expire_at(name, at)?;
+        // Calls in the same ms of a busy key find the TTL already right: nothing to change or send.
+        if key.expire_at()? != Some(at) {
+            key.set_expire_at(at)?;
+            ctx.replicate_expire_at(name, at)?;
+        }
         ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name)?;
     }
     if log.trimmed != Trimmed::Nothing || !log.added.as_slice().is_empty() {

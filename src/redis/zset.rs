@@ -100,7 +100,10 @@ impl<'k> ZsetLog<'k> {
 
     /// Whether a member is scored above `score`; answered from the tail, no descent.
     fn any_after(&self, score: f64) -> Result<bool, Error> {
-        Ok(self.first_from(score, true)?.is_some())
+        if self.key.len()? == 0 {
+            return Ok(false);
+        }
+        Ok(!self.key.range(score, POS_INF, true, true)?.is_empty()?)
     }
 
     /// Adds one member at `score` under a fresh name.
@@ -144,30 +147,26 @@ impl Log for ZsetLog<'_> {
 
     fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
         let len = self.key.len()?;
-        // Cutoffs are within +-2^53, so the conversion is exact.
-        let cutoff = cutoff as f64;
-        let Some((first, oldest)) = self.first_from(NEG_INF, false)? else {
-            self.oldest = Some(None);
-            self.newest = Some(None);
-            return Ok(0);
-        };
-        if oldest > cutoff {
-            self.oldest = Some(Some(oldest));
+        if len == 0 {
             return Ok(0);
         }
-        let Some((_, live)) = self.first_from(cutoff, true)? else {
+        // Cutoffs are within +-2^53, so the conversion is exact.
+        let cutoff = cutoff as f64;
+        // Emptiness checks allocate nothing; only members we remove are fetched.
+        if self.key.range(NEG_INF, cutoff, false, true)?.is_empty()? {
+            return Ok(0);
+        }
+        if self.key.range(cutoff, POS_INF, true, true)?.is_empty()? {
             // The whole window expired: O(1) here, the set is freed off the main thread.
             self.key.unlink()?;
             self.trimmed = Trimmed::All;
             self.oldest = Some(None);
             self.newest = Some(None);
             return Ok(len);
-        };
-        self.oldest = Some(Some(live));
+        }
         self.trimmed = Trimmed::Some;
         // Expired members sit at the head, so each removal is a short walk.
-        self.key.zrem(&first)?;
-        let mut removed = 1u64;
+        let mut removed = 0u64;
         while let Some(member) = self.first_through(cutoff)? {
             self.key.zrem(&member)?;
             removed += 1;
@@ -193,7 +192,12 @@ impl Log for ZsetLog<'_> {
     }
 
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
-        if let (1, Some(oldest)) = (k, self.oldest) {
+        if k == 1 {
+            if let Some(oldest) = self.oldest {
+                return Ok(oldest);
+            }
+            let oldest = self.first_from(NEG_INF, false)?.map(|(_, s)| s);
+            self.oldest = Some(oldest);
             return Ok(oldest);
         }
         if k == 0 || k > self.key.len()? {
