@@ -124,7 +124,7 @@ pub fn check_line(check: &Check) -> String {
         Bound::AtMost => "<=",
     };
     format!(
-        "[{}] {}: {:.3} (target {op} {})",
+        "[{}] {}: {:.3} (target {op} {:.3})",
         if check.holds { "ok" } else { "MISSED" },
         check.name,
         check.value,
