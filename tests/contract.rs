@@ -2,6 +2,9 @@
 //! `redis-server` with the module loaded.
 
 mod common;
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -602,45 +605,28 @@ fn peek_of_an_oversized_admission_replies_the_same_error_as_allow() {
     assert_eq!(s.digest(), digest);
 }
 
-/// splitmix64: a tiny deterministic generator, so failures replay exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
-    }
-}
-
 #[test]
 fn peek_equals_allow_and_both_follow_the_contract_model() {
     let s = Server::start();
     let mut c = s.client();
-    let mut rng = Rng(0x5EED_0001);
+    let mut rng = Rng::new(0x5EED_0001);
     let mut model = Model::default();
     let mut now: i64 = 1_000_000;
     let mut outcomes = [0; 2];
     // Windows of a minute or more, so the key's real TTL never fires during the test.
     for step in 0..600 {
-        let window = [60, 61, 120][rng.range(0, 2) as usize];
+        let window = [60, 61, 120][rng.between(0, 2) as usize];
         let w = window * 1000;
-        let max = rng.range(1, 6);
-        let cost = if rng.range(0, 2) == 0 {
+        let max = rng.between(1, 6);
+        let cost = if rng.between(0, 2) == 0 {
             None
         } else {
-            Some(rng.range(1, 8))
+            Some(rng.between(1, 8))
         };
-        now = match rng.range(0, 9) {
-            0 => now + rng.range(w / 2, 2 * w),
-            1 => (now - rng.range(0, w / 4)).max(0),
-            _ => now + rng.range(0, w / 8),
+        now = match rng.between(0, 9) {
+            0 => now + rng.between(w / 2, 2 * w),
+            1 => (now - rng.between(0, w / 4)).max(0),
+            _ => now + rng.between(0, w / 8),
         };
         let args = match cost {
             Some(n) => format!("k {window} {max} {now} COST {n}"),

@@ -2,32 +2,14 @@
 //! verbatim from the seed), on twin keys, over seeded random sequences of requests.
 
 mod common;
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 use common::{Server, ints, server_time_ms};
 use redis::Connection;
 
 const SEED_LUA: &str = include_str!("fixtures/seed.lua");
-
-/// splitmix64: a tiny deterministic generator, so a failing step replays exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.range(0, items.len() as i64 - 1) as usize]
-    }
-}
 
 /// How a scenario draws its requests.
 struct Scenario {
@@ -68,7 +50,7 @@ fn run(s: &Server, sc: &Scenario) {
         .query(&mut c)
         .unwrap();
     let (m, l) = (format!("{}:module", sc.name), format!("{}:lua", sc.name));
-    let mut rng = Rng(sc.seed);
+    let mut rng = Rng::new(sc.seed);
     // A realistic Unix time in ms: the script passes numbers through Lua's "%.14g", which is
     // exact only up to 14 digits.
     let mut now: i64 = 1_700_000_000_000;
@@ -78,13 +60,13 @@ fn run(s: &Server, sc: &Scenario) {
     for step in 0..sc.steps {
         let window = rng.pick(sc.windows);
         let max = rng.pick(sc.maxes);
-        let dice = rng.range(0, 999);
+        let dice = rng.between(0, 999);
         now = if dice < sc.back {
-            now - rng.range(0, window * 1000)
+            now - rng.between(0, window * 1000)
         } else if dice < sc.back + sc.jump {
-            now + rng.range(1, 3) * window * 1000 + rng.range(-1, 1)
+            now + rng.between(1, 3) * window * 1000 + rng.between(-1, 1)
         } else {
-            now + rng.range(0, sc.stride)
+            now + rng.between(0, sc.stride)
         };
         let what = format!(
             "{} step {step}: window {window} max {max} now {now}",

@@ -2,6 +2,9 @@
 //! they hold exactly the master's data.
 
 mod common;
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 use std::fs;
 use std::path::Path;
@@ -9,42 +12,25 @@ use std::path::Path;
 use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
 use redis::Connection;
 
-/// splitmix64: a tiny deterministic generator, so a failing workload replays exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
-    }
-}
-
 const KEYS: [&str; 5] = ["rl:a", "rl:b", "rl:c", "rl:{x}d", "rl:e"];
 
 /// A mixed workload: admitted and rejected calls, COST, `*`, trims, whole windows expiring,
 /// PEEK and malformed calls. Windows are at least a minute so no key expires for real while
 /// the copies are compared.
 fn workload(con: &mut Connection, seed: u64, steps: usize) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut now = server_time_ms(con);
     let (mut admitted, mut rejected) = (0, 0);
     for _ in 0..steps {
-        let key = KEYS[rng.range(0, KEYS.len() as i64 - 1) as usize];
-        let window = [60, 61, 120][rng.range(0, 2) as usize];
-        let max = rng.range(1, 8);
-        now = match rng.range(0, 99) {
-            0..=4 => now + rng.range(1, 2) * window * 1000, // the whole window expires
-            5..=9 => now - rng.range(0, 5000),
-            _ => now + rng.range(0, 3000),
+        let key = KEYS[rng.between(0, KEYS.len() as i64 - 1) as usize];
+        let window = [60, 61, 120][rng.between(0, 2) as usize];
+        let max = rng.between(1, 8);
+        now = match rng.between(0, 99) {
+            0..=4 => now + rng.between(1, 2) * window * 1000, // the whole window expires
+            5..=9 => now - rng.between(0, 5000),
+            _ => now + rng.between(0, 3000),
         };
-        let now_arg = if rng.range(0, 9) == 0 {
+        let now_arg = if rng.between(0, 9) == 0 {
             "*".to_string()
         } else {
             now.to_string()
@@ -52,13 +38,13 @@ fn workload(con: &mut Connection, seed: u64, steps: usize) {
         let (w, m) = (window.to_string(), max.to_string());
         let mut args = vec!["SLIDINGWINDOW.ALLOW", key, &w, &m, &now_arg];
         let cost;
-        match rng.range(0, 9) {
+        match rng.between(0, 9) {
             0..=2 => {
-                cost = rng.range(1, 10).to_string();
+                cost = rng.between(1, 10).to_string();
                 args.extend(["COST", &cost]);
             }
             3 => args[0] = "SLIDINGWINDOW.PEEK",
-            4 if rng.range(0, 3) == 0 => args[2] = "0", // malformed: refused, no effect
+            4 if rng.between(0, 3) == 0 => args[2] = "0", // malformed: refused, no effect
             _ => {}
         }
         let reply = call(con, &args);

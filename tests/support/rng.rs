@@ -22,6 +22,11 @@ impl Rng {
         lo + self.next() % (hi - lo + 1)
     }
 
+    /// Uniform in `lo..=hi`, for signed ranges.
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
+    }
+
     /// True with probability `percent` / 100.
     pub fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
