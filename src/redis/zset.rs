@@ -13,6 +13,8 @@ const NEG_INF: f64 = f64::NEG_INFINITY;
 const POS_INF: f64 = f64::INFINITY;
 /// Tries for a member name the key does not hold yet (a clash needs two equal 80-bit draws).
 const NAME_TRIES: usize = 8;
+/// Redis's LAZYFREE_THRESHOLD: larger values are freed off the main thread when unlinked.
+const LAZYFREE_THRESHOLD: u64 = 64;
 
 /// How the trim changed the key, for propagation and keyspace events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,35 +22,35 @@ pub enum Trimmed {
     Nothing,
     /// Some members left; the key still holds the rest.
     Some,
-    /// Every member had left: the whole set was unlinked and is freed in the background.
+    /// Every member had left: the key is gone (a large set is freed in the background).
     All,
 }
 
-/// Members a call added; the common single add needs no allocation of ours.
+/// A few members; the common single one needs no allocation of ours.
 #[derive(Default)]
-pub enum Added {
+pub enum Members {
     #[default]
     None,
     One(OwnedString),
     Many(Vec<OwnedString>),
 }
 
-impl Added {
+impl Members {
     pub fn as_slice(&self) -> &[OwnedString] {
         match self {
-            Added::None => &[],
-            Added::One(m) => std::slice::from_ref(m),
-            Added::Many(v) => v,
+            Members::None => &[],
+            Members::One(m) => std::slice::from_ref(m),
+            Members::Many(v) => v,
         }
     }
 
     fn push(&mut self, m: OwnedString) {
         match std::mem::take(self) {
-            Added::None => *self = Added::One(m),
-            Added::One(first) => *self = Added::Many(vec![first, m]),
-            Added::Many(mut v) => {
+            Members::None => *self = Members::One(m),
+            Members::One(first) => *self = Members::Many(vec![first, m]),
+            Members::Many(mut v) => {
                 v.push(m);
-                *self = Added::Many(v);
+                *self = Members::Many(v);
             }
         }
     }
@@ -63,7 +65,7 @@ pub struct ZsetLog<'k> {
     /// Score of the members this call added, if any.
     added_at: Option<f64>,
     pub trimmed: Trimmed,
-    pub added: Added,
+    pub added: Members,
 }
 
 impl<'k> ZsetLog<'k> {
@@ -74,7 +76,7 @@ impl<'k> ZsetLog<'k> {
             newest: None,
             added_at: None,
             trimmed: Trimmed::Nothing,
-            added: Added::None,
+            added: Members::None,
         }
     }
 
@@ -84,18 +86,6 @@ impl<'k> ZsetLog<'k> {
             return Ok(None);
         }
         self.key.range(min, POS_INF, exclusive, true)?.current()
-    }
-
-    /// The first member scored at or before `cutoff`.
-    fn first_through(&self, cutoff: f64) -> Result<Option<OwnedString>, Error> {
-        if self.key.len()? == 0 {
-            return Ok(None);
-        }
-        Ok(self
-            .key
-            .range(NEG_INF, cutoff, false, true)?
-            .current()?
-            .map(|(m, _)| m))
     }
 
     /// Whether a member is scored above `score`; answered from the tail, no descent.
@@ -152,25 +142,47 @@ impl Log for ZsetLog<'_> {
         }
         // Cutoffs are within +-2^53, so the conversion is exact.
         let cutoff = cutoff as f64;
-        // Emptiness checks allocate nothing; only members we remove are fetched.
-        if self.key.range(NEG_INF, cutoff, false, true)?.is_empty()? {
-            return Ok(0);
-        }
-        if self.key.range(cutoff, POS_INF, true, true)?.is_empty()? {
-            // The whole window expired: O(1) here, the set is freed off the main thread.
+        // Redis frees a set of more than 64 members in the background on unlink; check that case
+        // first (from the tail, no descent), so a call never walks a fully expired large set.
+        if len > LAZYFREE_THRESHOLD && self.key.range(cutoff, POS_INF, true, true)?.is_empty()? {
             self.key.unlink()?;
             self.trimmed = Trimmed::All;
             self.oldest = Some(None);
             self.newest = Some(None);
             return Ok(len);
         }
-        self.trimmed = Trimmed::Some;
-        // Expired members sit at the head, so each removal is a short walk.
-        let mut removed = 0u64;
-        while let Some(member) = self.first_through(cutoff)? {
-            self.key.zrem(&member)?;
-            removed += 1;
+        // One walk from the head: the expired members, then the oldest that stays.
+        let mut expired = Members::None;
+        {
+            let range = self.key.range(NEG_INF, POS_INF, false, true)?;
+            loop {
+                let Some((member, score)) = range.current()? else {
+                    break;
+                };
+                if score > cutoff {
+                    self.oldest = Some(Some(score));
+                    break;
+                }
+                expired.push(member);
+                if !range.next()? {
+                    break;
+                }
+            }
         }
+        for member in expired.as_slice() {
+            self.key.zrem(member)?;
+        }
+        let removed = expired.as_slice().len() as u64;
+        self.trimmed = match removed {
+            0 => Trimmed::Nothing,
+            // The last removal deleted the key, as an empty set is.
+            _ if removed == len => {
+                self.oldest = Some(None);
+                self.newest = Some(None);
+                Trimmed::All
+            }
+            _ => Trimmed::Some,
+        };
         Ok(removed)
     }
 
@@ -179,7 +191,7 @@ impl Log for ZsetLog<'_> {
             return Err(Error::TooManyMembers(n));
         }
         if n > 1 {
-            self.added = Added::Many(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
+            self.added = Members::Many(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
         }
         for _ in 0..n {
             self.add_one(score)?;
