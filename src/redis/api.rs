@@ -128,6 +128,68 @@ impl Ctx {
             .ok_or(Error::Server("RedisModule_CreateString"))
     }
 
+    /// Creates a command and declares its arity, docs and key spec.
+    pub fn create_command(self, spec: &Spec) -> Result<(), &'static str> {
+        let ctx = self.raw();
+        let (Some(create), Some(get), Some(set_info)) = (unsafe {
+            (
+                raw::RedisModule_CreateCommand,
+                raw::RedisModule_GetCommand,
+                raw::RedisModule_SetCommandInfo,
+            )
+        }) else {
+            return Err("missing command API");
+        };
+        let r = unsafe {
+            create(
+                ctx,
+                spec.name.as_ptr(),
+                Some(spec.handler),
+                spec.flags.as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if r != raw::REDISMODULE_OK as c_int {
+            return Err("RedisModule_CreateCommand failed");
+        }
+        let command = unsafe { get(ctx, spec.name.as_ptr()) };
+        if command.is_null() {
+            return Err("RedisModule_GetCommand failed");
+        }
+        // Redis copies everything out of these structures during the call.
+        let version = raw::RedisModuleCommandInfoVersion {
+            version: 1,
+            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+        };
+        // The list ends with an all-zero spec.
+        let mut key_specs = [key_spec(spec.key_flags), unsafe { std::mem::zeroed() }];
+        let info = raw::RedisModuleCommandInfo {
+            version: &version,
+            summary: spec.summary.as_ptr(),
+            complexity: COMPLEXITY.as_ptr(),
+            since: c"1.0.0".as_ptr(),
+            history: std::ptr::null_mut(),
+            tips: std::ptr::null(),
+            arity: spec.arity,
+            key_specs: key_specs.as_mut_ptr(),
+            args: std::ptr::null_mut(),
+        };
+        if unsafe { set_info(command, &info) } != raw::REDISMODULE_OK as c_int {
+            return Err("RedisModule_SetCommandInfo failed");
+        }
+        Ok(())
+    }
+
+    pub fn set_module_options(self, options: u32) {
+        if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
+            unsafe { f(self.raw(), options as c_int) };
+        }
+    }
+
     /// Propagates `ZREMRANGEBYSCORE key -inf cutoff` to replicas and the AOF.
     pub fn replicate_trim(self, key: &RString, cutoff: i64) -> Result<(), Error> {
         let f = api!(RedisModule_Replicate);
@@ -215,6 +277,44 @@ fn status(r: c_int, what: &'static str) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::Server(what))
+    }
+}
+
+/// Signature of a command callback.
+pub type Handler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// One command to register.
+pub struct Spec {
+    pub name: &'static CStr,
+    pub handler: Handler,
+    pub flags: &'static CStr,
+    /// What the command does with its key, for ACL key permissions.
+    pub key_flags: u32,
+    pub summary: &'static CStr,
+    /// Redis checks it before calling us: -5 is `key window max now` and more.
+    pub arity: c_int,
+}
+
+const COMPLEXITY: &CStr = c"O(log N + M): N members in the window, M members trimmed";
+
+/// The key at argument 1, and only it.
+fn key_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
+    raw::RedisModuleCommandKeySpec {
+        notes: std::ptr::null(),
+        flags: u64::from(flags),
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+        },
+        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        },
     }
 }
 
