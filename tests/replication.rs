@@ -170,3 +170,72 @@ fn server_restarted_from_its_rdb_has_the_same_data() {
     assert_eq!(s.digest(), digest);
     assert_eq!(keys_state(&mut c), state);
 }
+
+/// Trims of every size reach the replica and the AOF: a few members (named one by one), more
+/// than 64 (sent as a score range), and a whole expired set (unlinked).
+#[test]
+fn trims_of_every_size_replicate_exactly() {
+    let mut s = Server::builder()
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let replica = start_replica(&s, &[]);
+    let mut c = s.client();
+    let t0: i64 = 1_700_000_000_000;
+    let allow = |c: &mut Connection, key: &str, now: i64, cost: u64| {
+        let (now, cost) = (now.to_string(), cost.to_string());
+        let reply = call(
+            c,
+            &[
+                "SLIDINGWINDOW.ALLOW",
+                key,
+                "10",
+                "1000",
+                &now,
+                "COST",
+                &cost,
+            ],
+        );
+        ints(&reply)
+    };
+    // Batches 1 ms apart, so each later call expires exactly one batch.
+    for (i, cost) in [3, 100, 1, 200, 5].into_iter().enumerate() {
+        allow(&mut c, "trim:k", t0 + i as i64, cost);
+    }
+    let expected_counts = [
+        (t0 + 10_000, 307), // the batch of 3 leaves (ZREM of 3 members), 1 added
+        (t0 + 10_001, 208), // 100 leave: a score range
+        (t0 + 10_002, 208), // 1 leaves, 1 added
+        (t0 + 10_003, 9),   // 200 leave
+    ];
+    for (now, count) in expected_counts {
+        assert_eq!(allow(&mut c, "trim:k", now, 1)[1], count, "count at {now}");
+    }
+    // The whole set has expired; small enough to empty member by member, then the key goes.
+    allow(&mut c, "trim:k", t0 + 30_000, 1);
+    assert_eq!(allow(&mut c, "trim:k", t0 + 30_000, 1)[1], 2);
+
+    wait_in_sync(&s, &replica);
+    let members = |con: &mut Connection| -> Vec<(String, String)> {
+        redis::cmd("ZRANGE")
+            .arg("trim:k")
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(con)
+            .unwrap()
+    };
+    let on_master = members(&mut c);
+    assert_eq!(members(&mut replica.client()), on_master);
+    assert_eq!(replica.digest(), s.digest());
+    let aof = aof_bytes(s.dir());
+    for command in ["zrem", "zremrangebyscore", "unlink", "pexpireat"] {
+        assert!(
+            contains_ci(&aof, &format!("\r\n{command}\r\n")),
+            "AOF lacks {command}"
+        );
+    }
+    let digest = s.digest();
+    s.restart();
+    assert_eq!(s.digest(), digest);
+    assert_eq!(members(&mut s.client()), on_master);
+}

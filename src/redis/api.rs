@@ -206,6 +206,36 @@ impl Ctx {
         status(r, "RedisModule_Replicate")
     }
 
+    /// Propagates `ZREM key m1 m2 ...`: the exact members a trim removed.
+    pub fn replicate_remove(self, key: &RString, members: &[OwnedString]) -> Result<(), Error> {
+        let f = api!(RedisModule_Replicate);
+        let r = match members {
+            [one] => unsafe {
+                f(
+                    self.raw(),
+                    c"ZREM".as_ptr(),
+                    c"ss".as_ptr(),
+                    key.raw(),
+                    one.ptr.as_ptr(),
+                )
+            },
+            _ => {
+                let mut argv: Vec<_> = members.iter().map(|m| m.ptr.as_ptr()).collect();
+                unsafe {
+                    f(
+                        self.raw(),
+                        c"ZREM".as_ptr(),
+                        c"sv".as_ptr(),
+                        key.raw(),
+                        argv.as_mut_ptr(),
+                        argv.len(),
+                    )
+                }
+            }
+        };
+        status(r, "RedisModule_Replicate")
+    }
+
     /// Propagates `UNLINK key`.
     pub fn replicate_unlink(self, key: &RString) -> Result<(), Error> {
         let f = api!(RedisModule_Replicate);
@@ -325,6 +355,20 @@ pub struct RString(NonNull<raw::RedisModuleString>);
 impl RString {
     fn raw(self) -> *mut raw::RedisModuleString {
         self.0.as_ptr()
+    }
+
+    /// A 64-bit FNV-1a hash of the bytes: a cheap "probably the same key" test.
+    pub fn fingerprint(self) -> Result<u64, Error> {
+        let f = api!(RedisModule_StringPtrLen);
+        let mut len = 0usize;
+        let ptr = unsafe { f(self.raw(), &mut len) };
+        if ptr.is_null() {
+            return Err(Error::Server("RedisModule_StringPtrLen"));
+        }
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        Ok(bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        }))
     }
 }
 

@@ -7,6 +7,7 @@ use crate::error::{Error, MAX_ADD_PER_CALL, MAX_EXACT};
 use crate::reply::Reply;
 use crate::window::{self, Request};
 use redis_module::raw;
+use std::cell::Cell;
 use std::os::raw::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -100,7 +101,11 @@ fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<()
     match log.trimmed {
         Trimmed::Nothing => {}
         Trimmed::Some => {
-            ctx.replicate_trim(name, req.cutoff())?;
+            // Naming a few members costs less than a range; many go as the seed's range.
+            match log.removed.as_slice() {
+                few if few.len() <= ZREM_MAX => ctx.replicate_remove(name, few)?,
+                _ => ctx.replicate_trim(name, req.cutoff())?,
+            }
             ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", name)?;
         }
         Trimmed::All => {
@@ -116,8 +121,7 @@ fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<()
             .saturating_add(window);
         ctx.replicate_add(name, req.now, log.added.as_slice())?;
         ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", name)?;
-        // Calls in the same ms of a busy key find the TTL already right: nothing to change or send.
-        if key.expire_at()? != Some(at) {
+        if !ttl_already(key, at)? {
             key.set_expire_at(at)?;
             ctx.replicate_expire_at(name, at)?;
         }
@@ -127,6 +131,24 @@ fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<()
         ctx.signal_modified(name)?;
     }
     Ok(())
+}
+
+/// Most members a trim names in `ZREM`; beyond, it propagates `ZREMRANGEBYSCORE`.
+const ZREM_MAX: usize = 64;
+
+thread_local! {
+    /// Key fingerprint and expiry of the last TTL this module set.
+    static LAST_TTL: Cell<(u64, i64)> = const { Cell::new((0, i64::MIN)) };
+}
+
+/// Whether `key` already expires at `at`, as calls in the same ms on a busy key find: then there
+/// is nothing to change or send. Only a repeat of the last (key, at) is worth asking Redis about.
+fn ttl_already(key: &Key, at: i64) -> Result<bool, Error> {
+    let this = (key.name.fingerprint()?, at);
+    if LAST_TTL.with(|last| last.replace(this)) != this {
+        return Ok(false);
+    }
+    Ok(key.expire_at()? == Some(at))
 }
 
 /// Parses without allocating for any well-formed call.

@@ -65,6 +65,8 @@ pub struct ZsetLog<'k> {
     /// Score of the members this call added, if any.
     added_at: Option<f64>,
     pub trimmed: Trimmed,
+    /// Members the trim removed one by one (not those of an unlinked set).
+    pub removed: Members,
     pub added: Members,
 }
 
@@ -76,6 +78,7 @@ impl<'k> ZsetLog<'k> {
             newest: None,
             added_at: None,
             trimmed: Trimmed::Nothing,
+            removed: Members::None,
             added: Members::None,
         }
     }
@@ -173,6 +176,7 @@ impl Log for ZsetLog<'_> {
             self.key.zrem(member)?;
         }
         let removed = expired.as_slice().len() as u64;
+        self.removed = expired;
         self.trimmed = match removed {
             0 => Trimmed::Nothing,
             // The last removal deleted the key, as an empty set is.
