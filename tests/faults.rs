@@ -171,6 +171,36 @@ fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
     assert_keys_match(&s, &w, &out);
 }
 
+/// The two background saves: the command, its completion counter, its busy flag, its status.
+enum Save {
+    Aof,
+    Rdb,
+}
+
+/// Runs a background save to completion and checks that it succeeded.
+fn background_save(s: &Server, save: Save) {
+    let (command, done, busy, status) = match save {
+        Save::Aof => (
+            "BGREWRITEAOF",
+            "aof_rewrites",
+            "aof_rewrite_in_progress",
+            "aof_last_bgrewrite_status",
+        ),
+        Save::Rdb => (
+            "BGSAVE",
+            "rdb_saves",
+            "rdb_bgsave_in_progress",
+            "rdb_last_bgsave_status",
+        ),
+    };
+    let before = info_u64(s, "persistence", done);
+    let _: String = q(&mut s.client(), &[command]);
+    wait_until(Duration::from_secs(30), command, || {
+        info_u64(s, "persistence", done) > before && info_u64(s, "persistence", busy) == 0
+    });
+    assert_eq!(s.info_field("persistence", status).as_deref(), Some("ok"));
+}
+
 fn rewrite_under_traffic_then_restart(preamble: &str, seed: u64) {
     let mut s = Server::builder()
         .args(["--appendonly", "yes", "--appendfsync", "always"])
@@ -179,17 +209,7 @@ fn rewrite_under_traffic_then_restart(preamble: &str, seed: u64) {
     let w = Workload::new("rw:", 16, seed);
     let mut traffic = Traffic::start(&s, &w);
     traffic.wait_more(1000);
-    let before = info_u64(&s, "persistence", "aof_rewrites");
-    let _: String = q(&mut s.client(), &["BGREWRITEAOF"]);
-    wait_until(Duration::from_secs(30), "the AOF rewrite to finish", || {
-        info_u64(&s, "persistence", "aof_rewrites") > before
-            && info_u64(&s, "persistence", "aof_rewrite_in_progress") == 0
-    });
-    assert_eq!(
-        s.info_field("persistence", "aof_last_bgrewrite_status")
-            .as_deref(),
-        Some("ok")
-    );
+    background_save(&s, Save::Aof);
     // More traffic lands in the new incremental file after the rewritten base.
     traffic.wait_more(1000);
     let out = traffic.stop();
@@ -246,17 +266,7 @@ fn rdb_save_and_bgsave_then_restart_keep_the_digest() {
     traffic.wait_more(200);
     let out = traffic.stop();
     wait_persistence_idle(&s, "rdb_bgsave_in_progress");
-    let saves = info_u64(&s, "persistence", "rdb_saves");
-    let _: String = q(&mut s.client(), &["BGSAVE"]);
-    wait_until(Duration::from_secs(30), "BGSAVE", || {
-        info_u64(&s, "persistence", "rdb_saves") > saves
-            && info_u64(&s, "persistence", "rdb_bgsave_in_progress") == 0
-    });
-    assert_eq!(
-        s.info_field("persistence", "rdb_last_bgsave_status")
-            .as_deref(),
-        Some("ok")
-    );
+    background_save(&s, Save::Rdb);
     let digest = s.digest();
     s.restart();
     assert_eq!(
