@@ -148,22 +148,22 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Self::Error> {
+        let stored = self.log.kth_oldest(self.expired.saturating_add(k))?;
         if self.added == 0 {
-            return self.log.kth_oldest(self.expired.saturating_add(k));
+            return Ok(stored);
         }
-        // Stored members scored up to `at` come first, then the virtual ones, then the future ones.
+        // The virtual members (all at `at`) sit after every stored one scored up to `at`. Two rank
+        // lookups settle it, whatever the number of stored members before `at`.
+        if stored.is_some_and(|s| s <= self.at) {
+            return Ok(stored);
+        }
+        if k <= self.added {
+            return Ok(Some(self.at));
+        }
         let earlier = self
             .log
-            .count_through(self.at)?
-            .saturating_sub(self.expired);
-        if k <= earlier {
-            self.log.kth_oldest(self.expired.saturating_add(k))
-        } else if k - earlier <= self.added {
-            Ok(Some(self.at))
-        } else {
-            self.log
-                .kth_oldest(self.expired.saturating_add(k - self.added))
-        }
+            .kth_oldest(self.expired.saturating_add(k - self.added))?;
+        Ok(earlier.map(|t| if t > self.at { t } else { self.at }))
     }
 
     fn newest(&mut self) -> Result<Option<f64>, Self::Error> {

@@ -551,12 +551,12 @@ fn wrongtype_on_other_types_leaves_the_key_alone() {
 }
 
 #[test]
-fn admitted_cost_above_one_million_is_an_error_and_changes_nothing() {
+fn admitted_cost_above_the_per_call_limit_is_an_error_and_changes_nothing() {
     let s = Server::start();
     let mut c = s.client();
     // Empty key.
     let digest = s.digest();
-    let r = sw(&mut c, "ALLOW e 10 2000000 1000 COST 1000001");
+    let r = sw(&mut c, "ALLOW e 10 2000000 1000 COST 100001");
     let err = error_line(&r).unwrap_or_else(|| panic!("got {r:?}"));
     assert!(err.starts_with("ERR "), "{err}");
     assert!(!exists(&mut c, "e"));
@@ -565,7 +565,7 @@ fn admitted_cost_above_one_million_is_an_error_and_changes_nothing() {
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[0], 1);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 2000")[0], 1);
     let before = snapshot(&s, &mut c, "k");
-    let r = sw(&mut c, &format!("ALLOW k 10 {TWO_53} 100000 COST 1000001"));
+    let r = sw(&mut c, &format!("ALLOW k 10 {TWO_53} 100000 COST 100001"));
     assert!(
         error_line(&r).is_some_and(|e| e.starts_with("ERR ")),
         "got {r:?}"
@@ -573,7 +573,7 @@ fn admitted_cost_above_one_million_is_an_error_and_changes_nothing() {
     assert_eq!(snapshot(&s, &mut c, "k"), before);
     // Rejected huge costs reply normally.
     assert_eq!(
-        sw5(&mut c, "ALLOW k 10 5 3000 COST 1000001"),
+        sw5(&mut c, "ALLOW k 10 5 3000 COST 100001"),
         [0, 2, 3, -1, 9000]
     );
     assert_eq!(
@@ -592,8 +592,8 @@ fn peek_of_an_oversized_admission_replies_the_same_error_as_allow() {
     let s = Server::start();
     let mut c = s.client();
     let digest = s.digest();
-    let peek = sw(&mut c, "PEEK k 10 2000000 1000 COST 1000001");
-    let allow = sw(&mut c, "ALLOW k 10 2000000 1000 COST 1000001");
+    let peek = sw(&mut c, "PEEK k 10 2000000 1000 COST 100001");
+    let allow = sw(&mut c, "ALLOW k 10 2000000 1000 COST 100001");
     assert!(
         error_line(&allow).is_some_and(|e| e.starts_with("ERR ")),
         "{allow:?}"

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 const MAX_EXACT: u64 = 1 << 53;
 const MAX_WINDOW: u64 = MAX_EXACT / 1000;
-const MAX_ADD_PER_CALL: u64 = 1_000_000;
+const MAX_ADD_PER_CALL: u64 = 100_000;
 
 /// Keys of every type that the fuzz and panic runs must leave exactly as they were.
 const SENTINELS: [&str; 7] = [

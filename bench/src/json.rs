@@ -5,6 +5,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::Result;
+use crate::depth::{self, DepthPoint};
 use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, Measurement, PIPELINE_DEPTH};
 use crate::report::Run;
 use crate::targets::{Bound, Check};
@@ -22,6 +23,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
         "run_seconds": run.seconds,
         "config": config_json(),
         "results": run.results.iter().map(result_json).collect::<Vec<_>>(),
+        "pipeline_depth_sweep": run.depths.iter().map(depth_json).collect::<Vec<_>>(),
         "worst_call": {
             "members": run.worst.members,
             "module_in_command_us": run.worst.module_us,
@@ -61,6 +63,18 @@ fn result_json(m: &Measurement) -> Value {
         "members_per_key": m.memory.as_ref().map(|mem| mem.members_per_key),
         "bytes_per_member": m.memory.as_ref().map(|mem| mem.bytes_per_member),
         "admitted_fraction": m.admitted,
+    })
+}
+
+fn depth_json(p: &DepthPoint) -> Value {
+    json!({
+        "workload": depth::WORKLOAD,
+        "pipeline_depth": p.depth,
+        "requests": p.requests,
+        "module_server_cpu_us_per_request": p.module_cpu_us_per_req,
+        "ping_server_cpu_us_per_request": p.ping_cpu_us_per_req,
+        "module_over_ping": p.module_over_ping(),
+        "module_admitted_fraction": p.module_admitted,
     })
 }
 

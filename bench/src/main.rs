@@ -1,7 +1,9 @@
 //! Benchmark: SLIDINGWINDOW.ALLOW against the seed's Lua script, its four commands sent plainly,
-//! and PING, on three workloads with a simulated clock. Starts its own redis-server.
+//! and PING, on three workloads with a simulated clock; then module and PING on `hot` at several
+//! pipeline depths. Starts its own redis-server.
 
 mod chart;
+mod depth;
 mod info;
 mod json;
 mod machine;
@@ -38,6 +40,7 @@ fn main() -> Result<()> {
             results.push(result);
         }
     }
+    let depths = sweep_depths(&mut con, &sha)?;
     let worst = worst::run(&mut con, &sha)?;
     drop(server);
 
@@ -45,6 +48,7 @@ fn main() -> Result<()> {
     let run = report::Run {
         machine,
         results,
+        depths,
         worst,
         checks,
         seconds: started.elapsed().as_secs_f64(),
@@ -56,4 +60,15 @@ fn main() -> Result<()> {
     chart::write_svg(&run.results, &docs.join("bench.svg"))?;
     println!("wrote {}/bench.{{json,md,svg}}", docs.display());
     Ok(())
+}
+
+fn sweep_depths(con: &mut redis::Connection, sha: &str) -> Result<Vec<depth::DepthPoint>> {
+    let mut sweep = depth::Sweep::start(con, sha)?;
+    let mut points = Vec::new();
+    for step in &depth::STEPS {
+        let point = sweep.measure(con, step)?;
+        report::print_depth(&point);
+        points.push(point);
+    }
+    Ok(points)
 }

@@ -3,8 +3,9 @@
 use std::path::Path;
 
 use crate::Result;
+use crate::depth;
 use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, PIPELINE_DEPTH};
-use crate::report::{HEADER, Run, check_line, row, worst_line};
+use crate::report::{DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, worst_line};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let rows: Vec<Vec<String>> = run.results.iter().map(row).collect();
@@ -16,6 +17,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
     out += &format!("\n{}.\n\n", worst_line(&run.worst));
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
+    out += &depth_text(run);
     std::fs::write(path, out)?;
     Ok(())
 }
@@ -53,6 +55,30 @@ fn method_text() -> String {
          Identical sets differ by a fraction of a byte per member, as skiplist node heights are \
          random.\n\n"
     )
+}
+
+fn depth_text(run: &Run) -> String {
+    let counts: Vec<String> = depth::STEPS
+        .iter()
+        .map(|s| format!("{} at depth {}", s.requests, s.depth))
+        .collect();
+    let rows: Vec<Vec<String>> = run.depths.iter().map(depth_row).collect();
+    let mut out = format!(
+        "\n## Pipeline depth sweep: module and ping on `{}`\n\n\
+         Server CPU per request (the `INFO cpu` delta, as in the table above) of the module and of \
+         PING at several pipeline depths, on one key warmed by a full window, with the simulated \
+         clock running on from one depth to the next; module then PING at each depth. Requests: \
+         {}. What a round trip costs the server (reading, parsing, replying, waking the event \
+         loop) is shared by the requests of one pipeline, and is most of PING's cost, so the \
+         module/ping ratio depends on the depth; the target above is checked at the table's \
+         depth ({PIPELINE_DEPTH}). At low depths both figures are mostly that per-round-trip \
+         cost, which varies from run to run with the machine's load: compare module and ping \
+         within one run.\n\n",
+        depth::WORKLOAD,
+        counts.join(", ")
+    );
+    out += &markdown_table(&DEPTH_HEADER, &rows);
+    out
 }
 
 fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -47,12 +47,15 @@ pub fn run(
     redis::cmd("FLUSHALL").exec(con)?;
     let mut sender = Sender::new(variant, workload, sha);
     let mut stream = workload.stream();
-    let warmup = match variant {
-        Variant::Ping => PING_WARMUP,
-        _ => workload.requests_per_window(),
-    };
-    send_pipelined(con, &mut sender, &mut stream, warmup)?;
-    let batch = measure_batch(con, &mut sender, &mut stream, variant)?;
+    warm_up(con, &mut sender, &mut stream, workload, variant)?;
+    let batch = measure_batch(
+        con,
+        &mut sender,
+        &mut stream,
+        variant,
+        MEASURED_REQUESTS,
+        PIPELINE_DEPTH,
+    )?;
     let (p50_us, p99_us) = measure_latency(con, &mut sender, &mut stream)?;
     let memory = if variant.stores_keys() {
         Some(measure_memory(con, &sender, workload)?)
@@ -72,19 +75,37 @@ pub fn run(
     })
 }
 
-/// Sends `count` requests in pipelines of PIPELINE_DEPTH; returns how many were admitted
+/// One full window of requests (a short settling run for PING) in pipelines of PIPELINE_DEPTH,
+/// so that stateful variants are measured in their steady state.
+pub fn warm_up(
+    con: &mut Connection,
+    sender: &mut Sender,
+    stream: &mut impl Iterator<Item = Request>,
+    workload: &Workload,
+    variant: Variant,
+) -> Result<()> {
+    let warmup = match variant {
+        Variant::Ping => PING_WARMUP,
+        _ => workload.requests_per_window(),
+    };
+    send_pipelined(con, sender, stream, warmup, PIPELINE_DEPTH)?;
+    Ok(())
+}
+
+/// Sends `count` requests in pipelines of `depth`; returns how many were admitted
 /// where the replies say so.
 fn send_pipelined(
     con: &mut Connection,
     sender: &mut Sender,
     stream: &mut impl Iterator<Item = Request>,
     count: u64,
+    depth: u64,
 ) -> Result<Option<u64>> {
-    let mut pipe = Pipeline::with_capacity(PIPELINE_DEPTH as usize * 4);
+    let mut pipe = Pipeline::with_capacity(depth as usize * 4);
     let mut admitted = None;
     let mut left = count;
     while left > 0 {
-        let n = left.min(PIPELINE_DEPTH);
+        let n = left.min(depth);
         pipe.clear();
         for req in stream.by_ref().take(n as usize) {
             sender.push(&mut pipe, req);
@@ -98,24 +119,27 @@ fn send_pipelined(
     Ok(admitted)
 }
 
-struct Batch {
-    cpu_us: f64,
-    in_command_us: f64,
-    seconds: f64,
-    admitted: Option<u64>,
+pub struct Batch {
+    pub cpu_us: f64,
+    pub in_command_us: f64,
+    pub seconds: f64,
+    pub admitted: Option<u64>,
 }
 
-/// The measured phase: server CPU and in-command time over MEASURED_REQUESTS pipelined requests.
-fn measure_batch(
+/// The measured phase: server CPU and in-command time over `count` requests in pipelines of
+/// `depth`.
+pub fn measure_batch(
     con: &mut Connection,
     sender: &mut Sender,
     stream: &mut impl Iterator<Item = Request>,
     variant: Variant,
+    count: u64,
+    depth: u64,
 ) -> Result<Batch> {
     info::reset_stats(con)?;
     let cpu_before = info::cpu_us(con)?;
     let started = Instant::now();
-    let admitted = send_pipelined(con, sender, stream, MEASURED_REQUESTS)?;
+    let admitted = send_pipelined(con, sender, stream, count, depth)?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu_us = info::cpu_us(con)? - cpu_before;
     let stats = info::command_stats(con, variant.stat_names())?;

@@ -1,5 +1,6 @@
 //! The run's results, and their rendering as text: the stdout table and its pieces.
 
+use crate::depth::{self, DepthPoint};
 use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::targets::{Bound, Check};
@@ -8,6 +9,8 @@ use crate::worst::Worst;
 pub struct Run {
     pub machine: Machine,
     pub results: Vec<Measurement>,
+    /// The pipeline depth sweep on `hot`, module and ping, shallowest first.
+    pub depths: Vec<DepthPoint>,
     pub worst: Worst,
     pub checks: Vec<Check>,
     pub seconds: f64,
@@ -56,6 +59,33 @@ pub fn print_progress(m: &Measurement) {
         m.cpu_us_per_req,
         m.in_command_us_per_req,
         m.throughput_rps
+    );
+}
+
+pub const DEPTH_HEADER: [&str; 4] = [
+    "depth",
+    "module CPU µs/req",
+    "ping CPU µs/req",
+    "module/ping",
+];
+
+pub fn depth_row(p: &DepthPoint) -> Vec<String> {
+    vec![
+        p.depth.to_string(),
+        format!("{:.2}", p.module_cpu_us_per_req),
+        format!("{:.2}", p.ping_cpu_us_per_req),
+        format!("{:.2}", p.module_over_ping()),
+    ]
+}
+
+pub fn print_depth(p: &DepthPoint) {
+    println!(
+        "  {:<5} depth {:>4}  module cpu {:>6.2} µs/req  ping cpu {:>6.2} µs/req  module/ping {:>5.2}",
+        depth::WORKLOAD,
+        p.depth,
+        p.module_cpu_us_per_req,
+        p.ping_cpu_us_per_req,
+        p.module_over_ping()
     );
 }
 

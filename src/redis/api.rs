@@ -58,6 +58,13 @@ pub fn missing_functions() -> Vec<&'static str> {
         RedisModule_SetModuleOptions,
         RedisModule_GetCommand,
         RedisModule_SetCommandInfo,
+        RedisModule_Call,
+        RedisModule_CallReplyType,
+        RedisModule_CallReplyInteger,
+        RedisModule_CallReplyLength,
+        RedisModule_CallReplyArrayElement,
+        RedisModule_CallReplyStringPtr,
+        RedisModule_FreeCallReply,
     )
 }
 
@@ -302,6 +309,159 @@ impl Ctx {
     }
 }
 
+/// Commands run in place through `RedisModule_Call`, for what the key API cannot do in
+/// O(log N). None is propagated: the caller sends the effects.
+impl Ctx {
+    fn reply(
+        reply: *mut raw::RedisModuleCallReply,
+        what: &'static str,
+    ) -> Result<CallReply, Error> {
+        let reply = NonNull::new(reply)
+            .map(CallReply)
+            .ok_or(Error::Server(what))?;
+        if reply.kind()? == raw::REDISMODULE_REPLY_ERROR {
+            return Err(Error::Server(what));
+        }
+        Ok(reply)
+    }
+
+    /// Whether the server knows `name` (it may be renamed away or disabled by the config).
+    pub fn command_exists(self, name: &CStr) -> Result<bool, Error> {
+        let f = api!(RedisModule_Call);
+        let r = unsafe {
+            f(
+                self.raw(),
+                c"COMMAND".as_ptr(),
+                c"cc".as_ptr(),
+                c"INFO".as_ptr(),
+                name.as_ptr(),
+            )
+        };
+        let reply = Ctx::reply(r, "COMMAND INFO")?;
+        let Some(info) = reply.element(0)? else {
+            return Ok(false);
+        };
+        Ok(info.kind()? == raw::REDISMODULE_REPLY_ARRAY)
+    }
+
+    /// `ZRANGE key rank rank WITHSCORES`.
+    fn zrange_withscores(self, key: RString, rank: u64) -> Result<CallReply, Error> {
+        let f = api!(RedisModule_Call);
+        let rank = c_longlong::try_from(rank).unwrap_or(c_longlong::MAX);
+        let r = unsafe {
+            f(
+                self.raw(),
+                c"ZRANGE".as_ptr(),
+                c"sllc".as_ptr(),
+                key.raw(),
+                rank,
+                rank,
+                c"WITHSCORES".as_ptr(),
+            )
+        };
+        Ctx::reply(r, "ZRANGE")
+    }
+
+    /// `ZCOUNT key -inf max`.
+    fn zcount_through(self, key: RString, max: f64) -> Result<CallReply, Error> {
+        let f = api!(RedisModule_Call);
+        // Rust prints every f64 so that Redis reads it back exactly ("inf" included).
+        let max = max.to_string();
+        let r = unsafe {
+            f(
+                self.raw(),
+                c"ZCOUNT".as_ptr(),
+                c"scb".as_ptr(),
+                key.raw(),
+                c"-inf".as_ptr(),
+                max.as_ptr(),
+                max.len(),
+            )
+        };
+        Ctx::reply(r, "ZCOUNT")
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf cutoff`.
+    fn zremrangebyscore(self, key: RString, cutoff: i64) -> Result<CallReply, Error> {
+        let f = api!(RedisModule_Call);
+        let r = unsafe {
+            f(
+                self.raw(),
+                c"ZREMRANGEBYSCORE".as_ptr(),
+                c"scl".as_ptr(),
+                key.raw(),
+                c"-inf".as_ptr(),
+                c_longlong::from(cutoff),
+            )
+        };
+        Ctx::reply(r, "ZREMRANGEBYSCORE")
+    }
+}
+
+/// A reply of `RedisModule_Call`; freed on drop.
+struct CallReply(NonNull<raw::RedisModuleCallReply>);
+
+impl CallReply {
+    fn kind(&self) -> Result<isize, Error> {
+        let f = api!(RedisModule_CallReplyType);
+        Ok(unsafe { f(self.0.as_ptr()) } as isize)
+    }
+
+    fn integer(&self) -> Result<u64, Error> {
+        let f = api!(RedisModule_CallReplyInteger);
+        if self.kind()? != raw::REDISMODULE_REPLY_INTEGER {
+            return Err(Error::Server("an integer reply"));
+        }
+        Ok(u64::try_from(unsafe { f(self.0.as_ptr()) }).unwrap_or(0))
+    }
+
+    /// Element `i` of an array reply, if there is one; it lives as long as this reply.
+    fn element(&self, i: usize) -> Result<Option<ReplyElement<'_>>, Error> {
+        let len = api!(RedisModule_CallReplyLength);
+        let at = api!(RedisModule_CallReplyArrayElement);
+        if self.kind()? != raw::REDISMODULE_REPLY_ARRAY || i >= unsafe { len(self.0.as_ptr()) } {
+            return Ok(None);
+        }
+        Ok(
+            NonNull::new(unsafe { at(self.0.as_ptr(), i) }).map(|ptr| ReplyElement {
+                ptr,
+                _reply: std::marker::PhantomData,
+            }),
+        )
+    }
+}
+
+impl Drop for CallReply {
+    fn drop(&mut self) {
+        if let Some(f) = unsafe { raw::RedisModule_FreeCallReply } {
+            unsafe { f(self.0.as_ptr()) };
+        }
+    }
+}
+
+/// An element inside a `CallReply`, freed with it.
+struct ReplyElement<'r> {
+    ptr: NonNull<raw::RedisModuleCallReply>,
+    _reply: std::marker::PhantomData<&'r CallReply>,
+}
+
+impl ReplyElement<'_> {
+    fn kind(&self) -> Result<isize, Error> {
+        let f = api!(RedisModule_CallReplyType);
+        Ok(unsafe { f(self.ptr.as_ptr()) } as isize)
+    }
+
+    fn bytes(&self) -> Result<&[u8], Error> {
+        let f = api!(RedisModule_CallReplyStringPtr);
+        let mut len = 0usize;
+        let ptr = unsafe { f(self.ptr.as_ptr(), &mut len) };
+        if ptr.is_null() {
+            return Err(Error::Server("a string reply"));
+        }
+        Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+    }
+}
+
 fn status(r: c_int, what: &'static str) -> Result<(), Error> {
     if r == raw::REDISMODULE_OK as c_int {
         Ok(())
@@ -445,13 +605,13 @@ pub struct Key {
 
 impl Key {
     /// Opens `name` for reading, or for writing when `write`. A missing key opened for reading
-    /// holds no handle and reads as empty.
+    /// holds no handle and reads as empty. Reading leaves the key's LRU/LFU clock alone.
     pub fn open(ctx: Ctx, name: RString, write: bool) -> Result<Key, Error> {
         let f = api!(RedisModule_OpenKey);
         let mode = if write {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
         } else {
-            raw::REDISMODULE_READ
+            raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH
         };
         let ptr = unsafe { f(ctx.raw(), name.raw(), mode as c_int) };
         let ptr = NonNull::new(ptr.cast::<raw::RedisModuleKey>());
@@ -487,7 +647,7 @@ impl Key {
     }
 
     /// Adds `member` at `score` unless a member of that name exists; true when added.
-    pub fn zadd_new(&self, score: f64, member: &OwnedString) -> Result<bool, Error> {
+    pub fn zadd_new(&mut self, score: f64, member: &OwnedString) -> Result<bool, Error> {
         let f = api!(RedisModule_ZsetAdd);
         let k = self.handle("RedisModule_ZsetAdd")?;
         let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
@@ -496,16 +656,17 @@ impl Key {
         Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
     }
 
-    pub fn zrem(&self, member: &OwnedString) -> Result<(), Error> {
+    pub fn zrem(&mut self, member: &OwnedString) -> Result<(), Error> {
         let f = api!(RedisModule_ZsetRem);
         let k = self.handle("RedisModule_ZsetRem")?;
         let r = unsafe { f(k, member.ptr.as_ptr(), std::ptr::null_mut()) };
         status(r, "RedisModule_ZsetRem")
     }
 
-    /// Starts a score-range iteration at its first (or last) member; the guard stops it.
+    /// Starts a score-range iteration at its first (or last) member; the guard stops it, and
+    /// holds the key so that nothing changes the set while it iterates.
     pub fn range(
-        &self,
+        &mut self,
         min: f64,
         max: f64,
         min_excl: bool,
@@ -523,7 +684,7 @@ impl Key {
     }
 
     /// Deletes the key, freeing a large value in the background.
-    pub fn unlink(&self) -> Result<(), Error> {
+    pub fn unlink(&mut self) -> Result<(), Error> {
         let f = api!(RedisModule_UnlinkKey);
         let k = self.handle("RedisModule_UnlinkKey")?;
         status(unsafe { f(k) }, "RedisModule_UnlinkKey")
@@ -537,7 +698,7 @@ impl Key {
         Ok((at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at))
     }
 
-    pub fn set_expire_at(&self, at_ms: i64) -> Result<(), Error> {
+    pub fn set_expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
         let f = api!(RedisModule_SetAbsExpire);
         let k = self.handle("RedisModule_SetAbsExpire")?;
         status(unsafe { f(k, at_ms) }, "RedisModule_SetAbsExpire")
@@ -545,6 +706,31 @@ impl Key {
 
     pub fn ctx(&self) -> Ctx {
         self.ctx
+    }
+
+    /// The score at 0-based `rank`, O(log N): `ZRANGE key rank rank WITHSCORES`.
+    pub fn score_at_rank(&self, rank: u64) -> Result<Option<f64>, Error> {
+        let reply = self.ctx.zrange_withscores(self.name, rank)?;
+        let Some(score) = reply.element(1)? else {
+            return Ok(None);
+        };
+        std::str::from_utf8(score.bytes()?)
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+            .map(Some)
+            .ok_or(Error::Server("a ZRANGE score"))
+    }
+
+    /// Members scored at or before `max`, O(log N): `ZCOUNT key -inf max`.
+    pub fn count_through(&self, max: f64) -> Result<u64, Error> {
+        self.ctx.zcount_through(self.name, max)?.integer()
+    }
+
+    /// Removes the members scored at or before `cutoff` in O(log N + M), as the script does:
+    /// `ZREMRANGEBYSCORE key -inf cutoff`. Redis emits its keyspace event; nothing is propagated
+    /// (the caller propagates the effect).
+    pub fn remove_through(&mut self, cutoff: i64) -> Result<u64, Error> {
+        self.ctx.zremrangebyscore(self.name, cutoff)?.integer()
     }
 }
 
@@ -558,7 +744,7 @@ impl Drop for Key {
 
 /// An active sorted-set iteration; stopped on drop.
 pub struct Range<'k> {
-    key: &'k Key,
+    key: &'k mut Key,
     ptr: *mut raw::RedisModuleKey,
 }
 

@@ -1,7 +1,7 @@
 //! The two commands: parse, run the window logic on the sorted set, reply, propagate the effects.
 
 use super::api::{Argv, Ctx, Key, Kind};
-use super::zset::{Trimmed, ZsetLog};
+use super::zset::{Effects, Trimmed, ZsetLog};
 use crate::args::{self, Args, Now};
 use crate::error::{Error, MAX_ADD_PER_CALL, MAX_EXACT};
 use crate::reply::Reply;
@@ -61,27 +61,28 @@ fn execute(ctx: Ctx, argv: &Argv, command: Command) -> Result<Reply, Error> {
         cost: args.cost,
     };
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
-    let key = Key::open(ctx, name, command == Command::Allow)?;
+    let mut key = Key::open(ctx, name, command == Command::Allow)?;
     if key.kind()? == Kind::Other {
         return Err(Error::WrongType);
     }
-    let mut log = ZsetLog::new(&key);
     match command {
-        Command::Peek => admissible(window::peek(&mut log, &req)?, &req),
-        Command::Allow => allow(ctx, &key, &mut log, &req),
+        Command::Peek => admissible(window::peek(&mut ZsetLog::new(&mut key), &req)?, &req),
+        Command::Allow => allow(ctx, &mut key, &req),
         #[cfg(feature = "panic-test")]
         Command::Panic => Err(Error::Panic),
     }
 }
 
-fn allow(ctx: Ctx, key: &Key, log: &mut ZsetLog<'_>, req: &Request) -> Result<Reply, Error> {
+fn allow(ctx: Ctx, key: &mut Key, req: &Request) -> Result<Reply, Error> {
+    let mut log = ZsetLog::new(key);
     // Refuse an oversized batch before changing anything.
     if req.cost > MAX_ADD_PER_CALL && req.cost <= req.max {
-        admissible(window::peek(log, req)?, req)?;
+        admissible(window::peek(&mut log, req)?, req)?;
     }
-    let outcome = window::allow(log, req);
+    let outcome = window::allow(&mut log, req);
+    let effects = log.into_effects();
     // Whatever happened, replicas and the AOF must get every change made.
-    propagate(ctx, key, log, req)?;
+    propagate(ctx, key, &effects, req)?;
     outcome.map(|o| o.reply)
 }
 
@@ -96,45 +97,41 @@ fn admissible(reply: Reply, req: &Request) -> Result<Reply, Error> {
 
 /// Sends the call's effects to replicas and the AOF, sets the TTL, and emits the keyspace events the
 /// seed's script would (`zremrangebyscore`, `del`, `zadd`, `expire`), in its order.
-fn propagate(ctx: Ctx, key: &Key, log: &ZsetLog<'_>, req: &Request) -> Result<(), Error> {
-    let name = &key.name;
-    match log.trimmed {
+fn propagate(ctx: Ctx, key: &mut Key, effects: &Effects, req: &Request) -> Result<(), Error> {
+    let name = key.name;
+    let added = effects.added.as_slice();
+    match effects.trimmed {
         Trimmed::Nothing => {}
-        Trimmed::Some => {
-            // Naming a few members costs less than a range; many go as the seed's range.
-            match log.removed.as_slice() {
-                few if few.len() <= ZREM_MAX => ctx.replicate_remove(name, few)?,
-                _ => ctx.replicate_trim(name, req.cutoff())?,
-            }
-            ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", name)?;
+        Trimmed::Named => {
+            ctx.replicate_remove(&name, effects.removed.as_slice())?;
+            ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", &name)?;
         }
+        // ZREMRANGEBYSCORE ran in place and emitted its own event.
+        Trimmed::Range => ctx.replicate_trim(&name, req.cutoff())?,
         Trimmed::All => {
-            ctx.replicate_unlink(name)?;
-            ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", name)?;
-            ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del", name)?;
+            ctx.replicate_unlink(&name)?;
+            ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", &name)?;
+            ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del", &name)?;
         }
     }
-    if !log.added.as_slice().is_empty() {
+    if !added.is_empty() {
         let window = i64::try_from(req.window_ms).unwrap_or(i64::MAX);
         let at = i64::try_from(ctx.now_ms()?)
             .unwrap_or(i64::MAX)
             .saturating_add(window);
-        ctx.replicate_add(name, req.now, log.added.as_slice())?;
-        ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", name)?;
+        ctx.replicate_add(&name, req.now, added)?;
+        ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", &name)?;
         if !ttl_already(key, at)? {
             key.set_expire_at(at)?;
-            ctx.replicate_expire_at(name, at)?;
+            ctx.replicate_expire_at(&name, at)?;
         }
-        ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name)?;
+        ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", &name)?;
     }
-    if log.trimmed != Trimmed::Nothing || !log.added.as_slice().is_empty() {
-        ctx.signal_modified(name)?;
+    if effects.trimmed != Trimmed::Nothing || !added.is_empty() {
+        ctx.signal_modified(&name)?;
     }
     Ok(())
 }
-
-/// Most members a trim names in `ZREM`; beyond, it propagates `ZREMRANGEBYSCORE`.
-const ZREM_MAX: usize = 64;
 
 thread_local! {
     /// Key fingerprint and expiry of the last TTL this module set.

@@ -34,6 +34,17 @@ extern "C" fn panic_command(
     dispatch(ctx, argv, argc, Command::Panic)
 }
 
+/// Commands the module replicates its effects with, or calls in place.
+const NEEDED: [&std::ffi::CStr; 7] = [
+    c"ZADD",
+    c"ZREM",
+    c"ZREMRANGEBYSCORE",
+    c"UNLINK",
+    c"PEXPIREAT",
+    c"ZRANGE",
+    c"ZCOUNT",
+];
+
 /// Registers the commands. `write deny-oom` for ALLOW (refused on replicas and when out of memory),
 /// `readonly` for PEEK; both take their key at position 1, declared with a key spec whose access
 /// flags let ACL read-only key patterns (`%R~`) admit PEEK and refuse ALLOW.
@@ -46,6 +57,15 @@ pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
             "this server lacks module API functions the module needs (Redis >= 7.0 has them): {}",
             missing.join(", ")
         ));
+    }
+    // Effects go to replicas and the AOF as these commands, and big sets are read through them.
+    for name in NEEDED {
+        if !ctx.command_exists(name).map_err(|e| e.to_string())? {
+            return Err(format!(
+                "the server has no {} command (renamed or disabled?): slidingwindow needs it",
+                name.to_string_lossy()
+            ));
+        }
     }
     // Only calls that change the key should wake WATCH; we signal those ourselves.
     ctx.set_module_options(raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);

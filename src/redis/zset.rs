@@ -1,8 +1,8 @@
 //! The sorted-set storage of the log: the key stays an ordinary sorted set, one member per request.
 //!
-//! Every query is shaped to stay near the ends of the skiplist: the oldest member is one step from
-//! the head, and "is anything newer than s?" is answered by the tail pointer, so a call on a large
-//! set costs a few cache lines instead of full descents.
+//! Queries stay near the ends of the set: the oldest member is one step from the head, and "is
+//! anything newer than s?" is answered from the tail. Walks are bounded; beyond a few steps the
+//! set's own O(log N) rank and range commands take over.
 
 use super::api::{Key, OwnedString};
 use crate::error::{Error, MAX_ADD_PER_CALL};
@@ -15,13 +15,18 @@ const POS_INF: f64 = f64::INFINITY;
 const NAME_TRIES: usize = 8;
 /// Redis's LAZYFREE_THRESHOLD: larger values are freed off the main thread when unlinked.
 const LAZYFREE_THRESHOLD: u64 = 64;
+/// Most steps a walk takes before a rank or range command is cheaper; also the most members a
+/// trim names when it propagates them.
+pub const WALK_MAX: usize = 64;
 
 /// How the trim changed the key, for propagation and keyspace events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trimmed {
     Nothing,
-    /// Some members left; the key still holds the rest.
-    Some,
+    /// The members in `removed` left, one by one; the key holds the rest.
+    Named,
+    /// More than `WALK_MAX` left, removed by `ZREMRANGEBYSCORE` (which emitted its own event).
+    Range,
     /// Every member had left: the key is gone (a large set is freed in the background).
     All,
 }
@@ -56,35 +61,49 @@ impl Members {
     }
 }
 
+/// What a call changed, for the caller to propagate.
+pub struct Effects {
+    pub trimmed: Trimmed,
+    pub removed: Members,
+    pub added: Members,
+}
+
 /// A sorted set seen as a `Log`; records what it changed so the caller can propagate it.
 pub struct ZsetLog<'k> {
-    key: &'k Key,
+    key: &'k mut Key,
     /// Cached oldest and newest scores; `None` until known.
     oldest: Option<Option<f64>>,
     newest: Option<Option<f64>>,
     /// Score of the members this call added, if any.
     added_at: Option<f64>,
-    pub trimmed: Trimmed,
-    /// Members the trim removed one by one (not those of an unlinked set).
-    pub removed: Members,
-    pub added: Members,
+    effects: Effects,
 }
 
 impl<'k> ZsetLog<'k> {
-    pub fn new(key: &'k Key) -> Self {
+    pub fn new(key: &'k mut Key) -> Self {
         ZsetLog {
             key,
             oldest: None,
             newest: None,
             added_at: None,
-            trimmed: Trimmed::Nothing,
-            removed: Members::None,
-            added: Members::None,
+            effects: Effects {
+                trimmed: Trimmed::Nothing,
+                removed: Members::None,
+                added: Members::None,
+            },
         }
     }
 
+    pub fn into_effects(self) -> Effects {
+        self.effects
+    }
+
     /// The first member scored in `(min, +inf]` (or `[min, +inf]`), with its score.
-    fn first_from(&self, min: f64, exclusive: bool) -> Result<Option<(OwnedString, f64)>, Error> {
+    fn first_from(
+        &mut self,
+        min: f64,
+        exclusive: bool,
+    ) -> Result<Option<(OwnedString, f64)>, Error> {
         if self.key.len()? == 0 {
             return Ok(None);
         }
@@ -92,11 +111,38 @@ impl<'k> ZsetLog<'k> {
     }
 
     /// Whether a member is scored above `score`; answered from the tail, no descent.
-    fn any_after(&self, score: f64) -> Result<bool, Error> {
+    fn any_after(&mut self, score: f64) -> Result<bool, Error> {
         if self.key.len()? == 0 {
             return Ok(false);
         }
         Ok(!self.key.range(score, POS_INF, true, true)?.is_empty()?)
+    }
+
+    /// Walks from the head over members scored at or before `cutoff`, keeping their names, and
+    /// notes the first score after it. None when more than `WALK_MAX` are expired.
+    fn expired_names(&mut self, cutoff: f64) -> Result<Option<Members>, Error> {
+        let mut expired = Members::None;
+        let mut oldest = None;
+        let range = self.key.range(NEG_INF, POS_INF, false, true)?;
+        loop {
+            let Some((member, score)) = range.current()? else {
+                break;
+            };
+            if score > cutoff {
+                oldest = Some(score);
+                break;
+            }
+            if expired.as_slice().len() == WALK_MAX {
+                return Ok(None);
+            }
+            expired.push(member);
+            if !range.next()? {
+                break;
+            }
+        }
+        drop(range);
+        self.oldest = Some(oldest);
+        Ok(Some(expired))
     }
 
     /// Adds one member at `score` under a fresh name.
@@ -107,7 +153,7 @@ impl<'k> ZsetLog<'k> {
             let member = self.key.ctx().string(&name)?;
             // Scores are at most 2^53, exact in f64.
             if self.key.zadd_new(score as f64, &member)? {
-                self.added.push(member);
+                self.effects.added.push(member);
                 return Ok(());
             }
         }
@@ -128,12 +174,16 @@ impl Log for ZsetLog<'_> {
             return Ok(len);
         }
         let range = self.key.range(NEG_INF, score, false, true)?;
-        if range.score()?.is_none() {
+        if range.is_empty()? {
             return Ok(0);
         }
         let mut n = 1u64;
         while range.next()? {
             n += 1;
+            if n > WALK_MAX as u64 {
+                drop(range);
+                return self.key.count_through(score);
+            }
         }
         Ok(n)
     }
@@ -143,49 +193,38 @@ impl Log for ZsetLog<'_> {
         if len == 0 {
             return Ok(0);
         }
+        let at = cutoff;
         // Cutoffs are within +-2^53, so the conversion is exact.
         let cutoff = cutoff as f64;
         // Redis frees a set of more than 64 members in the background on unlink; check that case
         // first (from the tail, no descent), so a call never walks a fully expired large set.
         if len > LAZYFREE_THRESHOLD && self.key.range(cutoff, POS_INF, true, true)?.is_empty()? {
             self.key.unlink()?;
-            self.trimmed = Trimmed::All;
+            self.effects.trimmed = Trimmed::All;
             self.oldest = Some(None);
             self.newest = Some(None);
             return Ok(len);
         }
-        // One walk from the head: the expired members, then the oldest that stays.
-        let mut expired = Members::None;
-        {
-            let range = self.key.range(NEG_INF, POS_INF, false, true)?;
-            loop {
-                let Some((member, score)) = range.current()? else {
-                    break;
-                };
-                if score > cutoff {
-                    self.oldest = Some(Some(score));
-                    break;
-                }
-                expired.push(member);
-                if !range.next()? {
-                    break;
-                }
-            }
-        }
+        let Some(expired) = self.expired_names(cutoff)? else {
+            // Many expired: the set's own range removal, O(log N + M).
+            let removed = self.key.remove_through(at)?;
+            self.effects.trimmed = Trimmed::Range;
+            self.oldest = None;
+            return Ok(removed);
+        };
         for member in expired.as_slice() {
             self.key.zrem(member)?;
         }
         let removed = expired.as_slice().len() as u64;
-        self.removed = expired;
-        self.trimmed = match removed {
+        self.effects.removed = expired;
+        self.effects.trimmed = match removed {
             0 => Trimmed::Nothing,
             // The last removal deleted the key, as an empty set is.
             _ if removed == len => {
-                self.oldest = Some(None);
                 self.newest = Some(None);
                 Trimmed::All
             }
-            _ => Trimmed::Some,
+            _ => Trimmed::Named,
         };
         Ok(removed)
     }
@@ -195,7 +234,7 @@ impl Log for ZsetLog<'_> {
             return Err(Error::TooManyMembers(n));
         }
         if n > 1 {
-            self.added = Members::Many(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
+            self.effects.added = Members::Many(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
         }
         for _ in 0..n {
             self.add_one(score)?;
@@ -219,6 +258,9 @@ impl Log for ZsetLog<'_> {
         if k == 0 || k > self.key.len()? {
             return Ok(None);
         }
+        if k > WALK_MAX as u64 {
+            return self.key.score_at_rank(k - 1);
+        }
         let range = self.key.range(NEG_INF, POS_INF, false, true)?;
         for _ in 1..k {
             if !range.next()? {
@@ -232,8 +274,9 @@ impl Log for ZsetLog<'_> {
         if let Some(n) = self.newest {
             return Ok(n);
         }
-        let n = match self.added_at {
-            // Just added at `s`: unless something is scored later, `s` is the newest.
+        // Just added at `s`: unless something is scored later, `s` is the newest.
+        let added_at = self.added_at;
+        let n = match added_at {
             Some(s) if !self.any_after(s)? => Some(s),
             _ if self.key.len()? == 0 => None,
             _ => self.key.range(NEG_INF, POS_INF, false, false)?.score()?,
