@@ -931,3 +931,109 @@ fn a_fully_expired_window_is_freed_in_the_background() {
     );
     assert_eq!(scores(&mut c, "k"), [20000]);
 }
+
+/// Ranks and trims beyond a short walk (more than 64 members) answer exactly, PEEK included,
+/// also with a member scored in the future and admissions PEEK only plays virtually.
+#[test]
+fn deep_ranks_and_large_trims_answer_exactly() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t0: i64 = 1_700_000_000_000;
+    let fill = |c: &mut Connection, key: &str| {
+        for i in 0..200 {
+            assert_eq!(sw5(c, &format!("ALLOW {key} 10 1000 {}", t0 + i))[0], 1);
+        }
+    };
+    // The 100th oldest (t0 + 99) must leave before a cost of 900 fits.
+    fill(&mut c, "a");
+    let line = format!("a 10 1000 {} COST 900", t0 + 500);
+    let want = [0, 200, 800, 99 + 10_000 - 500, 199 + 10_000 - 500];
+    assert_eq!(sw5(&mut c, &format!("PEEK {line}")), want);
+    assert_eq!(sw5(&mut c, &format!("ALLOW {line}")), want);
+
+    // One member from a clock ahead; 799 more fit exactly, and the 799th oldest is one of them.
+    fill(&mut c, "b");
+    assert_eq!(
+        sw5(&mut c, &format!("ALLOW b 10 1000 {}", t0 + 5000))[1],
+        201
+    );
+    let line = format!("b 10 1000 {} COST 799", t0 + 600);
+    let want = [1, 1000, 0, 10_000, 5000 + 10_000 - 600];
+    let digest = s.digest();
+    assert_eq!(sw5(&mut c, &format!("PEEK {line}")), want);
+    assert_eq!(s.digest(), digest, "PEEK changed the data");
+    assert_eq!(sw5(&mut c, &format!("ALLOW {line}")), want);
+
+    // 151 members leave at once; the rest stay, in order.
+    fill(&mut c, "c");
+    let now = t0 + 10_150;
+    assert_eq!(
+        sw5(&mut c, &format!("PEEK c 10 1000 {now}")),
+        [1, 50, 950, 0, 10_000]
+    );
+    assert_eq!(
+        sw5(&mut c, &format!("ALLOW c 10 1000 {now}")),
+        [1, 50, 950, 0, 10_000]
+    );
+    let first: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("c")
+        .arg(0)
+        .arg(0)
+        .arg("WITHSCORES")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(first[0].1, (t0 + 151) as f64);
+}
+
+/// Trims of more than 64 members emit the seed's events too: `zremrangebyscore` once, then `del`
+/// when the set empties.
+#[test]
+fn large_trims_emit_the_seed_events() {
+    let s = Server::start();
+    let mut c = s.client();
+    let _: () = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    let mut sub_con = s.client();
+    sub_con
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut sub = sub_con.as_pubsub();
+    sub.psubscribe("__keyspace@0__:big").unwrap();
+    sub.psubscribe("__keyspace@0__:sync").unwrap();
+    let mut sync = 0;
+    let mut events = |c: &mut Connection, line: &str| -> Vec<String> {
+        let _ = sw5(c, line);
+        sync += 1;
+        let _: () = q(c, &["SET", "sync", &sync.to_string()]);
+        let mut out = Vec::new();
+        loop {
+            let msg = sub.get_message().expect("keyspace event (timed out?)");
+            if msg.get_channel_name() == "__keyspace@0__:sync" {
+                return out;
+            }
+            out.push(msg.get_payload().unwrap());
+        }
+    };
+    assert_eq!(
+        events(&mut c, "ALLOW big 10 500 1000 COST 100"),
+        ["zadd", "expire"]
+    );
+    assert_eq!(
+        events(&mut c, "ALLOW big 10 500 2000 COST 100"),
+        ["zadd", "expire"]
+    );
+    // 100 leave, the call is admitted.
+    assert_eq!(
+        events(&mut c, "ALLOW big 10 500 11000"),
+        ["zremrangebyscore", "zadd", "expire"]
+    );
+    // 100 more leave, the call is refused.
+    assert_eq!(
+        events(&mut c, "ALLOW big 10 1 12000 COST 2"),
+        ["zremrangebyscore"]
+    );
+    // The whole set has left.
+    assert_eq!(
+        events(&mut c, "ALLOW big 10 1 99000 COST 2"),
+        ["zremrangebyscore", "del"]
+    );
+}
