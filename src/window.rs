@@ -353,6 +353,30 @@ pub mod tests {
     }
 
     #[test]
+    fn peek_plays_trims_and_adds_virtually() {
+        // (stored scores, request): PEEK must answer ALLOW's reply and leave the log alone.
+        let cases: &[(&[f64], Request)] = &[
+            // A member from a clock ahead sorts after the virtual adds.
+            (&[100.0, 200.0, 5000.0], req(10, 10, 1000, 6)),
+            // The need-th oldest is a virtual member.
+            (&[100.0, 5000.0], req(10, 4, 1000, 2)),
+            // The need-th oldest is the member from the future.
+            (&[100.0, 5000.0], req(10, 3, 1000, 1)),
+            // Trimmed members do not count, stored or virtual.
+            (&[1.0, 2.0, 900.0, 5000.0], req(1, 3, 1000, 1)),
+            // Everything expired.
+            (&[1.0, 2.0], req(1, 2, 5000, 2)),
+        ];
+        for (log, r) in cases {
+            let (want, _, _) = run(log, *r);
+            let mut l = VecLog(log.to_vec());
+            let Ok(got) = peek(&mut l, r);
+            assert_eq!(got, want, "{log:?} {r:?}");
+            assert_eq!(l.0, log.to_vec(), "peek changed {log:?}");
+        }
+    }
+
+    #[test]
     fn extremes_do_not_overflow() {
         let top = crate::error::MAX_EXACT;
         let win = crate::error::MAX_WINDOW_SECONDS;
