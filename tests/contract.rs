@@ -2,8 +2,11 @@
 //! `redis-server` with the module loaded.
 
 mod common;
+#[path = "support/model.rs"]
+mod model;
 #[path = "support/rng.rs"]
 mod rng;
+use model::Model;
 use rng::Rng;
 
 use std::collections::HashSet;
@@ -76,42 +79,6 @@ fn snapshot(s: &Server, con: &mut Connection, key: &str) -> Snapshot {
         digest: s.digest(),
         pexpiretime: pexpiretime(con, key),
         members: members(con, key),
-    }
-}
-
-/// The contract's algorithm, kept in the test as the oracle for exact replies.
-#[derive(Default)]
-struct Model {
-    scores: Vec<i64>,
-}
-
-impl Model {
-    fn step(&mut self, w: i64, max: i64, now: i64, n: i64) -> Vec<i64> {
-        let mut s: Vec<i64> = self
-            .scores
-            .iter()
-            .copied()
-            .filter(|&x| x > now - w)
-            .collect();
-        let admitted = (s.len() as i64) + n <= max;
-        if admitted {
-            s.extend(std::iter::repeat_n(now, n as usize));
-            s.sort_unstable();
-        }
-        let count = s.len() as i64;
-        let retry = if n > max {
-            -1
-        } else {
-            let need = count + n - max;
-            if need <= 0 {
-                0
-            } else {
-                s[need as usize - 1] + w - now
-            }
-        };
-        let reset = s.last().map_or(0, |&newest| newest + w - now);
-        self.scores = s;
-        vec![admitted as i64, count, (max - count).max(0), retry, reset]
     }
 }
 
@@ -642,12 +609,13 @@ fn peek_equals_allow_and_both_follow_the_contract_model() {
         );
         let allow = sw5(&mut c, &format!("ALLOW {args}"));
         assert_eq!(peek, allow, "step {step}: PEEK vs ALLOW {args}");
-        let want = model.step(w, max, now, n);
+        let u = |v: i64| u64::try_from(v).expect("test values are not negative");
+        let want = model.allow(u(window), u(max), u(now), u(n));
         assert_eq!(allow, want, "step {step}: ALLOW {args} vs contract");
         outcomes[allow[0] as usize] += 1;
         assert_eq!(
             scores(&mut c, "k"),
-            model.scores,
+            model.scores.iter().map(|&s| s as i64).collect::<Vec<_>>(),
             "step {step}: stored scores"
         );
         assert_eq!(exists(&mut c, "k"), !model.scores.is_empty(), "step {step}");

@@ -15,7 +15,7 @@ mod traffic;
 use common::{Server, call, error_line, start_replica, wait_in_sync, wait_until};
 use kit::{attach_replica, info_u64, q, sw5, wait_link_up, wait_persistence_idle};
 use std::time::Duration;
-use traffic::{Traffic, Workload, assert_keys_match};
+use traffic::{State, Traffic, Workload, assert_keys_match};
 
 /// Enough backlog that a replica cut off for a second or two under full-speed traffic can still
 /// continue with a partial resync.
@@ -81,10 +81,7 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
         assert_eq!(got, want, "{key} on the promoted replica");
     }
     // And traffic carries on against the new master, every reply checked against the model.
-    let mut traffic = Traffic::resume(&replica, &w, state);
-    traffic.wait_more(1000);
-    let out = traffic.stop();
-    assert_keys_match(&replica, &w, &out);
+    carry_on(&replica, &w, state, 1000);
 }
 
 #[test]
@@ -136,10 +133,7 @@ fn kill9_with_appendfsync_always_keeps_every_admitted_request() {
     s.restart();
     let state = assert_keys_match(&s, &w, &out);
     // The restarted server carries on exactly from what it recovered.
-    let mut traffic = Traffic::resume(&s, &w, state);
-    traffic.wait_more(300);
-    let out = traffic.stop();
-    assert_keys_match(&s, &w, &out);
+    carry_on(&s, &w, state, 300);
 }
 
 #[test]
@@ -165,10 +159,15 @@ fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
     assert!(out.died.is_some(), "traffic should end with the server");
     s.restart();
     let state = assert_keys_match(&s, &w, &out);
-    let mut traffic = Traffic::resume(&s, &w, state);
-    traffic.wait_more(300);
+    carry_on(&s, &w, state, 300);
+}
+
+/// Runs `calls` more calls from `state`, each reply checked against the model, then every key.
+fn carry_on(s: &Server, w: &Workload, state: State, calls: u64) {
+    let mut traffic = Traffic::resume(s, w, state);
+    traffic.wait_more(calls);
     let out = traffic.stop();
-    assert_keys_match(&s, &w, &out);
+    assert_keys_match(s, w, &out);
 }
 
 /// The two background saves: the command, its completion counter, its busy flag, its status.

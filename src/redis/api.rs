@@ -516,20 +516,6 @@ impl RString {
     fn raw(self) -> *mut raw::RedisModuleString {
         self.0.as_ptr()
     }
-
-    /// A 64-bit FNV-1a hash of the bytes: a cheap "probably the same key" test.
-    pub fn fingerprint(self) -> Result<u64, Error> {
-        let f = api!(RedisModule_StringPtrLen);
-        let mut len = 0usize;
-        let ptr = unsafe { f(self.raw(), &mut len) };
-        if ptr.is_null() {
-            return Err(Error::Server("RedisModule_StringPtrLen"));
-        }
-        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-        Ok(bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        }))
-    }
 }
 
 /// The command's arguments, borrowed from Redis for the duration of the call.

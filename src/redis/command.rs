@@ -7,7 +7,6 @@ use crate::error::{Error, MAX_ADD_PER_CALL, MAX_EXACT};
 use crate::reply::Reply;
 use crate::window::{self, Request};
 use redis_module::raw;
-use std::cell::Cell;
 use std::os::raw::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -121,7 +120,8 @@ fn propagate(ctx: Ctx, key: &mut Key, effects: &Effects, req: &Request) -> Resul
             .saturating_add(window);
         ctx.replicate_add(&name, req.now, added)?;
         ctx.notify(raw::REDISMODULE_NOTIFY_ZSET, c"zadd", &name)?;
-        if !ttl_already(key, at)? {
+        // Calls in the same ms on a busy key find the TTL already exact: nothing to set or send.
+        if key.expire_at()? != Some(at) {
             key.set_expire_at(at)?;
             ctx.replicate_expire_at(&name, at)?;
         }
@@ -131,21 +131,6 @@ fn propagate(ctx: Ctx, key: &mut Key, effects: &Effects, req: &Request) -> Resul
         ctx.signal_modified(&name)?;
     }
     Ok(())
-}
-
-thread_local! {
-    /// Key fingerprint and expiry of the last TTL this module set.
-    static LAST_TTL: Cell<(u64, i64)> = const { Cell::new((0, i64::MIN)) };
-}
-
-/// Whether `key` already expires at `at`, as calls in the same ms on a busy key find: then there
-/// is nothing to change or send. Only a repeat of the last (key, at) is worth asking Redis about.
-fn ttl_already(key: &Key, at: i64) -> Result<bool, Error> {
-    let this = (key.name.fingerprint()?, at);
-    if LAST_TTL.with(|last| last.replace(this)) != this {
-        return Ok(false);
-    }
-    Ok(key.expire_at()? == Some(at))
 }
 
 /// Parses without allocating for any well-formed call.

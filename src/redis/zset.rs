@@ -98,18 +98,6 @@ impl<'k> ZsetLog<'k> {
         self.effects
     }
 
-    /// The first member scored in `(min, +inf]` (or `[min, +inf]`), with its score.
-    fn first_from(
-        &mut self,
-        min: f64,
-        exclusive: bool,
-    ) -> Result<Option<(OwnedString, f64)>, Error> {
-        if self.key.len()? == 0 {
-            return Ok(None);
-        }
-        self.key.range(min, POS_INF, exclusive, true)?.current()
-    }
-
     /// Whether a member is scored above `score`; answered from the tail, no descent.
     fn any_after(&mut self, score: f64) -> Result<bool, Error> {
         if self.key.len()? == 0 {
@@ -247,12 +235,7 @@ impl Log for ZsetLog<'_> {
     }
 
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
-        if k == 1 {
-            if let Some(oldest) = self.oldest {
-                return Ok(oldest);
-            }
-            let oldest = self.first_from(NEG_INF, false)?.map(|(_, s)| s);
-            self.oldest = Some(oldest);
+        if let (1, Some(oldest)) = (k, self.oldest) {
             return Ok(oldest);
         }
         if k == 0 || k > self.key.len()? {
@@ -267,7 +250,11 @@ impl Log for ZsetLog<'_> {
                 return Ok(None);
             }
         }
-        range.score()
+        let score = range.score()?;
+        if k == 1 {
+            self.oldest = Some(score);
+        }
+        Ok(score)
     }
 
     fn newest(&mut self) -> Result<Option<f64>, Error> {
