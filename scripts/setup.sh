@@ -11,9 +11,17 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     missing+=(redis-server)
 fi
 
+# bindgen (clang-sys) loads libclang.so* or libclang-<N>.so*; libclang-cpp.so.N, which LLVM
+# packages bring along, is another library and does not count.
 have_libclang() {
     dpkg -s libclang-dev >/dev/null 2>&1 && return 0
-    compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null
+    local dir lib
+    for dir in ${LIBCLANG_PATH:-} /usr/lib/llvm-*/lib /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib /usr/local/lib; do
+        for lib in "$dir"/libclang.so* "$dir"/libclang-[0-9]*.so*; do
+            [[ -f $lib ]] && return 0
+        done
+    done
+    return 1
 }
 have_libclang || missing+=(libclang-dev)
 
