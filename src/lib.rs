@@ -1,14 +1,14 @@
 //! slidingwindow: `SLIDINGWINDOW.ALLOW` and `SLIDINGWINDOW.PEEK`, a sliding-window-log rate limiter
-//! kept in an ordinary sorted set, decided in one native atomic step.
+//! decided in one native atomic step.
 //!
-//! Pure logic (`args`, `window`, `reply`, `member`, `error`) knows nothing of Redis; `redis` is the glue.
+//! `core` is the pure logic (no Redis), `store` the storages behind its `Log` trait, `cmd` the
+//! commands, `ffi` every unsafe line. This file only registers them.
+#![deny(unsafe_code)]
 
-pub mod args;
-pub mod error;
-pub mod member;
-mod redis;
-pub mod reply;
-pub mod window;
+mod cmd;
+pub mod core;
+mod ffi;
+mod store;
 
 use redis_module::{Context, RedisString, Status, redis_module};
 
@@ -23,7 +23,7 @@ type Allocator = std::alloc::System;
 const ALLOCATOR: Allocator = std::alloc::System;
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    match redis::register(ctx.ctx) {
+    match ffi::Loader::new(ctx).and_then(|loader| cmd::register(&loader)) {
         Ok(()) => Status::Ok,
         Err(why) => {
             ctx.log_warning(&format!("slidingwindow: {why}"));

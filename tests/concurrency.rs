@@ -8,7 +8,7 @@ mod kit;
 mod rng;
 
 use common::{Server, call, start_replica, wait_in_sync};
-use kit::{five, q, scores, sw5};
+use kit::{five, q, scores, sw5_with};
 use redis::Value;
 use rng::Rng;
 use std::thread;
@@ -36,7 +36,7 @@ fn hammer(s: &Server, plan: impl Fn(usize) -> Vec<(bool, u64)> + Sync, max: u64)
                         .into_iter()
                         .map(|(peek, cost)| {
                             let cmd = if peek { "PEEK" } else { "ALLOW" };
-                            let reply = sw5(&mut con, cmd, "hot", 3600, max, NOW, cost);
+                            let reply = sw5_with(&mut con, cmd, "hot", 3600, max, NOW, cost);
                             Seen { peek, cost, reply }
                         })
                         .collect::<Vec<_>>()

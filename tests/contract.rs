@@ -2,6 +2,8 @@
 //! `redis-server` with the module loaded.
 
 mod common;
+#[path = "support/kit.rs"]
+mod kit;
 #[path = "support/model.rs"]
 mod model;
 #[path = "support/rng.rs"]
@@ -15,71 +17,15 @@ use std::time::Duration;
 use common::{
     Server, call, call_bytes, error_line, ints, server_time_ms, start_replica, wait_in_sync,
 };
+use kit::{exists, members, pexpiretime, q, scores, snapshot, sw, sw5};
 use redis::{Connection, Value};
 
 const TWO_53: i64 = 1 << 53;
 
-/// Runs `SLIDINGWINDOW.<line>`, the line split on spaces (e.g. `"ALLOW k 10 3 1000"`).
-fn sw(con: &mut Connection, line: &str) -> Value {
-    let full = format!("SLIDINGWINDOW.{line}");
-    let args: Vec<&str> = full.split(' ').collect();
-    call(con, &args)
-}
-
-/// Runs `SLIDINGWINDOW.<line>` and returns its five integers.
-fn sw5(con: &mut Connection, line: &str) -> Vec<i64> {
-    let v = sw(con, line);
-    let r = ints(&v);
-    assert_eq!(
-        r.len(),
-        5,
-        "{line}: reply must have exactly 5 integers, got {v:?}"
-    );
-    r
-}
-
-fn q<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(con)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
-
-/// Scores of the key's members, oldest first.
-fn scores(con: &mut Connection, key: &str) -> Vec<i64> {
-    let pairs: Vec<(String, f64)> = q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]);
-    pairs.into_iter().map(|(_, s)| s as i64).collect()
-}
-
-fn members(con: &mut Connection, key: &str) -> Vec<(String, i64)> {
-    let pairs: Vec<(String, f64)> = q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]);
-    pairs.into_iter().map(|(m, s)| (m, s as i64)).collect()
-}
-
-fn exists(con: &mut Connection, key: &str) -> bool {
-    q::<i64>(con, &["EXISTS", key]) == 1
-}
-
-fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
-    q(con, &["PEXPIRETIME", key])
-}
-
-/// Everything a call could change that the tests look at.
-#[derive(Debug, PartialEq)]
-struct Snapshot {
-    digest: String,
-    pexpiretime: i64,
-    members: Vec<(String, i64)>,
-}
-
-fn snapshot(s: &Server, con: &mut Connection, key: &str) -> Snapshot {
-    Snapshot {
-        digest: s.digest(),
-        pexpiretime: pexpiretime(con, key),
-        members: members(con, key),
-    }
+/// Everything a call could change that the tests look at: the whole dataset's digest, and the
+/// key's value and expiry.
+fn state(s: &Server, con: &mut Connection, key: &str) -> (String, (Option<Vec<u8>>, i64)) {
+    (s.digest(), snapshot(con, key))
 }
 
 #[test]
@@ -192,6 +138,58 @@ fn members_in_the_future_count_and_set_reset_after() {
     assert_eq!(scores(&mut c, "k"), [10000, 50000]);
 }
 
+/// 200 members, 71 of them expired at the PEEK's `now`: the PEEK counts past 64 members and
+/// looks up the 101st oldest, both through the set's own commands, run in place.
+fn deep_peek(c: &mut Connection) {
+    let _: () = q(c, &["DEL", "big"]);
+    for i in 0..200 {
+        let now = (1_000 + i * 10).to_string();
+        assert_eq!(sw5(c, &format!("ALLOW big 600 1000 {now}"))[0], 1);
+    }
+    deep_peek_only(c);
+}
+
+/// PEEK leaves the key's LRU clock alone, even where it reads through the set's own commands.
+#[test]
+fn peek_leaves_the_lru_clock_alone() {
+    let s = Server::start();
+    let mut c = s.client();
+    deep_peek(&mut c);
+    let idle = |c: &mut Connection| q::<i64>(c, &["OBJECT", "IDLETIME", "big"]);
+    common::wait_until(Duration::from_secs(10), "OBJECT IDLETIME big >= 2", || {
+        idle(&mut c) >= 2
+    });
+    let before = idle(&mut c);
+    deep_peek_only(&mut c);
+    assert!(idle(&mut c) >= before, "PEEK reset the idle time");
+    // The check can fail: a read that touches the key resets it.
+    let _: i64 = q(&mut c, &["ZCARD", "big"]);
+    assert_eq!(idle(&mut c), 0);
+}
+
+/// Under an LFU policy PEEK leaves the access counter alone (with log factor 0 and no decay, any
+/// touch would add exactly one).
+#[test]
+fn peek_leaves_the_lfu_counter_alone() {
+    let s = Server::builder()
+        .args(["--maxmemory-policy", "allkeys-lfu"])
+        .args(["--lfu-log-factor", "0", "--lfu-decay-time", "0"])
+        .start();
+    let mut c = s.client();
+    deep_peek(&mut c);
+    let freq = |c: &mut Connection| q::<i64>(c, &["OBJECT", "FREQ", "big"]);
+    let before = freq(&mut c);
+    deep_peek_only(&mut c);
+    assert_eq!(freq(&mut c), before, "PEEK counted as an access");
+    let _: i64 = q(&mut c, &["ZCARD", "big"]);
+    assert_eq!(freq(&mut c), before + 1);
+}
+
+fn deep_peek_only(c: &mut Connection) {
+    // Cutoff 1700: 1000..=1700 have left, 129 remain; max 100 needs the 30th (2000) to leave.
+    assert_eq!(sw5(c, "PEEK big 600 100 601700"), [0, 129, 0, 300, 1290]);
+}
+
 #[test]
 fn missing_key_is_an_empty_window() {
     let s = Server::start();
@@ -286,7 +284,7 @@ fn now_star_scores_with_the_server_clock() {
     let t0 = server_time_ms(&mut c);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 *"), [1, 1, 4, 0, 10000]);
     let t1 = server_time_ms(&mut c);
-    let sc = scores(&mut c, "k");
+    let sc: Vec<i64> = scores(&mut c, "k").into_iter().map(|s| s as i64).collect();
     assert_eq!(sc.len(), 1);
     assert!(
         t0 <= sc[0] && sc[0] <= t1,
@@ -430,7 +428,7 @@ fn invalid_calls_reply_err_naming_the_argument_and_change_nothing() {
     let mut c = s.client();
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[0], 1);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 2000")[0], 1);
-    let before = snapshot(&s, &mut c, "k");
+    let before = state(&s, &mut c, "k");
     let mut checked = 0;
     for cmd in ["SLIDINGWINDOW.ALLOW", "SLIDINGWINDOW.PEEK"] {
         for bad in bad_calls(cmd) {
@@ -481,11 +479,7 @@ fn invalid_calls_reply_err_naming_the_argument_and_change_nothing() {
                     "{shown:?}: {err:?}"
                 );
             }
-            assert_eq!(
-                snapshot(&s, &mut c, "k"),
-                before,
-                "{shown:?} changed the data"
-            );
+            assert_eq!(state(&s, &mut c, "k"), before, "{shown:?} changed the data");
             checked += 1;
         }
     }
@@ -531,13 +525,13 @@ fn admitted_cost_above_the_per_call_limit_is_an_error_and_changes_nothing() {
     // A key whose members would all be trimmed by this call: still nothing changes.
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[0], 1);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 2000")[0], 1);
-    let before = snapshot(&s, &mut c, "k");
+    let before = state(&s, &mut c, "k");
     let r = sw(&mut c, &format!("ALLOW k 10 {TWO_53} 100000 COST 100001"));
     assert!(
         error_line(&r).is_some_and(|e| e.starts_with("ERR ")),
         "got {r:?}"
     );
-    assert_eq!(snapshot(&s, &mut c, "k"), before);
+    assert_eq!(state(&s, &mut c, "k"), before);
     // Rejected huge costs reply normally.
     assert_eq!(
         sw5(&mut c, "ALLOW k 10 5 3000 COST 100001"),
@@ -551,7 +545,7 @@ fn admitted_cost_above_the_per_call_limit_is_an_error_and_changes_nothing() {
         sw5(&mut c, &format!("PEEK k 10 5 3000 COST {TWO_53}")),
         [0, 2, 3, -1, 9000]
     );
-    assert_eq!(snapshot(&s, &mut c, "k"), before);
+    assert_eq!(state(&s, &mut c, "k"), before);
 }
 
 #[test]
@@ -600,10 +594,10 @@ fn peek_equals_allow_and_both_follow_the_contract_model() {
             None => format!("k {window} {max} {now}"),
         };
         let n = cost.unwrap_or(1);
-        let before = snapshot(&s, &mut c, "k");
+        let before = state(&s, &mut c, "k");
         let peek = sw5(&mut c, &format!("PEEK {args}"));
         assert_eq!(
-            snapshot(&s, &mut c, "k"),
+            state(&s, &mut c, "k"),
             before,
             "step {step}: PEEK {args} changed data"
         );
@@ -615,7 +609,7 @@ fn peek_equals_allow_and_both_follow_the_contract_model() {
         outcomes[allow[0] as usize] += 1;
         assert_eq!(
             scores(&mut c, "k"),
-            model.scores.iter().map(|&s| s as i64).collect::<Vec<_>>(),
+            model.scores,
             "step {step}: stored scores"
         );
         assert_eq!(exists(&mut c, "k"), !model.scores.is_empty(), "step {step}");
@@ -641,7 +635,7 @@ fn calls_that_change_nothing_propagate_nothing() {
     assert_eq!(sw5(&mut c, "ALLOW k 10 1 1000")[0], 1);
     wait_in_sync(&s, &replica);
     let (o0, d0) = (offset(), dirty());
-    let before = snapshot(&s, &mut c, "k");
+    let before = state(&s, &mut c, "k");
     for line in [
         "PEEK k 10 1 1000",
         "PEEK k 10 1 50000",
@@ -655,7 +649,7 @@ fn calls_that_change_nothing_propagate_nothing() {
     ] {
         let _ = sw(&mut c, line);
         assert_eq!(offset(), o0, "{line} propagated something");
-        assert_eq!(snapshot(&s, &mut c, "k"), before, "{line} changed data");
+        assert_eq!(state(&s, &mut c, "k"), before, "{line} changed data");
     }
     assert!(!exists(&mut c, "missing"));
     assert_eq!(

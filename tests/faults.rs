@@ -13,7 +13,7 @@ mod rng;
 mod traffic;
 
 use common::{Server, call, error_line, start_replica, wait_in_sync, wait_until};
-use kit::{attach_replica, info_u64, q, sw5, wait_link_up, wait_persistence_idle};
+use kit::{attach_replica, info_u64, q, sw5_with, wait_link_up, wait_persistence_idle};
 use std::time::Duration;
 use traffic::{State, Traffic, Workload, assert_keys_match};
 
@@ -56,7 +56,7 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
         error_line(&v).is_some_and(|e| e.starts_with("READONLY")),
         "ALLOW on a replica answered {v:?}"
     );
-    let peek = sw5(&mut rcon, "PEEK", &key0, 3600, max0, now0, 1);
+    let peek = sw5_with(&mut rcon, "PEEK", &key0, 3600, max0, now0, 1);
     assert_eq!(
         peek,
         out.state.models[0].peek(3600, max0, now0, 1),
@@ -77,7 +77,7 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
         let key = w.key(i);
         let (max, now) = (w.max(i), state.clocks[i]);
         let want = state.models[i].allow(3600, max, now, 1);
-        let got = sw5(&mut con, "ALLOW", &key, 3600, max, now, 1);
+        let got = sw5_with(&mut con, "ALLOW", &key, 3600, max, now, 1);
         assert_eq!(got, want, "{key} on the promoted replica");
     }
     // And traffic carries on against the new master, every reply checked against the model.
@@ -281,12 +281,12 @@ fn allow_counts_as_a_change_for_save_rules() {
     let s = Server::start();
     let mut con = s.client();
     let changes = |s: &Server| info_u64(s, "persistence", "rdb_changes_since_last_save");
-    sw5(&mut con, "ALLOW", "full", 3600, 1, 1000, 1);
+    sw5_with(&mut con, "ALLOW", "full", 3600, 1, 1000, 1);
     let _: () = q(&mut con, &["SAVE"]);
     assert_eq!(changes(&s), 0);
     // Nothing changes: PEEK, a rejection with nothing to trim, an error.
-    sw5(&mut con, "PEEK", "full", 3600, 1, 1000, 1);
-    assert_eq!(sw5(&mut con, "ALLOW", "full", 3600, 1, 1000, 1)[0], 0);
+    sw5_with(&mut con, "PEEK", "full", 3600, 1, 1000, 1);
+    assert_eq!(sw5_with(&mut con, "ALLOW", "full", 3600, 1, 1000, 1)[0], 0);
     assert!(
         error_line(&call(
             &mut con,
@@ -299,7 +299,7 @@ fn allow_counts_as_a_change_for_save_rules() {
         0,
         "a call that changed nothing counted as a change"
     );
-    assert_eq!(sw5(&mut con, "ALLOW", "other", 3600, 5, 1000, 1)[0], 1);
+    assert_eq!(sw5_with(&mut con, "ALLOW", "other", 3600, 5, 1000, 1)[0], 1);
     assert!(
         changes(&s) >= 1,
         "an admitted ALLOW did not count as a change"
@@ -309,7 +309,7 @@ fn allow_counts_as_a_change_for_save_rules() {
     let _: () = q(&mut con, &["SAVE"]);
     let saves = info_u64(&s, "persistence", "rdb_saves");
     let _: () = q(&mut con, &["CONFIG", "SET", "save", "1 1"]);
-    sw5(&mut con, "ALLOW", "other", 3600, 5, 1001, 1);
+    sw5_with(&mut con, "ALLOW", "other", 3600, 5, 1001, 1);
     wait_until(
         Duration::from_secs(15),
         "the save rule `1 1` to save",
@@ -325,7 +325,7 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
     let replica = start_replica(&master, &[]);
     let mut con = master.client();
     for now in [1000, 1001, 1002] {
-        sw5(&mut con, "ALLOW", "full", 3600, 3, now, 1);
+        sw5_with(&mut con, "ALLOW", "full", 3600, 3, now, 1);
     }
     let _: () = q(&mut con, &["SET", "str", "x"]);
     wait_in_sync(&master, &replica);
@@ -388,7 +388,7 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
     assert_eq!(aof(&master), aof0, "a no-op call was written to the AOF");
 
     // A rejection that trims is a change: it must propagate (this also shows the check can fail).
-    let r = sw5(&mut con, "ALLOW", "full", 1, 1, 2001, 2);
+    let r = sw5_with(&mut con, "ALLOW", "full", 1, 1, 2001, 2);
     assert_eq!(r, [0, 1, 0, -1, 1], "ALLOW full 1 1 2001 COST 2");
     let offset1 = offset(&master);
     assert!(offset1 > offset0, "a trimming rejection did not propagate");
@@ -396,7 +396,7 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
         aof(&master) > aof0,
         "a trimming rejection did not reach the AOF"
     );
-    assert_eq!(sw5(&mut con, "ALLOW", "fresh", 3600, 3, 1000, 1)[0], 1);
+    assert_eq!(sw5_with(&mut con, "ALLOW", "fresh", 3600, 3, 1000, 1)[0], 1);
     assert!(
         offset(&master) > offset1,
         "an admitted ALLOW did not propagate"

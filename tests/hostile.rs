@@ -8,7 +8,7 @@ mod kit;
 mod rng;
 
 use common::{Server, call, error_line};
-use kit::{five, q, snapshot, sw5};
+use kit::{five, q, snapshot, sw5, sw5_with};
 use redis::{Connection, Value};
 use rng::Rng;
 use std::path::{Path, PathBuf};
@@ -16,6 +16,29 @@ use std::path::{Path, PathBuf};
 const MAX_EXACT: u64 = 1 << 53;
 const MAX_WINDOW: u64 = MAX_EXACT / 1000;
 const MAX_ADD_PER_CALL: u64 = 100_000;
+
+/// The contract's messages, word for word.
+const BAD_WINDOW: &str =
+    "ERR window must be an integer between 1 and 9007199254740 (window * 1000 <= 2^53)";
+const BAD_MAX: &str = "ERR max must be an integer between 1 and 9007199254740992";
+const BAD_NOW: &str = "ERR now must be an integer between 0 and 9007199254740992, or *";
+const BAD_COST: &str = "ERR cost must be an integer between 1 and 9007199254740992";
+
+/// A token as an error line quotes it: printable ASCII kept, other bytes as `\xNN`, cut at 64.
+fn quoted(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for &b in bytes.iter().take(64) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if bytes.len() > 64 {
+        out.push_str("...");
+    }
+    out
+}
 
 /// Keys of every type that the fuzz and panic runs must leave exactly as they were.
 const SENTINELS: [&str; 7] = [
@@ -124,10 +147,11 @@ fn number(rng: &mut Rng, wild: bool) -> (Vec<u8>, Tok) {
     }
 }
 
-/// A generated call and the problems it must be refused for (empty: it must succeed).
+/// A generated call and the errors it must be refused with, in the order the arguments are
+/// checked (empty: it must succeed).
 struct Case {
     args: Vec<Vec<u8>>,
-    problems: Vec<&'static str>,
+    problems: Vec<String>,
     unsure: bool,
     wrong_type: bool,
     max: Option<u64>,
@@ -166,19 +190,22 @@ fn case(rng: &mut Rng) -> Case {
     let truncated = rng.chance(8);
     if truncated {
         args.truncate(rng.range(1, 4) as usize);
-        problems.push("wrong number of arguments");
+        problems.push(format!(
+            "ERR wrong number of arguments for '{}' command",
+            name.to_ascii_lowercase()
+        ));
     } else {
         let checks: [(&str, u64, u64, bool); 3] = [
-            ("window", 1, MAX_WINDOW, false),
-            ("max", 1, MAX_EXACT, false),
-            ("now", 0, MAX_EXACT, true),
+            (BAD_WINDOW, 1, MAX_WINDOW, false),
+            (BAD_MAX, 1, MAX_EXACT, false),
+            (BAD_NOW, 0, MAX_EXACT, true),
         ];
         for ((what, lo, hi, star), tok) in checks.iter().zip(&toks) {
             match *tok {
                 Tok::Num(n) if (*lo..=*hi).contains(&n) => {}
                 Tok::Star if *star => {}
                 Tok::Unsure => unsure = true,
-                _ => problems.push(what),
+                _ => problems.push(what.to_string()),
             }
         }
     }
@@ -194,14 +221,15 @@ fn case(rng: &mut Rng) -> Case {
         for _ in 0..rng.pick(&[0, 0, 0, 1, 1, 1, 2, 3]) {
             match rng.next() % 10 {
                 0..6 => {
-                    args.push(rng.pick(&["COST", "cost", "CoSt"]).as_bytes().to_vec());
+                    let word = rng.pick(&["COST", "cost", "CoSt"]);
+                    args.push(word.as_bytes().to_vec());
                     if seen_cost {
-                        problems.push("syntax error");
+                        problems.push(format!("ERR syntax error, option '{word}' given twice"));
                     }
                     seen_cost = true;
                     // A missing value, only possible as the last word.
                     if rng.chance(5) {
-                        problems.push("syntax error");
+                        problems.push(format!("ERR syntax error, option '{word}' needs a value"));
                         break;
                     }
                     let (mut bytes, mut tok) = number(rng, wild);
@@ -214,19 +242,27 @@ fn case(rng: &mut Rng) -> Case {
                     match tok {
                         Tok::Num(n) if (1..=MAX_EXACT).contains(&n) => cost = n,
                         Tok::Unsure => unsure = true,
-                        _ => problems.push("cost"),
+                        _ => problems.push(BAD_COST.to_string()),
                     }
                 }
                 6..8 => {
                     let (bytes, _) = number(rng, wild);
                     // A stray word that happens to read COST is the option, not junk.
-                    let stray = bytes.eq_ignore_ascii_case(b"COST");
-                    args.push(if stray { b"x".to_vec() } else { bytes });
-                    problems.push("syntax error");
+                    let stray = if bytes.eq_ignore_ascii_case(b"COST") {
+                        b"x".to_vec()
+                    } else {
+                        bytes
+                    };
+                    problems.push(format!(
+                        "ERR syntax error, unknown option '{}'",
+                        quoted(&stray)
+                    ));
+                    args.push(stray);
                 }
                 _ => {
-                    args.push(rng.pick(&["EX", "NX", "COSTS", ""]).as_bytes().to_vec());
-                    problems.push("syntax error");
+                    let word = rng.pick(&["EX", "NX", "COSTS", ""]);
+                    args.push(word.as_bytes().to_vec());
+                    problems.push(format!("ERR syntax error, unknown option '{word}'"));
                 }
             }
         }
@@ -258,15 +294,22 @@ fn judge(c: &Case, reply: &Value) -> Result<(), String> {
         if c.unsure {
             return Ok(());
         }
-        let named = c.problems.iter().any(|p| err.contains(p));
-        let oversized = c.cost > MAX_ADD_PER_CALL && err.contains("cost");
-        if named || oversized || (c.wrong_type && code == "WRONGTYPE") {
+        // Arguments are checked in order, then the key's type, then the per-call cap.
+        let want = match c.problems.first() {
+            Some(first) => first.clone(),
+            None if c.wrong_type => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
+            }
+            None if c.cost > MAX_ADD_PER_CALL => format!(
+                "ERR cost {} would add more than {MAX_ADD_PER_CALL} members in one call",
+                c.cost
+            ),
+            None => String::new(),
+        };
+        if err == want {
             return Ok(());
         }
-        return Err(format!(
-            "unexpected error {err} (problems {:?})",
-            c.problems
-        ));
+        return Err(format!("error {err:?}, want {want:?}"));
     }
     let Some([allowed, count, remaining, retry, reset]) = five(reply) else {
         return Err(format!("not an error nor five integers: {reply:?}"));
@@ -351,16 +394,18 @@ fn fuzz_replies_are_errors_or_five_integers_and_touch_nothing_else() {
     let mut many = vec!["SLIDINGWINDOW.PEEK", "fz:0", "10", "5", "1000"];
     many.extend(std::iter::repeat_n("COST", 10_001));
     let v = call(&mut con, &many);
-    assert!(
-        error_line(&v).is_some_and(|e| e.starts_with("ERR") && e.contains("cost")),
-        "10,001 COST words: {v:?}"
+    assert_eq!(
+        error_line(&v).as_deref(),
+        Some(BAD_COST),
+        "10,001 COST words"
     );
     many.truncate(5);
     many.extend(["COST", "1"].repeat(5000));
     let v = call(&mut con, &many);
-    assert!(
-        error_line(&v).is_some_and(|e| e.starts_with("ERR syntax error")),
-        "COST given 5,000 times: {v:?}"
+    assert_eq!(
+        error_line(&v).as_deref(),
+        Some("ERR syntax error, option 'COST' given twice"),
+        "COST given 5,000 times"
     );
 
     assert!(s.is_running(), "the server died");
@@ -402,6 +447,48 @@ fn assert_internal_error(v: &Value, how: &str) {
     );
 }
 
+/// A panic after the call changed the key (after the trim, after the add) still sends those
+/// changes to replicas and the AOF: the replica and a restarted server hold the master's data.
+#[test]
+fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
+    let mut s = Server::builder()
+        .without_module()
+        .arg("--loadmodule")
+        .arg(panic_module().display().to_string())
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let replica = common::start_replica(&s, &[]);
+    let mut con = s.client();
+    assert_eq!(sw5(&mut con, "ALLOW k 10 100 1000 COST 3")[0], 1);
+    assert_eq!(sw5(&mut con, "ALLOW k 10 100 2000")[0], 1);
+    for (point, line, left) in [
+        // Trims the three members at 1000, then panics before counting.
+        ("AFTER-TRIM", "ALLOW k 10 100 11500", vec![2000]),
+        // Trims 2000, adds two members at 12000, then panics before setting the TTL.
+        (
+            "AFTER-ADD",
+            "ALLOW k 10 100 12000 COST 2",
+            vec![12000, 12000],
+        ),
+    ] {
+        let armed = call(&mut con, &["SLIDINGWINDOW.DEBUGPANIC", "ARM", point]);
+        assert_eq!(armed, Value::Int(1), "arming {point}");
+        assert_internal_error(&kit::sw(&mut con, line), point);
+        assert_eq!(
+            kit::scores(&mut con, "k"),
+            left,
+            "{point}: the master's data"
+        );
+        common::wait_in_sync(&s, &replica);
+        assert_eq!(replica.digest(), s.digest(), "{point}: the replica differs");
+        assert_eq!(kit::scores(&mut replica.client(), "k"), left);
+    }
+    let digest = s.digest();
+    s.restart();
+    assert_eq!(s.digest(), digest, "the AOF differs from the master's data");
+    assert!(s.is_running());
+}
+
 #[test]
 fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
     let mut s = Server::builder()
@@ -412,7 +499,7 @@ fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
     let mut con = s.client();
     let before = make_sentinels(&mut con);
     assert_eq!(
-        sw5(&mut con, "ALLOW", "rate", 3600, 5, 1000, 1),
+        sw5_with(&mut con, "ALLOW", "rate", 3600, 5, 1000, 1),
         [1, 1, 4, 0, 3_600_000]
     );
     let digest = s.digest();
@@ -467,7 +554,7 @@ fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
     assert_eq!(sentinel_state(&mut con), before);
     // ALLOW carries on from where it was.
     assert_eq!(
-        sw5(&mut con, "ALLOW", "rate", 3600, 5, 1000, 1),
+        sw5_with(&mut con, "ALLOW", "rate", 3600, 5, 1000, 1),
         [1, 2, 3, 0, 3_600_000]
     );
 }
@@ -482,7 +569,7 @@ fn clock_edge_cases_follow_the_contract() {
     let wmax_ms = (MAX_WINDOW * 1000) as i64;
     let mut check =
         |cmd: &str, key: &str, w: u64, max: u64, now: u64, cost: u64, want: [i64; 5]| {
-            let got = sw5(&mut con, cmd, key, w, max, now, cost);
+            let got = sw5_with(&mut con, cmd, key, w, max, now, cost);
             assert_eq!(got, want, "{cmd} {key} {w} {max} {now} COST {cost}");
         };
 

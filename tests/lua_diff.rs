@@ -2,12 +2,14 @@
 //! verbatim from the seed), on twin keys, over seeded random sequences of requests.
 
 mod common;
+#[path = "support/kit.rs"]
+mod kit;
 #[path = "support/rng.rs"]
 mod rng;
 use rng::Rng;
 
 use common::{Server, ints, server_time_ms};
-use redis::Connection;
+use kit::{pexpiretime, scores};
 
 const SEED_LUA: &str = include_str!("fixtures/seed.lua");
 
@@ -25,21 +27,6 @@ struct Scenario {
     jump: i64,
     /// Largest forward step in ms for an ordinary request.
     stride: i64,
-}
-
-fn scores(con: &mut Connection, key: &str) -> Vec<f64> {
-    let pairs: Vec<(String, f64)> = redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(con)
-        .unwrap();
-    pairs.into_iter().map(|(_, s)| s).collect()
-}
-
-fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
-    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
 }
 
 fn run(s: &Server, sc: &Scenario) {

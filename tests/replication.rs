@@ -2,6 +2,8 @@
 //! they hold exactly the master's data.
 
 mod common;
+#[path = "support/kit.rs"]
+mod kit;
 #[path = "support/rng.rs"]
 mod rng;
 use rng::Rng;
@@ -171,8 +173,9 @@ fn server_restarted_from_its_rdb_has_the_same_data() {
     assert_eq!(keys_state(&mut c), state);
 }
 
-/// Trims of every size reach the replica and the AOF: a few members (named one by one), more
-/// than 64 (sent as a score range), and a whole expired set (unlinked).
+/// Trims of every size reach the replica and the AOF: a few members (removed one by one on the
+/// master), more than 64 (removed as a score range), and a whole expired set (unlinked); each
+/// replicates as the script's own `ZREMRANGEBYSCORE`, a large whole set as `UNLINK`.
 #[test]
 fn trims_of_every_size_replicate_exactly() {
     let mut s = Server::builder()
@@ -202,7 +205,7 @@ fn trims_of_every_size_replicate_exactly() {
         allow(&mut c, "trim:k", t0 + i as i64, cost);
     }
     let expected_counts = [
-        (t0 + 10_000, 307), // the batch of 3 leaves (ZREM of 3 members), 1 added
+        (t0 + 10_000, 307), // the batch of 3 leaves, 1 added
         (t0 + 10_001, 208), // 100 leave: a score range
         (t0 + 10_002, 208), // 1 leaves, 1 added
         (t0 + 10_003, 9),   // 200 leave
@@ -212,7 +215,9 @@ fn trims_of_every_size_replicate_exactly() {
     }
     // The whole set has expired; small enough to empty member by member, then the key goes.
     allow(&mut c, "trim:k", t0 + 30_000, 1);
-    assert_eq!(allow(&mut c, "trim:k", t0 + 30_000, 1)[1], 2);
+    assert_eq!(allow(&mut c, "trim:k", t0 + 30_000, 100)[1], 101);
+    // A large set expired whole: unlinked, and freed in the background.
+    assert_eq!(allow(&mut c, "trim:k", t0 + 50_000, 2)[1], 2);
 
     wait_in_sync(&s, &replica);
     let members = |con: &mut Connection| -> Vec<(String, String)> {
@@ -228,14 +233,134 @@ fn trims_of_every_size_replicate_exactly() {
     assert_eq!(members(&mut replica.client()), on_master);
     assert_eq!(replica.digest(), s.digest());
     let aof = aof_bytes(s.dir());
-    for command in ["zrem", "zremrangebyscore", "unlink", "pexpireat"] {
+    for command in ["zremrangebyscore", "unlink", "pexpireat"] {
         assert!(
             contains_ci(&aof, &format!("\r\n{command}\r\n")),
             "AOF lacks {command}"
         );
     }
+    assert!(
+        !contains_ci(&aof, "\r\nzrem\r\n"),
+        "a trim was sent as ZREM: replicas would emit other events than the master"
+    );
     let digest = s.digest();
     s.restart();
     assert_eq!(s.digest(), digest);
     assert_eq!(members(&mut s.client()), on_master);
+}
+
+/// Keyspace events of one key on one server, read up to a marker published after each step.
+/// Subscribed with plain commands so the subscription lives as long as the connection.
+struct Events {
+    con: Connection,
+}
+
+impl Events {
+    fn watch(s: &Server, key: &str) -> Events {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "notify-keyspace-events", "KEA"])
+            .query(&mut s.client())
+            .unwrap();
+        let mut con = s.client();
+        let channel = format!("__keyspace@0__:{key}");
+        con.send_packed_command(&kit::packed(&["SUBSCRIBE", &channel, "marker"]))
+            .unwrap();
+        for _ in 0..2 {
+            con.recv_response().expect("subscription confirmed");
+        }
+        Events { con }
+    }
+
+    /// The events seen before `marker` arrives.
+    fn until(&mut self, marker: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let msg: Vec<String> =
+                redis::from_redis_value(self.con.recv_response().expect("pubsub message")).unwrap();
+            let [kind, channel, payload] = &msg[..] else {
+                panic!("not a pubsub message: {msg:?}");
+            };
+            assert_eq!(kind, "message");
+            if channel == "marker" {
+                assert_eq!(payload, marker, "markers out of order");
+                return seen;
+            }
+            seen.push(payload.clone());
+        }
+    }
+}
+
+/// A replica's subscribers see the same keyspace events as the master's, trims included; the
+/// one documented exception is a large set that expired whole, unlinked on both (`del` only on
+/// the replica, which frees it in the background too).
+#[test]
+fn replicas_emit_the_masters_keyspace_events() {
+    let s = Server::start();
+    let replica = start_replica(&s, &[]);
+    let mut on_master = Events::watch(&s, "ev");
+    let mut on_replica = Events::watch(&replica, "ev");
+    let mut c = s.client();
+    let t0: i64 = 1_700_000_000_000;
+    // (window s, max, now, cost, the master's events). Windows differ between admitted calls so
+    // that each one sets a new TTL, which a replica hears of as PEXPIREAT.
+    let steps: [(i64, i64, i64, i64, &[&str]); 7] = [
+        (100, 1000, t0, 3, &["zadd", "expire"]),
+        (101, 1000, t0 + 1, 100, &["zadd", "expire"]),
+        // The batch of 3 leaves (walked); then the batch of 100 (a range removal).
+        (
+            100,
+            1000,
+            t0 + 100_000,
+            1,
+            &["zremrangebyscore", "zadd", "expire"],
+        ),
+        (
+            101,
+            1000,
+            t0 + 101_001,
+            1,
+            &["zremrangebyscore", "zadd", "expire"],
+        ),
+        // Both members leave: the key goes, then comes back.
+        (
+            10,
+            1000,
+            t0 + 300_000,
+            1,
+            &["zremrangebyscore", "del", "zadd", "expire"],
+        ),
+        (11, 1000, t0 + 300_001, 100, &["zadd", "expire"]),
+        // 101 members expire whole, nothing admitted (cost > max): unlinked.
+        (10, 1, t0 + 400_000, 2, &["zremrangebyscore", "del"]),
+    ];
+    for (i, (w, max, now, cost, want)) in steps.into_iter().enumerate() {
+        let reply = call(
+            &mut c,
+            &[
+                "SLIDINGWINDOW.ALLOW",
+                "ev",
+                &w.to_string(),
+                &max.to_string(),
+                &now.to_string(),
+                "COST",
+                &cost.to_string(),
+            ],
+        );
+        assert!(error_line(&reply).is_none(), "step {i}: {reply:?}");
+        let marker = i.to_string();
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&["marker", &marker])
+            .query(&mut c)
+            .unwrap();
+        let master = on_master.until(&marker);
+        assert_eq!(master, *want, "step {i}: the master's events");
+        let replica = on_replica.until(&marker);
+        if i == 6 {
+            assert_eq!(replica, ["del"], "step {i}: the replica's events");
+        } else {
+            assert_eq!(replica, master, "step {i}: the replica's events");
+        }
+    }
+    wait_in_sync(&s, &replica);
+    assert_eq!(replica.digest(), s.digest());
 }

@@ -6,7 +6,7 @@ mod common;
 mod kit;
 
 use common::{Server, call, error_line, wait_until};
-use kit::{five, info_u64, q, snapshot, sw5};
+use kit::{five, info_u64, q, snapshot, sw5_with};
 use redis::{Connection, Value};
 use std::time::Duration;
 
@@ -44,13 +44,13 @@ fn acl_key_pattern_limits_both_commands_to_their_keys() {
     }
     for (n, (user, _)) in users.iter().enumerate() {
         let mut con = client_as(&s, user);
-        let got = sw5(&mut con, "ALLOW", "rate:x", 3600, 10, 1000, 1);
+        let got = sw5_with(&mut con, "ALLOW", "rate:x", 3600, 10, 1000, 1);
         assert_eq!(
             got,
             [1, n as i64 + 1, 9 - n as i64, 0, W],
             "{user}: ALLOW rate:x"
         );
-        sw5(&mut con, "PEEK", "rate:x", 3600, 10, 1000, 1);
+        sw5_with(&mut con, "PEEK", "rate:x", 3600, 10, 1000, 1);
         for cmd in ["SLIDINGWINDOW.ALLOW", "SLIDINGWINDOW.PEEK"] {
             for key in ["other:x", "rate", "RATE:x"] {
                 let v = call(&mut con, &[cmd, key, "3600", "10", "1000"]);
@@ -92,7 +92,7 @@ fn acl_read_only_key_pattern_allows_peek_but_not_allow() {
             "+@all",
         ],
     );
-    sw5(&mut admin, "ALLOW", "rate:x", 3600, 10, 1000, 1);
+    sw5_with(&mut admin, "ALLOW", "rate:x", 3600, 10, 1000, 1);
     let mut con = client_as(&s, "reader");
     let zcard: i64 = q(&mut con, &["ZCARD", "rate:x"]);
     assert_eq!(zcard, 1, "the user can read the key with plain commands");
@@ -135,7 +135,7 @@ fn noeviction_refuses_allow_with_oom_and_changes_nothing_while_peek_answers() {
     let s = Server::start();
     let mut con = s.client();
     for now in [1000, 1001, 1002] {
-        sw5(&mut con, "ALLOW", "rate:a", 3600, 10, now, 1);
+        sw5_with(&mut con, "ALLOW", "rate:a", 3600, 10, now, 1);
     }
     overfill(&s, &mut con, "noeviction", 50_000);
     assert!(
@@ -173,7 +173,7 @@ fn noeviction_refuses_allow_with_oom_and_changes_nothing_while_peek_answers() {
     assert_eq!(error_code(&tx[1]), "OOM", "{tx:?}");
     assert_eq!(error_code(&tx[2]), "EXECABORT", "{tx:?}");
     assert_eq!(
-        sw5(&mut con, "PEEK", "rate:a", 3600, 10, 1003, 1),
+        sw5_with(&mut con, "PEEK", "rate:a", 3600, 10, 1003, 1),
         [1, 4, 6, 0, W],
         "PEEK under OOM"
     );
@@ -185,7 +185,7 @@ fn noeviction_refuses_allow_with_oom_and_changes_nothing_while_peek_answers() {
     assert_eq!(s.digest(), digest, "a refused ALLOW changed data");
     let _: () = q(&mut con, &["CONFIG", "SET", "maxmemory", "0"]);
     assert_eq!(
-        sw5(&mut con, "ALLOW", "rate:a", 3600, 10, 1003, 1),
+        sw5_with(&mut con, "ALLOW", "rate:a", 3600, 10, 1003, 1),
         [1, 4, 6, 0, W]
     );
 }
@@ -217,7 +217,7 @@ fn allkeys_lru_eviction_leaves_an_evicted_window_simply_empty() {
     for i in 0..keys {
         let key = format!("rl:{i}");
         let exists: i64 = q(&mut con, &["EXISTS", &key]);
-        let got = sw5(&mut con, "ALLOW", &key, 3600, 5, 1002, 1);
+        let got = sw5_with(&mut con, "ALLOW", &key, 3600, 5, 1002, 1);
         if exists == 0 {
             evicted += 1;
             assert_eq!(
@@ -256,7 +256,7 @@ fn aborts(s: &Server, key: &str, other: &[&str]) -> bool {
 fn full_window(con: &mut Connection, key: &str) {
     let _: i64 = q(con, &["DEL", key]);
     for now in [1000, 1001, 1002] {
-        sw5(con, "ALLOW", key, 10, 3, now, 1);
+        sw5_with(con, "ALLOW", key, 10, 3, now, 1);
     }
 }
 

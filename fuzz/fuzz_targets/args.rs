@@ -5,10 +5,10 @@
 
 // The module's pure files, included by path (the module crate itself is a cdylib, see Cargo.toml).
 #[allow(dead_code)]
-#[path = "../../src/args.rs"]
+#[path = "../../src/core/args.rs"]
 mod args;
 #[allow(dead_code)]
-#[path = "../../src/error.rs"]
+#[path = "../../src/core/error.rs"]
 mod error;
 
 use args::{Args, Now};

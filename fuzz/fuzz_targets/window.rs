@@ -6,20 +6,19 @@
 
 // The module's pure files, included by path (the module crate itself is a cdylib, see Cargo.toml).
 #[allow(dead_code)]
-#[path = "../../src/error.rs"]
+#[path = "../../src/core/error.rs"]
 mod error;
 #[allow(dead_code)]
-#[path = "../../src/reply.rs"]
+#[path = "../../src/core/reply.rs"]
 mod reply;
 #[allow(dead_code)]
-#[path = "../../src/window.rs"]
+#[path = "../../src/core/window.rs"]
 mod window;
 
-use error::{MAX_EXACT, MAX_WINDOW_SECONDS};
+use error::{Error, MAX_EXACT, MAX_WINDOW_SECONDS};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use reply::Reply;
-use std::convert::Infallible;
 use window::{Log, Request};
 
 /// A sorted set reduced to what the decision reads: runs of (score, members), sorted by score.
@@ -46,13 +45,11 @@ impl RunLog {
 }
 
 impl Log for RunLog {
-    type Error = Infallible;
-
-    fn count(&mut self) -> std::result::Result<u64, Infallible> {
+    fn count(&mut self) -> std::result::Result<u64, Error> {
         Ok(self.total())
     }
 
-    fn count_through(&mut self, score: f64) -> std::result::Result<u64, Infallible> {
+    fn count_through(&mut self, score: f64) -> std::result::Result<u64, Error> {
         Ok(self
             .0
             .iter()
@@ -61,22 +58,22 @@ impl Log for RunLog {
             .sum())
     }
 
-    fn trim(&mut self, cutoff: i64) -> std::result::Result<u64, Infallible> {
+    fn trim(&mut self, cutoff: i64) -> std::result::Result<u64, Error> {
         let before = self.total();
         self.0.retain(|(s, _)| *s > cutoff as f64);
         Ok(before - self.total())
     }
 
-    fn add(&mut self, score: u64, n: u64) -> std::result::Result<(), Infallible> {
+    fn add(&mut self, score: u64, n: u64) -> std::result::Result<(), Error> {
         self.insert(score as f64, n);
         Ok(())
     }
 
-    fn kth_oldest(&mut self, k: u64) -> std::result::Result<Option<f64>, Infallible> {
+    fn kth_oldest(&mut self, k: u64) -> std::result::Result<Option<f64>, Error> {
         Ok(kth(&self.0, k))
     }
 
-    fn newest(&mut self) -> std::result::Result<Option<f64>, Infallible> {
+    fn newest(&mut self) -> std::result::Result<Option<f64>, Error> {
         Ok(self.0.last().map(|(s, _)| *s))
     }
 }
@@ -217,9 +214,23 @@ fn step(log: &mut RunLog, req: &Request) {
     let before = log.clone();
     let (want, want_log) = expected(&before, req);
 
-    let Ok(peeked) = window::peek(log, req);
+    let peeked = window::peek(log, req);
     assert_eq!(*log, before, "peek changed the log: {req:?}");
-    let Ok(out) = window::allow(log, req);
+    let allowed = window::allow(log, req);
+    // An admission above the per-call cap is an error that changes nothing, for both.
+    if want.allowed && req.cost > req.max_add {
+        let refused = Err(Error::TooManyMembers {
+            cost: req.cost,
+            cap: req.max_add,
+        });
+        assert_eq!(peeked, refused, "peek over the cap: {req:?}");
+        assert_eq!(allowed.map(|o| o.reply), refused, "allow over the cap: {req:?}");
+        assert_eq!(*log, before, "a refused call changed the log: {req:?}");
+        return;
+    }
+    let (Ok(peeked), Ok(out)) = (peeked, allowed) else {
+        panic!("an error under the cap: {req:?} on {before:?}");
+    };
     let got = out.reply;
 
     assert_eq!(peeked, got, "peek != allow: {req:?} on {before:?}");
@@ -262,6 +273,7 @@ fn run(data: &[u8]) -> Result<()> {
             max: number(&mut u, 1, 16, MAX_EXACT)?,
             now,
             cost: number(&mut u, 1, 4, MAX_EXACT)?,
+            max_add: number(&mut u, 1, 6, MAX_EXACT)?,
         };
         step(&mut log, &req);
     }

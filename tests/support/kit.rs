@@ -29,8 +29,21 @@ pub fn sw_line(cmd: &str, key: &str, window_s: u64, max: u64, now: u64, cost: u6
     ]
 }
 
-/// One SLIDINGWINDOW call that must answer five integers.
-pub fn sw5(
+/// Runs `SLIDINGWINDOW.<line>`, the line split on spaces (e.g. `"ALLOW k 10 3 1000"`).
+pub fn sw(con: &mut Connection, line: &str) -> Value {
+    let full = format!("SLIDINGWINDOW.{line}");
+    let args: Vec<&str> = full.split(' ').collect();
+    common::call(con, &args)
+}
+
+/// Runs `SLIDINGWINDOW.<line>`, which must answer exactly five integers.
+pub fn sw5(con: &mut Connection, line: &str) -> [i64; 5] {
+    let v = sw(con, line);
+    five(&v).unwrap_or_else(|| panic!("{line} answered {v:?}, not five integers"))
+}
+
+/// One `SLIDINGWINDOW.<cmd> key window max now COST cost` call that must answer five integers.
+pub fn sw5_with(
     con: &mut Connection,
     cmd: &str,
     key: &str,
@@ -97,6 +110,11 @@ pub fn info_u64(s: &Server, section: &str, field: &str) -> u64 {
 
 /// Every score of the sorted set at `key`, ascending (all integral in these tests).
 pub fn scores(con: &mut Connection, key: &str) -> Vec<u64> {
+    members(con, key).into_iter().map(|(_, s)| s).collect()
+}
+
+/// Every member of the sorted set at `key` with its score, oldest first.
+pub fn members(con: &mut Connection, key: &str) -> Vec<(String, u64)> {
     let pairs: Vec<(String, f64)> = q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]);
     pairs
         .into_iter()
@@ -105,16 +123,23 @@ pub fn scores(con: &mut Connection, key: &str) -> Vec<u64> {
                 s.fract() == 0.0 && s >= 0.0,
                 "{key}: member {m} has score {s}, not a ms timestamp"
             );
-            s as u64
+            (m, s as u64)
         })
         .collect()
+}
+
+pub fn exists(con: &mut Connection, key: &str) -> bool {
+    q::<i64>(con, &["EXISTS", key]) == 1
+}
+
+pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
+    q(con, &["PEXPIRETIME", key])
 }
 
 /// What a key holds, byte for byte, with its absolute expiry: equal before and after means untouched.
 pub fn snapshot(con: &mut Connection, key: &str) -> (Option<Vec<u8>>, i64) {
     let dump: Option<Vec<u8>> = q(con, &["DUMP", key]);
-    let at: i64 = q(con, &["PEXPIRETIME", key]);
-    (dump, at)
+    (dump, pexpiretime(con, key))
 }
 
 /// Starts a replica of `master` and waits only for its link to come up, so traffic may still

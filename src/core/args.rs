@@ -1,6 +1,6 @@
 //! Argument parsing for `SLIDINGWINDOW.ALLOW|PEEK key window max now [COST n]`, free of Redis.
 
-use crate::error::{Arg, Error, MAX_EXACT, MAX_WINDOW_SECONDS, token};
+use super::error::{Arg, Error, MAX_EXACT, MAX_WINDOW_SECONDS, token};
 
 /// When the request happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

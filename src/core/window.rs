@@ -3,24 +3,26 @@
 //! Scores are ms timestamps. A member leaves the window once `score <= now - window`, exactly as the
 //! seed's `ZREMRANGEBYSCORE key -inf now-window*1000`.
 
-use crate::reply::{Reply, wait_ms};
+use super::error::Error;
+#[cfg(feature = "panic-test")]
+use super::fault::{self, Point};
+use super::reply::{Reply, wait_ms};
 
 /// A log of request timestamps, oldest first. Scores are `f64` because a key may have been written by
 /// something else (the Lua script, a person with ZADD) and may hold any score.
 pub trait Log {
-    type Error;
     /// Members in the log.
-    fn count(&mut self) -> Result<u64, Self::Error>;
+    fn count(&mut self) -> Result<u64, Error>;
     /// Members scored at or before `score`.
-    fn count_through(&mut self, score: f64) -> Result<u64, Self::Error>;
+    fn count_through(&mut self, score: f64) -> Result<u64, Error>;
     /// Removes every member scored at or before `cutoff`; returns how many went.
-    fn trim(&mut self, cutoff: i64) -> Result<u64, Self::Error>;
+    fn trim(&mut self, cutoff: i64) -> Result<u64, Error>;
     /// Adds `n` fresh members scored `score`.
-    fn add(&mut self, score: u64, n: u64) -> Result<(), Self::Error>;
+    fn add(&mut self, score: u64, n: u64) -> Result<(), Error>;
     /// Score of the `k`-th oldest member, 1-based.
-    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Self::Error>;
+    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error>;
     /// Score of the newest member.
-    fn newest(&mut self) -> Result<Option<f64>, Self::Error>;
+    fn newest(&mut self) -> Result<Option<f64>, Error>;
 }
 
 /// One call, with `now` resolved. Every field is at most 2^53 (checked by the parser).
@@ -30,6 +32,8 @@ pub struct Request {
     pub max: u64,
     pub now: u64,
     pub cost: u64,
+    /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
+    pub max_add: u64,
 }
 
 impl Request {
@@ -52,13 +56,27 @@ pub struct Outcome {
 }
 
 /// Trim, count, maybe add: one `SLIDINGWINDOW.ALLOW` against `log`.
-pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, L::Error> {
+///
+/// An admission that would add more than `max_add` members is an error that changes nothing, for
+/// ALLOW and PEEK alike; a call that would be refused anyway just answers.
+pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
     let cutoff = req.cutoff();
+    // Cutoffs are within +-2^53, so the conversion is exact.
+    if req.cost > req.max_add && fits(live(log, cutoff as f64)?, req.cost, req.max) {
+        return Err(Error::TooManyMembers {
+            cost: req.cost,
+            cap: req.max_add,
+        });
+    }
     let trimmed = log.trim(cutoff)?;
+    #[cfg(feature = "panic-test")]
+    fault::hit(Point::AfterTrim);
     let before = log.count()?;
     let allowed = fits(before, req.cost, req.max);
     if allowed {
         log.add(req.now, req.cost)?;
+        #[cfg(feature = "panic-test")]
+        fault::hit(Point::AfterAdd);
     }
     let count = if allowed { before + req.cost } else { before };
     let retry_after_ms = if req.cost > req.max {
@@ -87,8 +105,13 @@ pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, L::Error> {
 }
 
 /// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log`.
-pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, L::Error> {
+pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, Error> {
     allow(&mut Preview::new(log), req).map(|o| o.reply)
+}
+
+/// Members scored after `cutoff`, counted without trimming.
+fn live<L: Log>(log: &mut L, cutoff: f64) -> Result<u64, Error> {
+    Ok(log.count()?.saturating_sub(log.count_through(cutoff)?))
 }
 
 /// Whether `cost` more members fit under `max` next to `count`.
@@ -117,37 +140,35 @@ impl<'a, L: Log> Preview<'a, L> {
         }
     }
 
-    fn live(&mut self) -> Result<u64, L::Error> {
+    fn live(&mut self) -> Result<u64, Error> {
         Ok(self.log.count()?.saturating_sub(self.expired))
     }
 }
 
 impl<L: Log> Log for Preview<'_, L> {
-    type Error = L::Error;
-
-    fn count(&mut self) -> Result<u64, Self::Error> {
+    fn count(&mut self) -> Result<u64, Error> {
         Ok(self.live()?.saturating_add(self.added))
     }
 
-    fn count_through(&mut self, score: f64) -> Result<u64, Self::Error> {
+    fn count_through(&mut self, score: f64) -> Result<u64, Error> {
         let stored = self.log.count_through(score)?.saturating_sub(self.expired);
         let virtual_ = if self.at <= score { self.added } else { 0 };
         Ok(stored.saturating_add(virtual_))
     }
 
-    fn trim(&mut self, cutoff: i64) -> Result<u64, Self::Error> {
+    fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
         // Cutoffs are within +-2^53, so the conversion is exact.
         self.expired = self.log.count_through(cutoff as f64)?;
         Ok(self.expired)
     }
 
-    fn add(&mut self, score: u64, n: u64) -> Result<(), Self::Error> {
+    fn add(&mut self, score: u64, n: u64) -> Result<(), Error> {
         self.at = score as f64;
         self.added = n;
         Ok(())
     }
 
-    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Self::Error> {
+    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
         let stored = self.log.kth_oldest(self.expired.saturating_add(k))?;
         if self.added == 0 {
             return Ok(stored);
@@ -166,7 +187,7 @@ impl<L: Log> Log for Preview<'_, L> {
         Ok(earlier.map(|t| if t > self.at { t } else { self.at }))
     }
 
-    fn newest(&mut self) -> Result<Option<f64>, Self::Error> {
+    fn newest(&mut self) -> Result<Option<f64>, Error> {
         let stored = match self.live()? {
             0 => None,
             _ => self.log.newest()?,
@@ -179,40 +200,44 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
+// The integration tests' seeded generator.
 #[cfg(test)]
-pub mod tests {
+#[path = "../../tests/support/rng.rs"]
+mod rng;
+
+#[cfg(test)]
+mod tests {
+    use super::rng::Rng;
     use super::*;
-    use std::convert::Infallible;
 
     /// The simplest log: a sorted vector of scores.
     #[derive(Debug, Clone, Default, PartialEq)]
     pub struct VecLog(pub Vec<f64>);
 
     impl Log for VecLog {
-        type Error = Infallible;
-        fn count(&mut self) -> Result<u64, Infallible> {
+        fn count(&mut self) -> Result<u64, Error> {
             Ok(self.0.len() as u64)
         }
-        fn count_through(&mut self, score: f64) -> Result<u64, Infallible> {
+        fn count_through(&mut self, score: f64) -> Result<u64, Error> {
             Ok(self.0.iter().filter(|s| **s <= score).count() as u64)
         }
-        fn trim(&mut self, cutoff: i64) -> Result<u64, Infallible> {
+        fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
             let before = self.0.len();
             self.0.retain(|s| *s > cutoff as f64);
             Ok((before - self.0.len()) as u64)
         }
-        fn add(&mut self, score: u64, n: u64) -> Result<(), Infallible> {
+        fn add(&mut self, score: u64, n: u64) -> Result<(), Error> {
             self.0.extend(std::iter::repeat_n(score as f64, n as usize));
             self.0.sort_by(f64::total_cmp);
             Ok(())
         }
-        fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Infallible> {
+        fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
             Ok(usize::try_from(k)
                 .ok()
                 .and_then(|k| k.checked_sub(1))
                 .and_then(|i| self.0.get(i).copied()))
         }
-        fn newest(&mut self) -> Result<Option<f64>, Infallible> {
+        fn newest(&mut self) -> Result<Option<f64>, Error> {
             Ok(self.0.last().copied())
         }
     }
@@ -223,6 +248,7 @@ pub mod tests {
             max,
             now,
             cost,
+            max_add: u64::MAX,
         }
     }
 
@@ -238,7 +264,9 @@ pub mod tests {
 
     fn run(log: &[f64], r: Request) -> (Reply, Vec<f64>, u64) {
         let mut l = VecLog(log.to_vec());
-        let Ok(out) = allow(&mut l, &r);
+        let Ok(out) = allow(&mut l, &r) else {
+            panic!("{r:?} failed");
+        };
         (out.reply, l.0, out.trimmed)
     }
 
@@ -370,16 +398,50 @@ pub mod tests {
         for (log, r) in cases {
             let (want, _, _) = run(log, *r);
             let mut l = VecLog(log.to_vec());
-            let Ok(got) = peek(&mut l, r);
+            let Ok(got) = peek(&mut l, r) else {
+                panic!("{r:?} failed");
+            };
             assert_eq!(got, want, "{log:?} {r:?}");
             assert_eq!(l.0, log.to_vec(), "peek changed {log:?}");
         }
     }
 
     #[test]
+    fn admissions_above_the_cap_are_refused_before_any_change() {
+        // 1000 has left the window at 20000 (cutoff 10000); 15000 is live.
+        let stored = [1000.0, 15_000.0];
+        let capped = |max, cost, max_add| Request {
+            max_add,
+            ..req(10, max, 20_000, cost)
+        };
+        // (request, what ALLOW and PEEK answer)
+        let cases = [
+            // Admissible but above the cap: an error, and the expired member stays.
+            (
+                capped(10, 5, 4),
+                Err(Error::TooManyMembers { cost: 5, cap: 4 }),
+            ),
+            // Refused anyway: the ordinary answer, whatever the cap.
+            (capped(5, 5, 4), Ok(reply(false, 1, 4, 5000, 5000))),
+            // At the cap: admitted.
+            (capped(10, 4, 4), Ok(reply(true, 5, 5, 0, 10_000))),
+        ];
+        for (r, want) in cases {
+            let mut l = VecLog(stored.to_vec());
+            assert_eq!(peek(&mut l, &r), want, "peek {r:?}");
+            assert_eq!(l.0, stored.to_vec());
+            let got = allow(&mut l, &r).map(|o| o.reply);
+            assert_eq!(got, want, "allow {r:?}");
+            if want.is_err() {
+                assert_eq!(l.0, stored.to_vec(), "a refused call changed the log");
+            }
+        }
+    }
+
+    #[test]
     fn extremes_do_not_overflow() {
-        let top = crate::error::MAX_EXACT;
-        let win = crate::error::MAX_WINDOW_SECONDS;
+        let top = crate::core::error::MAX_EXACT;
+        let win = crate::core::error::MAX_WINDOW_SECONDS;
         let weird = [f64::NEG_INFINITY, -1e300, -1.0, 0.0, 1e300, f64::INFINITY];
         for now in [0, 1, top - 1, top] {
             for window in [1, win] {
@@ -390,7 +452,9 @@ pub mod tests {
                         assert!(got.retry_after_ms >= -1);
                         assert!(got.reset_after_ms >= 0);
                         let mut l = VecLog(weird.to_vec());
-                        let Ok(p) = peek(&mut l, &r);
+                        let Ok(p) = peek(&mut l, &r) else {
+                            panic!("{r:?} failed");
+                        };
                         assert_eq!(p, got, "peek {r:?}");
                     }
                 }
@@ -400,38 +464,27 @@ pub mod tests {
         assert_eq!(req(1, 1, top, 1).cutoff(), 9_007_199_254_739_992);
     }
 
-    /// A tiny deterministic generator, to avoid a dependency for tests.
-    pub struct SplitMix(pub u64);
-    impl SplitMix {
-        pub fn draw(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        pub fn below(&mut self, n: u64) -> u64 {
-            self.draw() % n.max(1)
-        }
-    }
-
     #[test]
     fn peek_equals_allow_and_changes_nothing() {
-        let mut rng = SplitMix(7);
+        let mut rng = Rng::new(7);
         let mut log = VecLog::default();
         let mut now: u64 = 50_000;
         for _ in 0..20_000 {
             // Time moves forward, backward and across whole windows.
-            now = match rng.below(10) {
-                0 => now.saturating_sub(rng.below(5000)),
-                1 => now + rng.below(30_000),
-                _ => now + rng.below(300),
+            now = match rng.range(0, 9) {
+                0 => now.saturating_sub(rng.range(0, 4999)),
+                1 => now + rng.range(0, 29_999),
+                _ => now + rng.range(0, 299),
             };
-            let r = req(1 + rng.below(5), 1 + rng.below(12), now, 1 + rng.below(4));
+            let r = req(rng.range(1, 5), rng.range(1, 12), now, rng.range(1, 4));
             let before = log.clone();
-            let Ok(peeked) = peek(&mut log, &r);
+            let Ok(peeked) = peek(&mut log, &r) else {
+                panic!("{r:?} failed");
+            };
             assert_eq!(log, before, "peek changed the log");
-            let Ok(out) = allow(&mut log, &r);
+            let Ok(out) = allow(&mut log, &r) else {
+                panic!("{r:?} failed");
+            };
             assert_eq!(peeked, out.reply, "{r:?} on {before:?}");
             assert!(out.reply.count <= r.max.max(before.0.len() as u64));
         }

@@ -1,0 +1,106 @@
+//! The commands: registration, and the dispatcher that runs a body with panics contained and
+//! publishes whatever it changed from outside the unwind boundary.
+
+mod allow;
+#[cfg(feature = "panic-test")]
+mod debug;
+mod peek;
+mod request;
+
+use crate::core::error::Error;
+use crate::core::reply::Reply;
+use crate::ffi::{Access, Argv, Ctx, Handler, Loader, Spec, handler};
+use crate::store::Effects;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// What a command answers when it succeeds.
+pub enum Answer {
+    Fields(Reply),
+    #[cfg_attr(not(feature = "panic-test"), allow(dead_code))]
+    Integer(i64),
+}
+
+type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
+
+/// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and
+/// every change made before it still reaches replicas and the AOF.
+fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
+    let mut fx = Effects::default();
+    let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
+    let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
+    let answer = match (result, published) {
+        (Err(_), _) | (_, Err(_)) => Err(Error::Panic),
+        (Ok(answer), Ok(published)) => published.and(answer),
+    };
+    match answer {
+        Ok(Answer::Fields(reply)) => ctx.reply_ints(&reply.fields()),
+        Ok(Answer::Integer(n)) => ctx.reply_int(n),
+        Err(err) => ctx.reply_error(&err),
+    }
+}
+
+struct Allow;
+impl Handler for Allow {
+    fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
+        run(ctx, argv, allow::run);
+    }
+}
+
+struct Peek;
+impl Handler for Peek {
+    fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
+        run(ctx, argv, peek::run);
+    }
+}
+
+/// Commands whose effects the module replicates as themselves, or calls in place.
+const NEEDED: [&std::ffi::CStr; 6] = [
+    c"ZADD",
+    c"ZREMRANGEBYSCORE",
+    c"UNLINK",
+    c"PEXPIREAT",
+    c"ZRANGE",
+    c"ZCOUNT",
+];
+
+const COMPLEXITY: &std::ffi::CStr = c"O(log N + M): N members in the window, M members trimmed";
+
+/// Registers the commands. `write deny-oom` for ALLOW (refused on replicas and when out of
+/// memory), `readonly` for PEEK; both take their key at position 1.
+pub fn register(loader: &Loader) -> Result<(), String> {
+    for name in NEEDED {
+        if !loader.command_exists(name) {
+            return Err(format!(
+                "the server has no {} command (renamed or disabled?): slidingwindow needs it",
+                name.to_string_lossy()
+            ));
+        }
+    }
+    loader.no_implicit_signal_modified();
+    let specs = [
+        Spec {
+            name: c"slidingwindow.allow",
+            handler: handler::<Allow>(),
+            flags: c"write deny-oom",
+            access: Access::Update,
+            summary: c"Trims the sliding-window log, counts it, and logs the request if it fits",
+            complexity: COMPLEXITY,
+            arity: -5,
+        },
+        Spec {
+            name: c"slidingwindow.peek",
+            handler: handler::<Peek>(),
+            flags: c"readonly",
+            access: Access::Read,
+            summary: c"Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
+            complexity: COMPLEXITY,
+            arity: -5,
+        },
+    ];
+    for spec in &specs {
+        loader.create_command(spec)?;
+    }
+    #[cfg(feature = "panic-test")]
+    loader.create_command(&debug::spec())?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! The pure logic, free of Redis: argument parsing, the window decision over the `Log` trait,
+//! the reply's fields, member names and errors. Unit-tested with tables of cases.
+
+pub mod args;
+pub mod error;
+#[cfg(feature = "panic-test")]
+pub mod fault;
+pub mod member;
+pub mod reply;
+pub mod window;

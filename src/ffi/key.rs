@@ -1,0 +1,267 @@
+//! An open key and its sorted-set operations, closed on drop; score-range iterations, stopped on
+//! drop. Commands run through `RedisModule_Call` only while the key is closed (`Key::closed`), so
+//! a command that deletes the value can never leave us holding a dangling handle.
+
+use super::call::Caller;
+use super::context::{Ctx, status};
+use super::string::{OwnedString, RString};
+use crate::core::error::Error;
+use redis_module::raw;
+use std::os::raw::{c_int, c_longlong};
+use std::ptr::NonNull;
+
+/// How a key is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Read only, leaving the key's LRU/LFU clock alone.
+    Read,
+    /// Read and write (a missing key opens empty, ready to be created).
+    Write,
+}
+
+/// What a key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Empty,
+    Zset,
+    Other,
+}
+
+/// A key's access recency, kept across inner commands that would otherwise touch it.
+#[derive(Debug, Clone, Copy)]
+enum Recency {
+    /// Idle time in ms (the LRU policies and no eviction).
+    Lru(i64),
+    /// Access frequency counter (the LFU policies).
+    Lfu(c_longlong),
+}
+
+pub struct Key<'a> {
+    ctx: Ctx<'a>,
+    ptr: Option<NonNull<raw::RedisModuleKey>>,
+    name: RString<'a>,
+    mode: Mode,
+}
+
+impl<'a> Key<'a> {
+    /// Opens `name`. A missing key opened for reading holds no handle and reads as empty.
+    pub fn open(ctx: Ctx<'a>, name: RString<'a>, mode: Mode) -> Result<Key<'a>, Error> {
+        let ptr = Key::handle_for(ctx, name, mode);
+        if mode == Mode::Write && ptr.is_none() {
+            return Err(Error::Server("RedisModule_OpenKey"));
+        }
+        Ok(Key {
+            ctx,
+            ptr,
+            name,
+            mode,
+        })
+    }
+
+    fn handle_for(
+        ctx: Ctx<'a>,
+        name: RString<'a>,
+        mode: Mode,
+    ) -> Option<NonNull<raw::RedisModuleKey>> {
+        let flags = match mode {
+            Mode::Read => raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH,
+            Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        };
+        // SAFETY: context and name belong to the running command.
+        NonNull::new(unsafe { (ctx.api.open_key)(ctx.raw(), name.raw(), flags as c_int) })
+    }
+
+    pub fn name(&self) -> RString<'a> {
+        self.name
+    }
+
+    pub fn ctx(&self) -> Ctx<'a> {
+        self.ctx
+    }
+
+    fn handle(&self, what: &'static str) -> Result<*mut raw::RedisModuleKey, Error> {
+        self.ptr.map(NonNull::as_ptr).ok_or(Error::Server(what))
+    }
+
+    pub fn kind(&self) -> Kind {
+        let Some(k) = self.ptr else {
+            return Kind::Empty;
+        };
+        // SAFETY: an open key.
+        match unsafe { (self.ctx.api.key_type)(k.as_ptr()) } as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
+            raw::REDISMODULE_KEYTYPE_ZSET => Kind::Zset,
+            _ => Kind::Other,
+        }
+    }
+
+    /// Members of the sorted set; 0 when the key is empty.
+    pub fn len(&self) -> u64 {
+        let Some(k) = self.ptr else {
+            return 0;
+        };
+        // SAFETY: an open key.
+        u64::try_from(unsafe { (self.ctx.api.value_length)(k.as_ptr()) }).unwrap_or(u64::MAX)
+    }
+
+    /// Adds `member` at `score` unless a member of that name exists; true when added.
+    pub fn zadd_new(&mut self, score: f64, member: &OwnedString<'a>) -> Result<bool, Error> {
+        let k = self.handle("RedisModule_ZsetAdd")?;
+        let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
+        // SAFETY: an open key and a live string; Redis copies the member.
+        let r = unsafe { (self.ctx.api.zset_add)(k, score, member.raw(), &mut flags) };
+        status(r, "RedisModule_ZsetAdd")?;
+        Ok(flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0)
+    }
+
+    /// Removes `member`; the key goes when its last member does.
+    pub fn zrem(&mut self, member: &OwnedString<'a>) -> Result<(), Error> {
+        let k = self.handle("RedisModule_ZsetRem")?;
+        // SAFETY: an open key and a live string.
+        let r = unsafe { (self.ctx.api.zset_rem)(k, member.raw(), std::ptr::null_mut()) };
+        status(r, "RedisModule_ZsetRem")
+    }
+
+    /// Starts a score-range iteration at its first (or last) member. The guard stops it and
+    /// borrows the key, so nothing changes the set while it iterates.
+    pub fn range(
+        &mut self,
+        min: f64,
+        max: f64,
+        min_excl: bool,
+        first: bool,
+    ) -> Result<Range<'_, 'a>, Error> {
+        let k = self.handle("zset range")?;
+        let f = if first {
+            self.ctx.api.zset_first_in_score_range
+        } else {
+            self.ctx.api.zset_last_in_score_range
+        };
+        // SAFETY: an open key; the range is stopped by the guard's drop.
+        let r = unsafe { f(k, min, max, c_int::from(min_excl), 0) };
+        status(r, "zset range")?;
+        Ok(Range { key: self, ptr: k })
+    }
+
+    /// Deletes the key; Redis frees a large value in the background.
+    pub fn unlink(&mut self) -> Result<(), Error> {
+        let k = self.handle("RedisModule_UnlinkKey")?;
+        // SAFETY: an open key, opened for writing.
+        status(
+            unsafe { (self.ctx.api.unlink_key)(k) },
+            "RedisModule_UnlinkKey",
+        )
+    }
+
+    /// The key's absolute expiry in ms, if it has one.
+    pub fn expire_at(&self) -> Option<i64> {
+        let k = self.ptr?;
+        // SAFETY: an open key.
+        let at = unsafe { (self.ctx.api.get_abs_expire)(k.as_ptr()) };
+        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
+    }
+
+    pub fn set_expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
+        let k = self.handle("RedisModule_SetAbsExpire")?;
+        // SAFETY: an open key, opened for writing.
+        status(
+            unsafe { (self.ctx.api.set_abs_expire)(k, at_ms) },
+            "RedisModule_SetAbsExpire",
+        )
+    }
+
+    /// Closes the key, runs `f` with a caller that may run commands on it, then opens it again.
+    /// A key opened for reading keeps its LRU/LFU clock: the inner commands' touch is undone.
+    pub fn closed<R>(&mut self, f: impl FnOnce(&Caller<'a>) -> R) -> R {
+        let recency = match self.mode {
+            Mode::Read => self.recency(),
+            Mode::Write => None,
+        };
+        self.close();
+        let out = f(&Caller::new(self.ctx, self.name));
+        self.ptr = Key::handle_for(self.ctx, self.name, self.mode);
+        if let Some(r) = recency {
+            self.restore(r);
+        }
+        out
+    }
+
+    fn recency(&self) -> Option<Recency> {
+        let k = self.ptr?.as_ptr();
+        let (mut idle, mut freq) = (-1, -1);
+        // SAFETY: an open key. Each call answers -1 when the policy keeps the other clock.
+        unsafe {
+            (self.ctx.api.get_lru)(k, &mut idle);
+            (self.ctx.api.get_lfu)(k, &mut freq);
+        }
+        match (idle, freq) {
+            (idle, _) if idle >= 0 => Some(Recency::Lru(idle)),
+            (_, freq) if freq >= 0 => Some(Recency::Lfu(freq)),
+            _ => None,
+        }
+    }
+
+    fn restore(&self, recency: Recency) {
+        let Some(k) = self.ptr else {
+            return;
+        };
+        // SAFETY: an open key.
+        match recency {
+            Recency::Lru(idle) => unsafe { (self.ctx.api.set_lru)(k.as_ptr(), idle) },
+            Recency::Lfu(freq) => unsafe { (self.ctx.api.set_lfu)(k.as_ptr(), freq) },
+        };
+    }
+
+    fn close(&mut self) {
+        if let Some(k) = self.ptr.take() {
+            // SAFETY: an open key, closed once (the handle is taken).
+            unsafe { (self.ctx.api.close_key)(k.as_ptr()) };
+        }
+    }
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// An active sorted-set iteration; stopped on drop.
+pub struct Range<'k, 'a> {
+    key: &'k mut Key<'a>,
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl<'a> Range<'_, 'a> {
+    /// The current member and its score, or None past the end.
+    pub fn current(&self) -> Option<(OwnedString<'a>, f64)> {
+        let mut score = 0.0;
+        // SAFETY: an active range on an open key; Redis returns a new string we own.
+        let ptr = unsafe { (self.key.ctx.api.zset_range_current_element)(self.ptr, &mut score) };
+        NonNull::new(ptr).map(|p| (OwnedString::new(self.key.ctx, p), score))
+    }
+
+    /// Whether the range holds no (more) members; unlike `current`, allocates nothing.
+    pub fn is_empty(&self) -> bool {
+        // SAFETY: an active range on an open key.
+        unsafe { (self.key.ctx.api.zset_range_end_reached)(self.ptr) != 0 }
+    }
+
+    /// The current score, or None past the end.
+    pub fn score(&self) -> Option<f64> {
+        self.current().map(|(_, s)| s)
+    }
+
+    /// Moves on; false past the end.
+    pub fn next(&self) -> bool {
+        // SAFETY: an active range on an open key.
+        unsafe { (self.key.ctx.api.zset_range_next)(self.ptr) != 0 }
+    }
+}
+
+impl Drop for Range<'_, '_> {
+    fn drop(&mut self) {
+        // SAFETY: an active range, stopped once.
+        unsafe { (self.key.ctx.api.zset_range_stop)(self.ptr) };
+    }
+}

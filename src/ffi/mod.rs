@@ -1,0 +1,16 @@
+//! Every `unsafe` line of the module: small safe wrappers over the raw module API, with RAII
+//! guards (keys closed, strings and call replies freed, ranges stopped on drop). Handles carry the
+//! lifetime of the command call that made them, so none can outlive it.
+#![allow(unsafe_code)]
+
+mod api;
+mod call;
+mod command;
+mod context;
+mod key;
+mod string;
+
+pub use command::{Access, Handler, Loader, Spec, handler};
+pub use context::{Class, Ctx};
+pub use key::{Key, Kind, Mode};
+pub use string::{Argv, OwnedString, RString};
