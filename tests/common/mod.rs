@@ -44,6 +44,17 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local_addr").port()
 }
 
+/// A free port whose cluster bus port (`port + 10000`, Redis's fixed offset) is free too.
+fn free_port_with_bus() -> u16 {
+    for _ in 0..100 {
+        let port = free_port();
+        if port <= u16::MAX - 10000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port with a free port + 10000 after 100 tries");
+}
+
 fn fresh_dir() -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
@@ -123,6 +134,7 @@ pub fn ints(v: &Value) -> Vec<i64> {
 pub struct Builder {
     args: Vec<String>,
     module: bool,
+    cluster: bool,
 }
 
 impl Builder {
@@ -148,6 +160,13 @@ impl Builder {
         self
     }
 
+    /// Starts a cluster node: cluster mode on, its `nodes.conf` in its own directory, and a
+    /// port whose bus port (`+10000`) is free too.
+    pub fn cluster(mut self) -> Self {
+        self.cluster = true;
+        self
+    }
+
     pub fn start(self) -> Server {
         let mut last_log = String::new();
         // The port is free when probed but another process may grab it before redis binds it;
@@ -155,10 +174,15 @@ impl Builder {
         for _ in 0..5 {
             let mut server = Server {
                 child: None,
-                port: free_port(),
+                port: if self.cluster {
+                    free_port_with_bus()
+                } else {
+                    free_port()
+                },
                 dir: fresh_dir(),
                 extra: self.args.clone(),
                 module: self.module,
+                cluster: self.cluster,
             };
             match server.spawn() {
                 Ok(()) => return server,
@@ -176,6 +200,7 @@ pub struct Server {
     dir: PathBuf,
     extra: Vec<String>,
     module: bool,
+    cluster: bool,
 }
 
 impl Server {
@@ -183,6 +208,7 @@ impl Server {
         Builder {
             args: Vec::new(),
             module: true,
+            cluster: false,
         }
     }
 
@@ -232,6 +258,14 @@ impl Server {
         if self.module {
             a.push("--loadmodule".into());
             a.push(module_path().display().to_string());
+        }
+        if self.cluster {
+            a.extend([
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                self.dir.join("nodes.conf").display().to_string(),
+            ]);
         }
         // Later arguments override earlier ones, so extras can replace the defaults above.
         a.extend(self.extra.iter().cloned());

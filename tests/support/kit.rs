@@ -3,11 +3,11 @@
 #![allow(dead_code)]
 
 use crate::common::{self, STARTUP_DEADLINE, Server, wait_until};
-use redis::{Connection, FromRedisValue, Value};
+use redis::{Connection, ConnectionLike, FromRedisValue, Value};
 use std::time::Duration;
 
-/// Runs a command that must succeed and converts its reply.
-pub fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
+/// Runs a command that must succeed and converts its reply (on a server or a whole cluster).
+pub fn q<T: FromRedisValue>(con: &mut impl ConnectionLike, args: &[&str]) -> T {
     let mut cmd = redis::cmd(args[0]);
     for a in &args[1..] {
         cmd.arg(*a);
@@ -109,12 +109,12 @@ pub fn info_u64(s: &Server, section: &str, field: &str) -> u64 {
 }
 
 /// Every score of the sorted set at `key`, ascending (all integral in these tests).
-pub fn scores(con: &mut Connection, key: &str) -> Vec<u64> {
+pub fn scores(con: &mut impl ConnectionLike, key: &str) -> Vec<u64> {
     members(con, key).into_iter().map(|(_, s)| s).collect()
 }
 
 /// Every member of the sorted set at `key` with its score, oldest first.
-pub fn members(con: &mut Connection, key: &str) -> Vec<(String, u64)> {
+pub fn members(con: &mut impl ConnectionLike, key: &str) -> Vec<(String, u64)> {
     let pairs: Vec<(String, f64)> = q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]);
     pairs
         .into_iter()

@@ -1,7 +1,7 @@
 //! Background traffic: one thread sends sequential ALLOW/PEEK calls over a set of keys with explicit
 //! `now` values, checks every reply against the contract model, and so knows at every moment exactly
 //! which requests each key holds. Sequential calls make the only uncertainty after a crash the one
-//! call in flight.
+//! call in flight. Optionally every admitted call waits for a replica to acknowledge it (`WAIT 1`).
 #![allow(dead_code)]
 
 use crate::common::Server;
@@ -73,6 +73,8 @@ pub struct Outcome {
     pub died: Option<String>,
     pub calls: u64,
     pub admitted: u64,
+    /// Admitted calls whose `WAIT 1` met a master that a failover had demoted meanwhile.
+    pub unacked: u64,
 }
 
 pub struct Traffic {
@@ -88,11 +90,19 @@ impl Traffic {
 
     /// Continues from a previous run's state (e.g. after a restart).
     pub fn resume(server: &Server, w: &Workload, state: State) -> Traffic {
+        Traffic::spawn(server.client(), w, state, false)
+    }
+
+    /// Traffic over any connection (e.g. a cluster client); with `wait_acks`, each admitted call
+    /// is followed by `WAIT 1`, so a replica holds it before the next call.
+    pub fn spawn<C>(con: C, w: &Workload, state: State, wait_acks: bool) -> Traffic
+    where
+        C: ConnectionLike + Send + 'static,
+    {
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
-        let con = server.client();
         let (s, c, w) = (stop.clone(), calls.clone(), w.clone());
-        let handle = thread::spawn(move || run(con, &w, state, &s, &c));
+        let handle = thread::spawn(move || run(con, &w, state, wait_acks, &s, &c));
         Traffic {
             stop,
             calls,
@@ -144,14 +154,16 @@ impl Drop for Traffic {
 }
 
 fn run(
-    mut con: redis::Connection,
+    mut con: impl ConnectionLike,
     w: &Workload,
     mut state: State,
+    wait_acks: bool,
     stop: &AtomicBool,
     calls: &AtomicU64,
 ) -> Outcome {
     let mut rng = Rng::new(w.seed);
     let mut admitted = 0;
+    let mut unacked = 0;
     let mut n = 0;
     while !stop.load(Ordering::SeqCst) {
         let i = (rng.next() % w.keys as u64) as usize;
@@ -194,6 +206,7 @@ fn run(
                     died: Some(e.to_string()),
                     calls: n,
                     admitted,
+                    unacked,
                 };
             }
         };
@@ -206,6 +219,9 @@ fn run(
         );
         if want[0] == 1 && !peek {
             admitted += 1;
+            if wait_acks && !replica_acked(&mut con, &line) {
+                unacked += 1;
+            }
         }
         state.models[i] = after;
         n += 1;
@@ -217,6 +233,25 @@ fn run(
         died: None,
         calls: n,
         admitted,
+        unacked,
+    }
+}
+
+/// `WAIT 1` after an admitted call: true once a replica acknowledged it. Through a cluster client
+/// WAIT goes to every master; one that a failover demoted meanwhile answers an error instead
+/// (false), and the manual failover itself handed everything that master had to its replica.
+fn replica_acked(con: &mut impl ConnectionLike, line: &[String]) -> bool {
+    match redis::cmd("WAIT").arg(1).arg(10_000).query::<i64>(con) {
+        Ok(n) => {
+            assert!(
+                n >= 1,
+                "no replica acknowledged `{}` in 10 s",
+                line.join(" ")
+            );
+            true
+        }
+        Err(e) if e.code() == Some("UNBLOCKED") || e.to_string().contains("replica") => false,
+        Err(e) => panic!("WAIT after `{}`: {e}", line.join(" ")),
     }
 }
 
@@ -224,11 +259,16 @@ fn run(
 /// the key of a call in flight at a crash may hold the state before or after that call. Returns
 /// the state as found, to resume traffic from.
 pub fn assert_keys_match(server: &Server, w: &Workload, out: &Outcome) -> State {
-    let mut con = server.client();
+    assert_keys_match_on(&mut server.client(), w, out)
+}
+
+/// [`assert_keys_match`] through any connection (e.g. a cluster client, which reads each key
+/// from the master of its slot).
+pub fn assert_keys_match_on(con: &mut impl ConnectionLike, w: &Workload, out: &Outcome) -> State {
     let mut state = out.state.clone();
     for (i, model) in state.models.iter_mut().enumerate() {
         let key = w.key(i);
-        let got = scores(&mut con, &key);
+        let got = scores(con, &key);
         match &out.in_flight {
             Some((j, after)) if *j == i => {
                 assert!(

@@ -1,0 +1,231 @@
+//! A Redis Cluster started by the test: six module-loaded nodes made into 3 masters and
+//! 3 replicas with `redis-cli --cluster create`, as operators do, and its topology as the nodes
+//! themselves report it (`CLUSTER NODES`).
+#![allow(dead_code)]
+
+use crate::common::{Server, wait_in_sync, wait_until};
+use crate::kit::q;
+use redis::cluster::{ClusterClient, ClusterConnection};
+use std::time::Duration;
+
+/// Cluster changes (a failover, gossip after `SETSLOT`) on a loaded 2-core machine can take a
+/// few seconds; polls give them this long.
+pub const CONVERGE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Each node's own arguments; the default 5 s delay before a diskless full sync would make every
+/// replica (and every old master resyncing after a failover) wait for nothing.
+const NODE_ARGS: [&str; 2] = ["--repl-diskless-sync-delay", "0"];
+
+/// One node as a node of the cluster describes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeView {
+    pub id: String,
+    pub port: u16,
+    /// `None` for a master, else its master's id.
+    pub master: Option<String>,
+    /// Slot ranges served, inclusive (masters only).
+    pub slots: Vec<(u16, u16)>,
+    /// False while the node is in handshake, failing or disconnected.
+    pub healthy: bool,
+}
+
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    /// Six nodes with the module loaded and `extra` arguments each, made into a cluster of
+    /// 3 masters and 3 replicas; returns once every node agrees on a healthy topology.
+    pub fn start(extra: &[&str]) -> Cluster {
+        let nodes: Vec<Server> = (0..6)
+            .map(|_| {
+                Server::builder()
+                    .cluster()
+                    .args(NODE_ARGS)
+                    .args(extra.iter().copied())
+                    .start()
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addrs.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "1", "--cluster-yes"]);
+        let out = nodes[0].cli_output(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("[OK] All 16384 slots covered"),
+            "redis-cli --cluster create failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Cluster { nodes };
+        cluster.wait_stable();
+        cluster
+    }
+
+    /// A cluster-aware client seeded with every node. Redirect retries wait milliseconds, not the
+    /// crate's default seconds; replies time out so a hung node fails the test.
+    pub fn client(&self) -> ClusterConnection {
+        let urls: Vec<String> = self.nodes.iter().map(Server::url).collect();
+        ClusterClient::builder(urls)
+            .min_retry_wait(10)
+            .max_retry_wait(500)
+            .connection_timeout(Duration::from_secs(10))
+            .response_timeout(Duration::from_secs(30))
+            .build()
+            .expect("cluster client")
+            .get_connection()
+            .expect("connect to the cluster")
+    }
+
+    /// The cluster as node `i` sees it, sorted by node id.
+    pub fn view(&self, i: usize) -> Vec<NodeView> {
+        let text: String = q(&mut self.nodes[i].client(), &["CLUSTER", "NODES"]);
+        let mut view: Vec<NodeView> = text.lines().map(parse_node_line).collect();
+        view.sort();
+        view
+    }
+
+    /// Waits until every node sees the same healthy cluster of 3 masters, each with one replica,
+    /// covering all slots, and every replica's link to its master is up.
+    pub fn wait_stable(&self) {
+        wait_until(
+            CONVERGE_DEADLINE,
+            "every node to agree on a healthy cluster",
+            || {
+                let first = self.view(0);
+                let masters = first.iter().filter(|n| n.master.is_none()).count();
+                let served: u32 = first
+                    .iter()
+                    .flat_map(|n| &n.slots)
+                    .map(|&(a, b)| u32::from(b - a) + 1)
+                    .sum();
+                first.len() == 6
+                    && masters == 3
+                    && served == 16384
+                    && first.iter().all(|n| n.healthy)
+                    && (1..6).all(|i| self.view(i) == first)
+                    && self.nodes.iter().all(|s| {
+                        cluster_info(s, "cluster_state").as_deref() == Some("ok")
+                            && (s.info_field("replication", "role").as_deref() == Some("master")
+                                || s.info_field("replication", "master_link_status").as_deref()
+                                    == Some("up"))
+                    })
+            },
+        );
+    }
+
+    pub fn index_of_port(&self, port: u16) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.port() == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+    }
+
+    pub fn id(&self, i: usize) -> String {
+        q(&mut self.nodes[i].client(), &["CLUSTER", "MYID"])
+    }
+
+    /// `CLUSTER KEYSLOT key`, as the server computes it.
+    pub fn keyslot(&self, key: &str) -> u16 {
+        q(&mut self.nodes[0].client(), &["CLUSTER", "KEYSLOT", key])
+    }
+
+    /// The node serving `slot`, as node 0 sees it.
+    pub fn master_of_slot(&self, slot: u16) -> usize {
+        let view = self.view(0);
+        let owner = view
+            .iter()
+            .find(|n| n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+            .unwrap_or_else(|| panic!("no node serves slot {slot}: {view:?}"));
+        self.index_of_port(owner.port)
+    }
+
+    /// Indices of the masters, as node 0 sees them.
+    pub fn masters(&self) -> Vec<usize> {
+        self.view(0)
+            .iter()
+            .filter(|n| n.master.is_none())
+            .map(|n| self.index_of_port(n.port))
+            .collect()
+    }
+
+    /// The replica of master `m`, as node 0 sees it.
+    pub fn replica_of(&self, m: usize) -> usize {
+        let id = self.id(m);
+        let view = self.view(0);
+        let replica = view
+            .iter()
+            .find(|n| n.master.as_deref() == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("node {m} has no replica: {view:?}"));
+        self.index_of_port(replica.port)
+    }
+
+    /// Waits for every replica to catch up with its master, then checks they hold the same data.
+    pub fn assert_replicas_match(&self) {
+        for m in self.masters() {
+            let r = self.replica_of(m);
+            let (master, replica) = (&self.nodes[m], &self.nodes[r]);
+            wait_in_sync(master, replica);
+            assert_eq!(
+                replica.digest(),
+                master.digest(),
+                "replica on port {} differs from its master on port {}",
+                replica.port(),
+                master.port()
+            );
+        }
+    }
+}
+
+/// One field of `CLUSTER INFO` on `node`.
+pub fn cluster_info(node: &Server, name: &str) -> Option<String> {
+    let text: String = q(&mut node.client(), &["CLUSTER", "INFO"]);
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k == name).then(|| v.trim().to_string())
+    })
+}
+
+/// How many times `node` ran `command` (`INFO commandstats`); calls refused with a redirection
+/// are not counted.
+pub fn calls_of(node: &Server, command: &str) -> u64 {
+    node.info_field("commandstats", &format!("cmdstat_{command}"))
+        .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One line of `CLUSTER NODES`: `id ip:port@bus[,hostname] flags master ping pong epoch link slot...`.
+fn parse_node_line(line: &str) -> NodeView {
+    let f: Vec<&str> = line.split(' ').collect();
+    assert!(f.len() >= 8, "unexpected CLUSTER NODES line: {line}");
+    let port = f[1]
+        .split_once(':')
+        .and_then(|(_, rest)| rest.split('@').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in CLUSTER NODES line: {line}"));
+    let flags: Vec<&str> = f[2].split(',').collect();
+    let healthy = f[7] == "connected"
+        && !flags
+            .iter()
+            .any(|fl| matches!(*fl, "fail" | "fail?" | "handshake" | "noaddr"));
+    // Entries in brackets are slots being migrated or imported, not served.
+    let slots = f[8..]
+        .iter()
+        .filter(|s| !s.starts_with('['))
+        .map(|s| {
+            let (a, b) = s.split_once('-').unwrap_or((s, s));
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    NodeView {
+        id: f[0].to_string(),
+        port,
+        master: (f[3] != "-").then(|| f[3].to_string()),
+        slots,
+        healthy,
+    }
+}
