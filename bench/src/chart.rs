@@ -9,20 +9,16 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::Result;
 use crate::measure::Measurement;
-use crate::variants::Variant;
+use crate::variants::{ALL, Variant};
 use crate::workload::WORKLOADS;
 
 const SIZE: (u32, u32) = (900, 520);
-/// Width of one bar, as a share of a workload's slot.
-const BAR: f64 = 0.2;
+/// Width of one bar: the variants share 80% of a workload's slot.
+const BAR: f64 = 0.8 / ALL.len() as f64;
 
-fn color(variant: Variant) -> RGBColor {
-    match variant {
-        Variant::Module => RGBColor(0x1f, 0x77, 0xb4),
-        Variant::Lua => RGBColor(0xff, 0x7f, 0x0e),
-        Variant::Commands => RGBColor(0x2c, 0xa0, 0x2c),
-        Variant::Ping => RGBColor(0x7f, 0x7f, 0x7f),
-    }
+fn color(variant: &Variant) -> RGBColor {
+    let (r, g, b) = variant.color;
+    RGBColor(r, g, b)
 }
 
 /// Left edge of a bar: workloads sit in unit slots, variants side by side inside them.
@@ -31,11 +27,7 @@ fn bar_x(m: &Measurement) -> f64 {
         .iter()
         .position(|w| w.name == m.workload)
         .unwrap_or(0);
-    let lane = Variant::ALL
-        .iter()
-        .position(|&v| v == m.variant)
-        .unwrap_or(0);
-    slot as f64 + 0.1 + lane as f64 * BAR
+    slot as f64 + 0.1 + m.variant.index() as f64 * BAR
 }
 
 fn draw_workload_names(root: &DrawingArea<SVGBackend, Shift>, chart: &Chart) -> Result<()> {
@@ -70,7 +62,7 @@ pub fn write_svg(results: &[Measurement], path: &Path) -> Result<()> {
         .y_desc("server CPU µs per request")
         .draw()?;
     draw_workload_names(&root, &chart)?;
-    for variant in Variant::ALL {
+    for variant in ALL {
         draw_variant(&mut chart, results, variant)?;
     }
     chart
@@ -86,7 +78,7 @@ pub fn write_svg(results: &[Measurement], path: &Path) -> Result<()> {
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// One variant's bars, with their values printed on top, and its legend entry.
-fn draw_variant(chart: &mut Chart, results: &[Measurement], variant: Variant) -> Result<()> {
+fn draw_variant(chart: &mut Chart, results: &[Measurement], variant: &Variant) -> Result<()> {
     let fill = color(variant).filled();
     let mine: Vec<&Measurement> = results.iter().filter(|m| m.variant == variant).collect();
     chart
@@ -94,7 +86,7 @@ fn draw_variant(chart: &mut Chart, results: &[Measurement], variant: Variant) ->
             let x = bar_x(m);
             Rectangle::new([(x, 0.0), (x + BAR * 0.9, m.cpu_us_per_req)], fill)
         }))?
-        .label(variant.name())
+        .label(variant.name)
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], fill));
     let value_style = TextStyle::from(("sans-serif", 12)).pos(Pos::new(HPos::Center, VPos::Bottom));
     chart.draw_series(mine.iter().map(|m| {

@@ -2,12 +2,13 @@
 //! several depths, since the module/ping ratio depends mostly on how many requests share the
 //! fixed cost of one round trip (read, write, event loop wake-up).
 
-use redis::Connection;
-
 use crate::Result;
-use crate::measure;
-use crate::variants::{Sender, Variant};
-use crate::workload::{Stream, WORKLOADS, Workload};
+use crate::lanes::{self, Lane};
+use crate::measure::measure_batch;
+use crate::server::Server;
+use crate::settings::Settings;
+use crate::variants::{MODULE, PING};
+use crate::workload::WORKLOADS;
 
 pub const WORKLOAD: &str = "hot";
 
@@ -51,65 +52,34 @@ impl DepthPoint {
     }
 }
 
-/// One variant's sender and request stream, kept across depths so that the module's simulated
-/// clock keeps advancing and its key stays in its steady state.
-struct Lane<'a> {
-    variant: Variant,
-    sender: Sender<'a>,
-    stream: Stream<'a>,
-}
-
-impl<'a> Lane<'a> {
-    fn warmed(
-        con: &mut Connection,
-        variant: Variant,
-        workload: &'a Workload,
-        sha: &'a str,
-    ) -> Result<Lane<'a>> {
-        let mut lane = Lane {
-            variant,
-            sender: Sender::new(variant, workload, sha),
-            stream: workload.stream(),
-        };
-        measure::warm_up(con, &mut lane.sender, &mut lane.stream, workload, variant)?;
-        Ok(lane)
-    }
-
-    fn measure(&mut self, con: &mut Connection, step: &Step) -> Result<measure::Batch> {
-        measure::measure_batch(
-            con,
-            &mut self.sender,
-            &mut self.stream,
-            self.variant,
-            step.requests,
-            step.depth,
-        )
-    }
-}
-
-/// The module's and PING's lanes on `hot`, warmed once on a flushed server.
+/// The module's and PING's lanes on `hot`, warmed once on a flushed server and kept across
+/// depths, so that the module's simulated clock keeps advancing and its key stays in its
+/// steady state.
 pub struct Sweep<'a> {
     module: Lane<'a>,
     ping: Lane<'a>,
 }
 
 impl<'a> Sweep<'a> {
-    pub fn start(con: &mut Connection, sha: &'a str) -> Result<Sweep<'a>> {
+    pub fn start(server: &Server, sha: &'a str, settings: &mut Settings) -> Result<Sweep<'a>> {
         let workload = WORKLOADS
             .iter()
             .find(|w| w.name == WORKLOAD)
             .ok_or_else(|| format!("no workload named {WORKLOAD}"))?;
-        redis::cmd("FLUSHALL").exec(con)?;
-        Ok(Sweep {
-            module: Lane::warmed(con, Variant::Module, workload, sha)?,
-            ping: Lane::warmed(con, Variant::Ping, workload, sha)?,
-        })
+        let mut lanes = [
+            Lane::open(server, &MODULE, workload, sha)?,
+            Lane::open(server, &PING, workload, sha)?,
+        ];
+        redis::cmd("FLUSHALL").exec(&mut lanes[0].con)?;
+        lanes::warm_up(&mut lanes, settings)?;
+        let [module, ping] = lanes;
+        Ok(Sweep { module, ping })
     }
 
     /// Module then PING at one depth, so that both figures are taken close together in time.
-    pub fn measure(&mut self, con: &mut Connection, step: &Step) -> Result<DepthPoint> {
-        let module = self.module.measure(con, step)?;
-        let ping = self.ping.measure(con, step)?;
+    pub fn measure(&mut self, step: &Step, settings: &mut Settings) -> Result<DepthPoint> {
+        let module = measure_batch(&mut self.module, settings, step.requests, step.depth)?;
+        let ping = measure_batch(&mut self.ping, settings, step.requests, step.depth)?;
         let per_req = |n: f64| n / step.requests as f64;
         Ok(DepthPoint {
             depth: step.depth,

@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 
 use crate::Result;
 use crate::depth::{self, DepthPoint};
-use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, Measurement, PIPELINE_DEPTH};
+use crate::info::PERCENTILES;
+use crate::lanes::{PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
+use crate::measure::{CommandLatency, LATENCY_REQUESTS, MEASURED_REQUESTS, Measurement};
 use crate::report::Run;
 use crate::targets::{Bound, Check};
 use crate::workload::WORKLOADS;
@@ -40,6 +42,7 @@ fn config_json() -> Value {
         "measured_requests": MEASURED_REQUESTS,
         "pipeline_depth": PIPELINE_DEPTH,
         "latency_requests": LATENCY_REQUESTS,
+        "latency_round_trips_per_turn": ROUND_TRIPS_PER_TURN,
         "workloads": WORKLOADS.iter().map(|w| json!({
             "name": w.name,
             "keys": w.keys,
@@ -47,6 +50,7 @@ fn config_json() -> Value {
             "max": w.max,
             "ms_per_request": w.step_num as f64 / w.step_den as f64,
             "warmup_requests": w.requests_per_window(),
+            "extra_limits": w.extra_limits,
         })).collect::<Vec<_>>(),
     })
 }
@@ -54,16 +58,28 @@ fn config_json() -> Value {
 fn result_json(m: &Measurement) -> Value {
     json!({
         "workload": m.workload,
-        "variant": m.variant.name(),
+        "variant": m.variant.name,
         "server_cpu_us_per_request": m.cpu_us_per_req,
         "in_command_us_per_call": m.in_command_us_per_req,
+        // One entry per command of a request (four for `commands`), as INFO latencystats
+        // reports them over the measured batch.
+        "in_command_percentiles_us": m.in_command_percentiles.iter().map(latency_json).collect::<Vec<_>>(),
         "throughput_rps": m.throughput_rps,
-        "p50_us": m.p50_us,
-        "p99_us": m.p99_us,
+        "round_trip_p50_us": m.round_trip_p50_us,
+        "round_trip_p99_us": m.round_trip_p99_us,
         "members_per_key": m.memory.as_ref().map(|mem| mem.members_per_key),
         "bytes_per_member": m.memory.as_ref().map(|mem| mem.bytes_per_member),
         "admitted_fraction": m.admitted,
     })
+}
+
+fn latency_json(c: &CommandLatency) -> Value {
+    let mut entry = serde_json::Map::new();
+    entry.insert("command".to_string(), json!(c.command));
+    for (label, usec) in PERCENTILES.iter().zip(c.usec) {
+        entry.insert(label.to_string(), json!(usec));
+    }
+    Value::Object(entry)
 }
 
 fn depth_json(p: &DepthPoint) -> Value {

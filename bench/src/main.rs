@@ -1,11 +1,12 @@
 //! Benchmark: SLIDINGWINDOW.ALLOW against the seed's Lua script, its four commands sent plainly,
-//! and PING, on three workloads with a simulated clock; then module and PING on `hot` at several
-//! pipeline depths. Starts its own redis-server.
+//! and PING (the variants in variants::ALL), on three workloads with a simulated clock; then
+//! module and PING on `hot` at several pipeline depths. Starts its own redis-server.
 
 mod chart;
 mod depth;
 mod info;
 mod json;
+mod lanes;
 mod machine;
 mod markdown;
 mod measure;
@@ -13,6 +14,7 @@ mod members;
 mod paths;
 mod report;
 mod server;
+mod settings;
 mod targets;
 mod variants;
 mod workload;
@@ -31,16 +33,17 @@ fn main() -> Result<()> {
     let mut con = server.connect()?;
     let sha = variants::load_script(&mut con)?;
     let machine = machine::Machine::probe(&mut con)?;
+    info::track_latency(&mut con)?;
+    let mut settings = settings::Settings::read(&mut con, &variants::ALL)?;
 
     let mut results = Vec::new();
     for workload in &workload::WORKLOADS {
-        for variant in variants::Variant::ALL {
-            let result = measure::run(&mut con, &sha, workload, variant)?;
+        for result in measure::run(&server, &sha, workload, &mut settings)? {
             report::print_progress(&result);
             results.push(result);
         }
     }
-    let depths = sweep_depths(&mut con, &sha)?;
+    let depths = sweep_depths(&server, &sha, &mut settings)?;
     let worst = worst::run(&mut con, &sha)?;
     drop(server);
 
@@ -62,11 +65,15 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn sweep_depths(con: &mut redis::Connection, sha: &str) -> Result<Vec<depth::DepthPoint>> {
-    let mut sweep = depth::Sweep::start(con, sha)?;
+fn sweep_depths(
+    server: &server::Server,
+    sha: &str,
+    settings: &mut settings::Settings,
+) -> Result<Vec<depth::DepthPoint>> {
+    let mut sweep = depth::Sweep::start(server, sha, settings)?;
     let mut points = Vec::new();
     for step in &depth::STEPS {
-        let point = sweep.measure(con, step)?;
+        let point = sweep.measure(step, settings)?;
         report::print_depth(&point);
         points.push(point);
     }

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use crate::Result;
 use crate::depth;
-use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, PIPELINE_DEPTH};
+use crate::lanes::{PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
+use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
 use crate::report::{DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, worst_line};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
@@ -45,15 +46,36 @@ fn targets_text(run: &Run) -> String {
 
 fn method_text() -> String {
     format!(
-        "Each workload runs for each variant on one private server, one after the other, with a \
-         simulated clock (the client sends `now`) after one full window of warm-up. Server CPU is \
-         the `INFO cpu` delta over {MEASURED_REQUESTS} requests sent in pipelines of \
-         {PIPELINE_DEPTH} requests; in-command time is from `INFO commandstats` (for `commands`, the four \
-         commands' usec summed per request); latency is over {LATENCY_REQUESTS} sequential round \
-         trips; bytes/member is `MEMORY USAGE key SAMPLES 0` / `ZCARD`. `commands` (the script's \
-         four commands, pipelined, always adding) and `ping` are cost floors, not rate limiters. \
-         Identical sets differ by a fraction of a byte per member, as skiplist node heights are \
-         random.\n\n"
+        "Each workload runs on one private server with a simulated clock (the client sends \
+         `now`), in two passes.\n\n\
+         1. Each variant alone, one after the other, on a flushed server: one full window of \
+         requests as warm-up ({PING_WARMUP} for `ping`), then the measured batch of \
+         {MEASURED_REQUESTS} requests in pipelines of {PIPELINE_DEPTH} after `CONFIG RESETSTAT`. \
+         Server CPU is the `INFO cpu` delta over the batch; in-command µs/call is from `INFO \
+         commandstats` (for `commands`, the four commands' usec summed per request); the \
+         in-command p50/p99/p99.9 are from `INFO latencystats` over the same calls \
+         (`latency-tracking yes`). Alone, because these are server-wide totals kept per command \
+         name, and the script's `redis.call`s and the module's own `RedisModule_Call`s are \
+         counted under their own names (`zadd`, `zremrangebyscore`, ...): another variant \
+         running meanwhile would add to this one's CPU and to `commands`' figures. For \
+         `commands` the percentiles are each command's, joined by `+` \
+         (zremrangebyscore+zcard+zadd+expire): the percentile of a request's total is not \
+         measured. Redis 7.0 times a call in whole µs, so 0 is under a µs and small figures are \
+         coarse. bytes/member is `MEMORY USAGE key SAMPLES 0` over the members stored (`ZCARD`; \
+         for the module `SLIDINGWINDOW.PEEK` at time 0, which any of its storages answers), \
+         summed over up to {MEMORY_SAMPLE_KEYS} keys.\n\
+         2. All variants side by side, each on a database of its own, on a flushed server: the \
+         same warm-up, the variants taking turns of one pipeline, then {LATENCY_REQUESTS} \
+         sequential round trips per variant (pipeline depth 1) timed by the client, the \
+         variants taking turns of {ROUND_TRIPS_PER_TURN} with the first of each turn rotating, \
+         so that the machine's hiccups fall on every variant alike and none pays for running \
+         first. A round trip is mostly the kernel and the event loop, not the command: compare \
+         with the in-command percentiles.\n\n\
+         Keys expire on the server's clock (the TTL is the window, in real seconds), so a variant \
+         idle for that long loses its state: the run stops if more than 1% of a workload's keys \
+         expire in the first pass, and warns if any do in either pass. `commands` (the script's four commands, pipelined, \
+         always adding) and `ping` are cost floors, not rate limiters. Identical sets differ by \
+         a fraction of a byte per member, as skiplist node heights are random.\n\n"
     )
 }
 

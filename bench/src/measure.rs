@@ -1,36 +1,45 @@
-//! Runs one variant on one workload: warm-up, a pipelined measured batch, depth-1 latency, memory.
+//! Runs every variant on one workload: first each alone (warm-up, measured batch, memory),
+//! then all of them taking turns (warm-up, depth-1 round trips).
 
 use std::time::Instant;
 
-use redis::{Connection, Pipeline, Value};
+use redis::{Connection, Value};
 
 use crate::Result;
 use crate::info;
-use crate::variants::{Sender, Variant};
-use crate::workload::{Request, Workload};
+use crate::lanes::{self, Lane, PIPELINE_DEPTH};
+use crate::server::Server;
+use crate::settings::Settings;
+use crate::variants::{ALL, Variant};
+use crate::workload::Workload;
 
 /// Requests in the measured (pipelined) batch of each variant and workload.
 pub const MEASURED_REQUESTS: u64 = 200_000;
-/// Requests per pipeline in the warm-up and measured phases.
-pub const PIPELINE_DEPTH: u64 = 1000;
-/// Sequential round trips for the latency percentiles.
+/// Sequential round trips per variant for the latency percentiles.
 pub const LATENCY_REQUESTS: usize = 5000;
-/// PING keeps no state; a short warm-up just settles the connection and caches.
-const PING_WARMUP: u64 = 10_000;
 /// Keys sampled for memory per member (all of them when the workload has fewer).
-const MEMORY_SAMPLE_KEYS: u64 = 1000;
+pub const MEMORY_SAMPLE_KEYS: u64 = 1000;
 
 pub struct Measurement {
     pub workload: &'static str,
-    pub variant: Variant,
+    pub variant: &'static Variant,
     pub cpu_us_per_req: f64,
     pub in_command_us_per_req: f64,
+    /// One entry per command of a request (four for `commands`), over the measured batch.
+    pub in_command_percentiles: Vec<CommandLatency>,
     pub throughput_rps: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
+    /// Round trips, interleaved with the other variants'.
+    pub round_trip_p50_us: f64,
+    pub round_trip_p99_us: f64,
     pub memory: Option<Memory>,
     /// Share of measured requests admitted, where the reply tells (module only).
     pub admitted: Option<f64>,
+}
+
+/// One command's in-command time percentiles (info::PERCENTILES), in µs.
+pub struct CommandLatency {
+    pub command: &'static str,
+    pub usec: [f64; 3],
 }
 
 pub struct Memory {
@@ -38,139 +47,166 @@ pub struct Memory {
     pub members_per_key: f64,
 }
 
+/// Every variant that serves `workload`, in table order.
 pub fn run(
-    con: &mut Connection,
+    server: &Server,
     sha: &str,
     workload: &Workload,
-    variant: Variant,
-) -> Result<Measurement> {
-    redis::cmd("FLUSHALL").exec(con)?;
-    let mut sender = Sender::new(variant, workload, sha);
-    let mut stream = workload.stream();
-    warm_up(con, &mut sender, &mut stream, workload, variant)?;
-    let batch = measure_batch(
-        con,
-        &mut sender,
-        &mut stream,
-        variant,
-        MEASURED_REQUESTS,
-        PIPELINE_DEPTH,
-    )?;
-    let (p50_us, p99_us) = measure_latency(con, &mut sender, &mut stream)?;
-    let memory = if variant.stores_keys() {
-        Some(measure_memory(con, &sender, workload)?)
+    settings: &mut Settings,
+) -> Result<Vec<Measurement>> {
+    let variants: Vec<&'static Variant> = ALL
+        .iter()
+        .copied()
+        .filter(|v| v.shape.serves(workload))
+        .collect();
+    let mut alone = Vec::new();
+    for &variant in &variants {
+        alone.push(run_alone(server, sha, workload, variant, settings)?);
+    }
+    let round_trips = run_interleaved(server, sha, workload, &variants, settings)?;
+    let n = MEASURED_REQUESTS as f64;
+    Ok(variants
+        .into_iter()
+        .zip(alone)
+        .zip(round_trips)
+        .map(|((variant, (batch, memory)), samples)| Measurement {
+            workload: workload.name,
+            variant,
+            cpu_us_per_req: batch.cpu_us / n,
+            in_command_us_per_req: batch.in_command_us / n,
+            in_command_percentiles: batch.in_command_percentiles,
+            throughput_rps: n / batch.seconds,
+            round_trip_p50_us: percentile(&samples, 0.50),
+            round_trip_p99_us: percentile(&samples, 0.99),
+            memory,
+            admitted: batch.admitted.map(|a| a as f64 / n),
+        })
+        .collect())
+}
+
+/// One variant alone on a flushed server: warm-up, measured batch, memory. Alone, because
+/// CPU and the command stats are server-wide totals kept per command name, and the script's
+/// `redis.call`s and the module's own `RedisModule_Call`s count under the names that
+/// `commands` sends.
+fn run_alone(
+    server: &Server,
+    sha: &str,
+    workload: &Workload,
+    variant: &'static Variant,
+    settings: &mut Settings,
+) -> Result<(Batch, Option<Memory>)> {
+    let mut lane = Lane::open(server, variant, workload, sha)?;
+    redis::cmd("FLUSHALL").exec(&mut lane.con)?;
+    info::reset_stats(&mut lane.con)?;
+    lanes::warm_up(std::slice::from_mut(&mut lane), settings)?;
+    let mut expired = info::expired_keys(&mut lane.con)?;
+    let batch = measure_batch(&mut lane, settings, MEASURED_REQUESTS, PIPELINE_DEPTH)?;
+    let memory = if variant.shape.stores_keys() {
+        Some(measure_memory(&mut lane)?)
     } else {
         None
     };
-    Ok(Measurement {
-        workload: workload.name,
-        variant,
-        cpu_us_per_req: batch.cpu_us / MEASURED_REQUESTS as f64,
-        in_command_us_per_req: batch.in_command_us / MEASURED_REQUESTS as f64,
-        throughput_rps: MEASURED_REQUESTS as f64 / batch.seconds,
-        p50_us,
-        p99_us,
-        memory,
-        admitted: batch.admitted.map(|n| n as f64 / MEASURED_REQUESTS as f64),
-    })
-}
-
-/// One full window of requests (a short settling run for PING) in pipelines of PIPELINE_DEPTH,
-/// so that stateful variants are measured in their steady state.
-pub fn warm_up(
-    con: &mut Connection,
-    sender: &mut Sender,
-    stream: &mut impl Iterator<Item = Request>,
-    workload: &Workload,
-    variant: Variant,
-) -> Result<()> {
-    let warmup = match variant {
-        Variant::Ping => PING_WARMUP,
-        _ => workload.requests_per_window(),
-    };
-    send_pipelined(con, sender, stream, warmup, PIPELINE_DEPTH)?;
-    Ok(())
-}
-
-/// Sends `count` requests in pipelines of `depth`; returns how many were admitted
-/// where the replies say so.
-fn send_pipelined(
-    con: &mut Connection,
-    sender: &mut Sender,
-    stream: &mut impl Iterator<Item = Request>,
-    count: u64,
-    depth: u64,
-) -> Result<Option<u64>> {
-    let mut pipe = Pipeline::with_capacity(depth as usize * 4);
-    let mut admitted = None;
-    let mut left = count;
-    while left > 0 {
-        let n = left.min(depth);
-        pipe.clear();
-        for req in stream.by_ref().take(n as usize) {
-            sender.push(&mut pipe, req);
+    // The batch reset the count: this reads what expired since.
+    expired += batch.expired_keys + info::expired_keys(&mut lane.con)?;
+    if expired > 0 {
+        let message = expired_message(workload, variant.name, expired);
+        // A few of `wide`'s keys, each touched now and then (the script's only when it admits),
+        // barely move the figures; any more, or any key of a one-key workload, would.
+        if expired > workload.keys / 100 {
+            return Err(message.into());
         }
-        let replies: Vec<Value> = pipe.query(con)?;
-        if let Some(a) = sender.admitted(&replies) {
-            admitted = Some(admitted.unwrap_or(0) + a);
-        }
-        left -= n;
+        println!("  warning: {message}");
     }
-    Ok(admitted)
+    Ok((batch, memory))
+}
+
+/// Every variant side by side on a flushed server (each in its own database): a warm-up and
+/// then the round trips, both taking turns, so that no variant pays for running first.
+/// Returns each variant's round-trip times (µs), sorted.
+fn run_interleaved(
+    server: &Server,
+    sha: &str,
+    workload: &Workload,
+    variants: &[&'static Variant],
+    settings: &mut Settings,
+) -> Result<Vec<Vec<f64>>> {
+    let mut lanes = Vec::new();
+    for &variant in variants {
+        lanes.push(Lane::open(server, variant, workload, sha)?);
+    }
+    let Some(first) = lanes.first_mut() else {
+        return Ok(Vec::new());
+    };
+    redis::cmd("FLUSHALL").exec(&mut first.con)?;
+    info::reset_stats(&mut first.con)?;
+    lanes::warm_up(&mut lanes, settings)?;
+    let samples = lanes::round_trips(&mut lanes, settings, LATENCY_REQUESTS)?;
+    // Taking turns, each variant touches its keys less often than alone, so on a busy machine
+    // some of `wide`'s may expire; a round trip costs about the same on a rebuilt key, so this
+    // only warns.
+    let expired = info::expired_keys(&mut lanes[0].con)?;
+    if expired > 0 {
+        println!(
+            "  warning: round trips: {}",
+            expired_message(workload, "the variants", expired)
+        );
+    }
+    Ok(samples)
+}
+
+/// Keys the server expired on its own clock (their TTL is the window, in real seconds): their
+/// variant sat idle that long, so it was not in its steady state.
+fn expired_message(workload: &Workload, who: &str, expired: u64) -> String {
+    format!(
+        "{expired} keys of {who} on `{}` expired on the server's clock, idle for longer than \
+         the window (is the machine busy?)",
+        workload.name
+    )
 }
 
 pub struct Batch {
     pub cpu_us: f64,
     pub in_command_us: f64,
+    pub in_command_percentiles: Vec<CommandLatency>,
     pub seconds: f64,
     pub admitted: Option<u64>,
+    /// Keys the server expired during the batch (the stats reset forgets earlier ones).
+    pub expired_keys: u64,
 }
 
-/// The measured phase: server CPU and in-command time over `count` requests in pipelines of
-/// `depth`.
+/// The measured phase of one lane, alone on the server: server CPU, in-command time and its
+/// percentiles over `count` requests in pipelines of `depth`.
 pub fn measure_batch(
-    con: &mut Connection,
-    sender: &mut Sender,
-    stream: &mut impl Iterator<Item = Request>,
-    variant: Variant,
+    lane: &mut Lane,
+    settings: &mut Settings,
     count: u64,
     depth: u64,
 ) -> Result<Batch> {
-    info::reset_stats(con)?;
-    let cpu_before = info::cpu_us(con)?;
+    settings.apply(&mut lane.con, lane.variant)?;
+    let names = lane.variant.shape.stat_names();
+    info::reset_stats(&mut lane.con)?;
+    let cpu_before = info::cpu_us(&mut lane.con)?;
     let started = Instant::now();
-    let admitted = send_pipelined(con, sender, stream, count, depth)?;
+    let admitted = lane.send_pipelined(count, depth)?;
     let seconds = started.elapsed().as_secs_f64();
-    let cpu_us = info::cpu_us(con)? - cpu_before;
-    let stats = info::command_stats(con, variant.stat_names())?;
+    let cpu_us = info::cpu_us(&mut lane.con)? - cpu_before;
+    let stats = info::command_stats(&mut lane.con, names)?;
     if let Some(bad) = stats.iter().find(|s| s.failed > 0) {
-        return Err(format!("{} had {} failed calls", variant.name(), bad.failed).into());
+        return Err(format!("{} had {} failed calls", lane.variant.name, bad.failed).into());
     }
+    let percentiles = info::latency_percentiles(&mut lane.con, names)?;
     Ok(Batch {
         cpu_us,
         in_command_us: stats.iter().map(|s| s.usec as f64).sum(),
+        in_command_percentiles: names
+            .iter()
+            .zip(percentiles)
+            .map(|(&command, usec)| CommandLatency { command, usec })
+            .collect(),
         seconds,
         admitted,
+        expired_keys: info::expired_keys(&mut lane.con)?,
     })
-}
-
-/// p50 and p99 round-trip time in µs of sequential requests (pipeline depth 1).
-fn measure_latency(
-    con: &mut Connection,
-    sender: &mut Sender,
-    stream: &mut impl Iterator<Item = Request>,
-) -> Result<(f64, f64)> {
-    let mut pipe = Pipeline::with_capacity(4);
-    let mut samples = Vec::with_capacity(LATENCY_REQUESTS);
-    for req in stream.by_ref().take(LATENCY_REQUESTS) {
-        pipe.clear();
-        sender.push(&mut pipe, req);
-        let started = Instant::now();
-        let _: Vec<Value> = pipe.query(con)?;
-        samples.push(started.elapsed().as_secs_f64() * 1e6);
-    }
-    samples.sort_by(f64::total_cmp);
-    Ok((percentile(&samples, 0.50), percentile(&samples, 0.99)))
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -179,31 +215,38 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// `MEMORY USAGE key SAMPLES 0` over `ZCARD`, summed over a sample of the workload's keys.
-fn measure_memory(con: &mut Connection, sender: &Sender, workload: &Workload) -> Result<Memory> {
-    let keys: Vec<String> = (0..workload.keys.min(MEMORY_SAMPLE_KEYS))
-        .map(|i| sender.key(i))
-        .collect();
+/// `MEMORY USAGE key SAMPLES 0` over the members stored, summed over a sample of the
+/// workload's keys.
+fn measure_memory(lane: &mut Lane) -> Result<Memory> {
+    let keys = lane.workload.keys.min(MEMORY_SAMPLE_KEYS);
     let mut usage = redis::pipe();
-    let mut cards = redis::pipe();
-    for key in &keys {
+    let mut counts = redis::pipe();
+    for i in 0..keys {
         usage
             .cmd("MEMORY")
             .arg("USAGE")
-            .arg(key)
+            .arg(lane.sender.key(i))
             .arg("SAMPLES")
             .arg(0);
-        cards.cmd("ZCARD").arg(key);
+        lane.sender.push_member_count(&mut counts, i);
     }
+    let con: &mut Connection = &mut lane.con;
     let bytes: Vec<Option<u64>> = usage.query(con)?;
-    let members: Vec<u64> = cards.query(con)?;
+    let replies: Vec<Value> = counts.query(con)?;
     let bytes: u64 = bytes.into_iter().flatten().sum();
-    let members: u64 = members.into_iter().sum();
+    let mut members = 0;
+    for reply in &replies {
+        members += lane.sender.members_in(reply)?;
+    }
     if members == 0 {
-        return Err(format!("{}: no members left to measure", workload.name).into());
+        return Err(format!(
+            "{} on {}: no members left to measure",
+            lane.variant.name, lane.workload.name
+        )
+        .into());
     }
     Ok(Memory {
         bytes_per_member: bytes as f64 / members as f64,
-        members_per_key: members as f64 / keys.len() as f64,
+        members_per_key: members as f64 / keys as f64,
     })
 }

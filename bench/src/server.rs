@@ -42,7 +42,12 @@ impl Server {
 
     /// A connection with TCP_NODELAY, so depth-1 round trips are not held back by Nagle.
     pub fn connect(&self) -> Result<Connection> {
-        let info = format!("redis://127.0.0.1:{}/", self.port)
+        self.connect_db(0)
+    }
+
+    /// As `connect`, on database `db`.
+    pub fn connect_db(&self, db: usize) -> Result<Connection> {
+        let info = format!("redis://127.0.0.1:{}/{db}", self.port)
             .into_connection_info()?
             .set_tcp_settings(TcpSettings::default().set_nodelay(true));
         Ok(Client::open(info)?.get_connection()?)

@@ -1,7 +1,7 @@
 //! The targets, as ratios within this one run.
 
 use crate::measure::{Measurement, Memory};
-use crate::variants::Variant;
+use crate::variants::{LUA, MODULE, PING, Variant};
 use crate::worst::Worst;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,22 +38,18 @@ impl Check {
 pub fn evaluate(results: &[Measurement], worst: &Worst) -> Vec<Check> {
     let mut checks = Vec::new();
     for (workload, min) in [("hot", 2.5), ("big", 2.2), ("wide", 1.8)] {
-        let ratio = ratio(results, workload, Variant::Lua, Variant::Module, |m| {
-            Some(m.cpu_us_per_req)
-        });
+        let ratio = ratio(results, workload, &LUA, &MODULE, |m| Some(m.cpu_us_per_req));
         let name = format!("server CPU/request, lua / module, {workload}");
         checks.push(Check::new(name, ratio, Bound::AtLeast, min));
     }
     for (workload, min) in [("hot", 3.0), ("big", 2.3), ("wide", 2.0)] {
-        let ratio = ratio(results, workload, Variant::Lua, Variant::Module, |m| {
+        let ratio = ratio(results, workload, &LUA, &MODULE, |m| {
             Some(m.in_command_us_per_req)
         });
         let name = format!("in-command µs/call, lua / module, {workload}");
         checks.push(Check::new(name, ratio, Bound::AtLeast, min));
     }
-    let vs_ping = ratio(results, "hot", Variant::Module, Variant::Ping, |m| {
-        Some(m.cpu_us_per_req)
-    });
+    let vs_ping = ratio(results, "hot", &MODULE, &PING, |m| Some(m.cpu_us_per_req));
     let name = "server CPU/request, module / ping, hot".to_string();
     checks.push(Check::new(name, vs_ping, Bound::AtMost, 2.8));
     let name = format!(
@@ -67,7 +63,7 @@ pub fn evaluate(results: &[Measurement], worst: &Worst) -> Vec<Check> {
         2000.0,
     ));
     for workload in ["hot", "wide", "big"] {
-        let ratio = ratio(results, workload, Variant::Module, Variant::Lua, |m| {
+        let ratio = ratio(results, workload, &MODULE, &LUA, |m| {
             m.memory.as_ref().map(|mem: &Memory| mem.bytes_per_member)
         });
         let noise = level_noise(results, workload);
@@ -90,7 +86,7 @@ fn level_noise(results: &[Measurement], workload: &str) -> f64 {
     const LEVEL_STD_BYTES: f64 = 16.0 * 2.0 / 3.0;
     let Some(mem) = results
         .iter()
-        .find(|m| m.workload == workload && m.variant == Variant::Lua)
+        .find(|m| m.workload == workload && *m.variant == LUA)
         .and_then(|m| m.memory.as_ref())
     else {
         return 0.0;
@@ -105,11 +101,11 @@ fn level_noise(results: &[Measurement], workload: &str) -> f64 {
 fn ratio(
     results: &[Measurement],
     workload: &str,
-    top: Variant,
-    bottom: Variant,
+    top: &Variant,
+    bottom: &Variant,
     figure: impl Fn(&Measurement) -> Option<f64>,
 ) -> f64 {
-    let get = |variant| {
+    let get = |variant: &Variant| {
         results
             .iter()
             .find(|m| m.workload == workload && m.variant == variant)

@@ -1,4 +1,4 @@
-//! The four ways of serving one request, and how each is sent.
+//! The ways of serving one request (the table's variants), and how each is sent.
 
 use redis::{Connection, Pipeline, Value};
 
@@ -42,65 +42,115 @@ pub fn load_script(con: &mut Connection) -> Result<String> {
         .query(con)?)
 }
 
+/// How a variant sends one request, and which commands the server accounts it under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
+pub enum Shape {
     /// SLIDINGWINDOW.ALLOW.
-    Module,
+    Allow,
     /// EVALSHA of the seed script with a client-made member.
-    Lua,
+    Script,
     /// The script's four commands, pipelined, always adding: a non-atomic cost floor.
     Commands,
     /// PING: the protocol floor.
     Ping,
 }
 
-impl Variant {
-    pub const ALL: [Variant; 4] = [
-        Variant::Module,
-        Variant::Lua,
-        Variant::Commands,
-        Variant::Ping,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Module => "module",
-            Variant::Lua => "lua",
-            Variant::Commands => "commands",
-            Variant::Ping => "ping",
-        }
-    }
-
-    /// A key-prefix tag, the same length for every variant so that key names weigh the same in
-    /// `MEMORY USAGE`.
-    pub fn tag(self) -> &'static str {
-        match self {
-            Variant::Module => "mod",
-            Variant::Lua => "lua",
-            Variant::Commands => "cmd",
-            Variant::Ping => "png",
-        }
-    }
-
-    /// The commandstats entries whose usec, summed, is this variant's in-command time.
+impl Shape {
+    /// The commandstats and latencystats entries of one request (lower case, as Redis names
+    /// them); their usec, summed, is the request's in-command time.
     pub fn stat_names(self) -> &'static [&'static str] {
         match self {
-            Variant::Module => &["slidingwindow.allow"],
-            Variant::Lua => &["evalsha"],
-            Variant::Commands => &["zremrangebyscore", "zcard", "zadd", "expire"],
-            Variant::Ping => &["ping"],
+            Shape::Allow => &["slidingwindow.allow"],
+            Shape::Script => &["evalsha"],
+            Shape::Commands => &["zremrangebyscore", "zcard", "zadd", "expire"],
+            Shape::Ping => &["ping"],
         }
     }
 
-    /// Whether the variant keeps sorted sets (so memory per member means something).
+    /// Whether the variant keeps a log per key (so memory per member means something).
     pub fn stores_keys(self) -> bool {
-        self != Variant::Ping
+        self != Shape::Ping
+    }
+
+    /// Whether the variant can serve the workload: the seed script knows one limit only.
+    pub fn serves(self, workload: &Workload) -> bool {
+        match self {
+            Shape::Script | Shape::Commands => workload.extra_limits.is_empty(),
+            Shape::Allow | Shape::Ping => true,
+        }
     }
 }
 
+/// One variant: a row of the table on every workload it serves.
+#[derive(Debug)]
+pub struct Variant {
+    pub name: &'static str,
+    /// A key-prefix tag, the same length for every variant so that key names weigh the same
+    /// in `MEMORY USAGE`.
+    pub tag: &'static str,
+    pub shape: Shape,
+    /// Server configs this variant runs with (`CONFIG SET` before each of its turns); every
+    /// other variant runs with their values at startup.
+    pub config: &'static [(&'static str, &'static str)],
+    /// Its bars' colour in the chart.
+    pub color: (u8, u8, u8),
+}
+
+impl PartialEq for Variant {
+    fn eq(&self, other: &Variant) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Variant {
+    /// Position in ALL: the variant's place in the chart, and its own database, so that its
+    /// keys never share a keyspace with another variant's (its lookups cost what they would on
+    /// a server of its own).
+    pub fn index(&self) -> usize {
+        ALL.iter().position(|v| *v == self).unwrap_or(0)
+    }
+}
+
+pub static MODULE: Variant = Variant {
+    name: "module",
+    tag: "mod",
+    shape: Shape::Allow,
+    config: &[],
+    color: (0x1f, 0x77, 0xb4),
+};
+
+pub static LUA: Variant = Variant {
+    name: "lua",
+    tag: "lua",
+    shape: Shape::Script,
+    config: &[],
+    color: (0xff, 0x7f, 0x0e),
+};
+
+pub static COMMANDS: Variant = Variant {
+    name: "commands",
+    tag: "cmd",
+    shape: Shape::Commands,
+    config: &[],
+    color: (0x2c, 0xa0, 0x2c),
+};
+
+pub static PING: Variant = Variant {
+    name: "ping",
+    tag: "png",
+    shape: Shape::Ping,
+    config: &[],
+    color: (0x7f, 0x7f, 0x7f),
+};
+
+/// Every variant, in table order. A storage variant of the module is one more entry, e.g.
+/// `Variant { name: "compact", tag: "cmp", shape: Shape::Allow,
+/// config: &[("slidingwindow.storage", "compact")], .. }`.
+pub static ALL: [&Variant; 4] = [&MODULE, &LUA, &COMMANDS, &PING];
+
 /// Builds one variant's requests for one workload, on keys of its own.
 pub struct Sender<'a> {
-    variant: Variant,
+    shape: Shape,
     workload: &'a Workload,
     sha: &'a str,
     prefix: String,
@@ -108,12 +158,12 @@ pub struct Sender<'a> {
 }
 
 impl<'a> Sender<'a> {
-    pub fn new(variant: Variant, workload: &'a Workload, sha: &'a str) -> Sender<'a> {
+    pub fn new(variant: &Variant, workload: &'a Workload, sha: &'a str) -> Sender<'a> {
         Sender {
-            variant,
+            shape: variant.shape,
             workload,
             sha,
-            prefix: format!("sw:{}:{}", variant.tag(), workload.name),
+            prefix: format!("sw:{}:{}", variant.tag, workload.name),
             members: Members::new(MEMBER_SEED),
         }
     }
@@ -126,15 +176,19 @@ impl<'a> Sender<'a> {
     pub fn push(&mut self, pipe: &mut Pipeline, req: Request) {
         let w = self.workload;
         let key = self.key(req.key);
-        match self.variant {
-            Variant::Module => {
-                pipe.cmd("SLIDINGWINDOW.ALLOW")
+        match self.shape {
+            Shape::Allow => {
+                let allow = pipe
+                    .cmd("SLIDINGWINDOW.ALLOW")
                     .arg(key)
                     .arg(w.window_s)
                     .arg(w.max)
                     .arg(req.now);
+                for (window_s, max) in w.extra_limits {
+                    allow.arg("LIMIT").arg(window_s).arg(max);
+                }
             }
-            Variant::Lua => {
+            Shape::Script => {
                 pipe.cmd("EVALSHA")
                     .arg(self.sha)
                     .arg(1)
@@ -144,7 +198,7 @@ impl<'a> Sender<'a> {
                     .arg(req.now)
                     .arg(self.members.next(req.now));
             }
-            Variant::Commands => {
+            Shape::Commands => {
                 let cutoff = req.now - w.window_ms();
                 pipe.cmd("ZREMRANGEBYSCORE")
                     .arg(&key)
@@ -157,7 +211,7 @@ impl<'a> Sender<'a> {
                     .arg(self.members.next(req.now));
                 pipe.cmd("EXPIRE").arg(&key).arg(w.window_s);
             }
-            Variant::Ping => {
+            Shape::Ping => {
                 pipe.cmd("PING");
             }
         }
@@ -166,7 +220,7 @@ impl<'a> Sender<'a> {
     /// Requests admitted among `replies`, where the reply says so (only the module's does:
     /// the script's bare count is ambiguous at `count == max`).
     pub fn admitted(&self, replies: &[Value]) -> Option<u64> {
-        if self.variant != Variant::Module {
+        if self.shape != Shape::Allow {
             return None;
         }
         let admitted = replies
@@ -174,5 +228,39 @@ impl<'a> Sender<'a> {
             .filter(|reply| matches!(reply, Value::Array(fields) if fields.first() == Some(&Value::Int(1))))
             .count();
         Some(admitted as u64)
+    }
+
+    /// Appends a command whose reply (read by `members_in`) is how many members key `index`
+    /// stores.
+    pub fn push_member_count(&self, pipe: &mut Pipeline, index: u64) {
+        let key = self.key(index);
+        match self.shape {
+            // Any storage of the module's: PEEK at time 0 trims nothing, and a cost above max
+            // is never admitted, so its count is every member the key holds (no added one).
+            Shape::Allow => {
+                pipe.cmd("SLIDINGWINDOW.PEEK")
+                    .arg(key)
+                    .arg(self.workload.window_s)
+                    .arg(1)
+                    .arg(0)
+                    .arg("COST")
+                    .arg(2);
+            }
+            Shape::Script | Shape::Commands | Shape::Ping => {
+                pipe.cmd("ZCARD").arg(key);
+            }
+        }
+    }
+
+    /// The member count in a reply to `push_member_count`.
+    pub fn members_in(&self, reply: &Value) -> Result<u64> {
+        let count = match (self.shape, reply) {
+            (Shape::Allow, Value::Array(fields)) => fields.get(1),
+            (_, int) => Some(int),
+        };
+        match count {
+            Some(Value::Int(n)) => Ok(u64::try_from(*n)?),
+            _ => Err(format!("{}: not a member count: {reply:?}", self.prefix).into()),
+        }
     }
 }

@@ -15,6 +15,9 @@ pub struct Workload {
     /// The simulated clock advances `step_num / step_den` ms per request.
     pub step_num: u64,
     pub step_den: u64,
+    /// `LIMIT window max` pairs sent after the positional limit; only variants whose
+    /// `Shape::serves` the workload run it (the seed script knows one limit).
+    pub extra_limits: &'static [(u64, u64)],
 }
 
 pub const WORKLOADS: [Workload; 3] = [
@@ -26,6 +29,7 @@ pub const WORKLOADS: [Workload; 3] = [
         max: 1000,
         step_num: 5,
         step_den: 1,
+        extra_limits: &[],
     },
     // 100k keys, one request per key every 3 s on average: 20 per 60 s window against max 10.
     Workload {
@@ -35,6 +39,7 @@ pub const WORKLOADS: [Workload; 3] = [
         max: 10,
         step_num: 3000,
         step_den: 100_000,
+        extra_limits: &[],
     },
     // One request per ms: 60,000 members in the window, all admitted.
     Workload {
@@ -44,6 +49,7 @@ pub const WORKLOADS: [Workload; 3] = [
         max: 100_000,
         step_num: 1,
         step_den: 1,
+        extra_limits: &[],
     },
 ];
 
