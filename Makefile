@@ -5,8 +5,10 @@ FUZZ_SECONDS ?= 60
 MODULE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/libslidingwindow.so
 # Integration tests each start a redis-server; two at a time suits a small machine.
 TEST_THREADS ?= 2
+# Servers `make test` runs the integration suites on (scripts/servers.sh); e.g. SERVERS=redis7.
+SERVERS ?= redis7 redis8 valkey8
 
-.PHONY: all setup build panic-module run test lint bench fuzz soak clean
+.PHONY: all setup build panic-module servers run test lint bench fuzz soak clean
 
 all: build
 
@@ -26,9 +28,14 @@ PANIC_MODULE := $(CURDIR)/target/panic-test/debug/libslidingwindow.so
 panic-module: setup
 	cargo build --features panic-test --target-dir target/panic-test
 
+# Fetches (first time only) and lists the test servers: name, server, cli, version.
+servers: setup
+	@bash scripts/servers.sh $(SERVERS)
+
+# Unit tests once, then every integration suite on each of $(SERVERS), then a summary table.
 test: build panic-module
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
-		cargo test --release -p slidingwindow --no-fail-fast -- --test-threads=$(TEST_THREADS)
+		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh
 
 lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true

@@ -28,9 +28,13 @@ have_libclang || missing+=(libclang-dev)
 # rustc links through the system C compiler; a fresh machine may not have one.
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 
-# Extra tools a target asks for by name (e.g. `setup.sh valgrind` for `make soak`).
+# Extra tools a target asks for by name (e.g. `setup.sh valgrind` for `make soak`); `pip` is
+# Python's module (scripts/servers.sh fetches test servers with it), packaged as python3-pip.
 for tool in "$@"; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    case $tool in
+        pip) python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip) ;;
+        *) command -v "$tool" >/dev/null 2>&1 || missing+=("$tool") ;;
+    esac
 done
 
 if ((${#missing[@]})); then

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `make test`: compiles the tests once, runs the unit tests once, then every integration suite
+# against each server named in $SERVERS (scripts/servers.sh provides them), and ends with a
+# table of servers, versions and results. A failing or missing server fails the run, but only
+# after every other server has had its turn.
+# Takes from make: SLIDINGWINDOW_MODULE, SLIDINGWINDOW_PANIC_MODULE, SERVERS, TEST_THREADS.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+read -r -a servers <<<"${SERVERS:-redis7 redis8 valkey8}"
+threads=${TEST_THREADS:-2}
+logs=target/servers/logs
+mkdir -p "$logs"
+cargo_test=(cargo test --release -p slidingwindow --no-fail-fast)
+
+# Rows of the closing table: name, version, result, passed, failed, ignored, seconds, binaries.
+rows=()
+total_passed=0
+total_failed=0
+status=0
+
+# Sums cargo's "test result: ... N passed; M failed; K ignored" lines of log $1.
+counts() {
+    awk '/^test result:/ {
+            for (i = 1; i <= NF; i++) {
+                if ($(i + 1) ~ /^passed/) p += $i
+                if ($(i + 1) ~ /^failed/) f += $i
+                if ($(i + 1) ~ /^ignored/) g += $i
+            }
+        } END { printf "%d %d %d\n", p, f, g }' "$1"
+}
+
+# Runs `cargo test ARGS...` with its output also in log $2, then adds row $1 (version $3,
+# binaries $4).
+run() {
+    local name=$1 log=$2 version=$3 binaries=$4
+    shift 4
+    local start=$SECONDS rc passed failed ignored result
+    "${cargo_test[@]}" "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    read -r passed failed ignored < <(counts "$log")
+    result=ok
+    if ((rc != 0)); then
+        result=FAILED
+        status=1
+    fi
+    total_passed=$((total_passed + passed))
+    total_failed=$((total_failed + failed))
+    rows+=("$name|$version|$result|$passed|$failed|$ignored|$((SECONDS - start))s|$binaries")
+}
+
+# One build for every run below; a compile error ends here.
+"${cargo_test[@]}" --no-run || exit 1
+
+# The unit tests do not touch a server: once is enough.
+run unit "$logs/unit.log" - - --lib -- --test-threads="$threads"
+
+# Resolve (and on first use fetch) every server before running any suite.
+declare -A server_of cli_of version_of
+for name in "${servers[@]}"; do
+    if line=$(bash scripts/servers.sh "$name"); then
+        IFS=$'\t' read -r _ server_of[$name] cli_of[$name] version_of[$name] <<<"$line"
+    fi
+done
+
+for name in "${servers[@]}"; do
+    if [[ -z ${server_of[$name]:-} ]]; then
+        rows+=("$name|-|MISSING|0|0|0|0s|see the servers: message above")
+        status=1
+        continue
+    fi
+    echo "=== integration suites on $name: ${server_of[$name]} (v${version_of[$name]}), cli ${cli_of[$name]}"
+    export REDIS_SERVER=${server_of[$name]} REDIS_CLI=${cli_of[$name]}
+    run "$name" "$logs/$name.log" "${version_of[$name]}" \
+        "${server_of[$name]#"$PWD"/} + ${cli_of[$name]#"$PWD"/}" \
+        --test '*' -- --test-threads="$threads"
+done
+
+echo
+echo "=== test matrix (logs in $logs/)"
+for row in "run|version|result|passed|failed|ignored|time|server + cli" "${rows[@]}"; do
+    IFS='|' read -r -a f <<<"$row"
+    printf '%-8s %-8s %-7s %6s %6s %7s %6s  %s\n' "${f[@]}"
+done
+echo "matrix: $total_passed passed, $total_failed failed"
+exit $status
