@@ -22,11 +22,16 @@ build: setup
 run: build
 	exec redis-server redis.conf.example --port $(PORT)
 
-# A debug build with the `panic-test` feature adds SLIDINGWINDOW.DEBUGPANIC, to prove panics are contained.
-PANIC_MODULE := $(CURDIR)/target/panic-test/debug/libslidingwindow.so
+# A debug build with the `panic-test` feature adds SLIDINGWINDOW.DEBUGPANIC, to prove panics are
+# contained. It shares target/debug with the tests (one dev build of the dependencies) and is
+# copied aside, since the tests' own build of the crate replaces target/debug's library.
+DEBUG_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+PANIC_MODULE := $(DEBUG_DIR)/panic-test/libslidingwindow.so
 
 panic-module: setup
-	cargo build --features panic-test --target-dir target/panic-test
+	cargo build --features panic-test
+	mkdir -p '$(DEBUG_DIR)/panic-test'
+	cp '$(DEBUG_DIR)/debug/libslidingwindow.so' '$(PANIC_MODULE)'
 
 # Fetches (first time only) and lists the test servers: name, server, cli, version.
 servers: setup

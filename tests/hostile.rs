@@ -427,13 +427,12 @@ fn fuzz_replies_are_errors_or_five_integers_and_touch_nothing_else() {
 fn panic_module() -> PathBuf {
     let path = match std::env::var_os("SLIDINGWINDOW_PANIC_MODULE") {
         Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target/panic-test/debug/libslidingwindow.so"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/panic-test/libslidingwindow.so"),
     };
     assert!(
         path.is_file(),
-        "panic-test module {} not found: run `cargo build --features panic-test --target-dir \
-         target/panic-test` (make test does) or set SLIDINGWINDOW_PANIC_MODULE",
+        "panic-test module {} not found: run `make panic-module` (make test does) or set \
+         SLIDINGWINDOW_PANIC_MODULE",
         path.display()
     );
     std::fs::canonicalize(&path).unwrap_or(path)
