@@ -2,6 +2,7 @@
 //! publishes whatever it changed from outside the unwind boundary.
 
 mod allow;
+pub mod config;
 #[cfg(feature = "panic-test")]
 mod debug;
 mod peek;
@@ -77,6 +78,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
         }
     }
     loader.no_implicit_signal_modified();
+    config::register(loader)?;
     let specs = [
         Spec {
             name: c"slidingwindow.allow",

@@ -1,7 +1,8 @@
 //! From a command's arguments to a checked `Request`, with `now` resolved.
 
+use super::config;
 use crate::core::args::{self, Args, Now};
-use crate::core::error::{Error, MAX_ADD_PER_CALL, MAX_EXACT};
+use crate::core::error::{Error, MAX_EXACT};
 use crate::core::window::Request;
 use crate::ffi::{Argv, Ctx};
 
@@ -31,6 +32,6 @@ pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
         max: args.max,
         now,
         cost: args.cost,
-        max_add: MAX_ADD_PER_CALL,
+        max_add: config::max_members_per_call(),
     })
 }

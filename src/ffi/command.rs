@@ -86,7 +86,7 @@ impl<'a> Loader<'a> {
         Ok(Loader { ctx })
     }
 
-    fn raw(&self) -> *mut raw::RedisModuleCtx {
+    pub(super) fn raw(&self) -> *mut raw::RedisModuleCtx {
         self.ctx.ctx
     }
 

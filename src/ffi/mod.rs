@@ -6,11 +6,13 @@
 mod api;
 mod call;
 mod command;
+mod config;
 mod context;
 mod key;
 mod string;
 
 pub use command::{Access, Handler, Loader, Spec, handler};
+pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
 pub use key::{Key, Kind, Mode};
 pub use string::{Argv, OwnedString, RString};
