@@ -21,9 +21,11 @@ use kit::{q, sw5_with};
 use std::collections::BTreeSet;
 use traffic::{Outcome, State, Traffic, Workload, assert_keys_match_on};
 
-/// Extra server arguments of each storage; every scenario runs once per entry. The compact
-/// storage adds its line here: `&["--slidingwindow.storage", "compact"]`.
-const STORAGES: &[&[&str]] = &[&[]];
+/// Extra server arguments of each storage; every scenario runs once per entry.
+const STORAGES: &[&[&str]] = &[
+    &["--slidingwindow.storage", "zset"],
+    &["--slidingwindow.storage", "compact"],
+];
 
 #[test]
 fn replies_match_the_model_on_every_master() {

@@ -8,7 +8,7 @@ mod kit;
 mod rng;
 
 use common::{Server, call, start_replica, wait_in_sync};
-use kit::{five, q, scores, sw5_with};
+use kit::{STORAGES, five, q, scores, sw5_with};
 use redis::Value;
 use rng::Rng;
 use std::thread;
@@ -52,88 +52,90 @@ fn hammer(s: &Server, plan: impl Fn(usize) -> Vec<(bool, u64)> + Sync, max: u64)
 
 #[test]
 fn many_clients_same_now_admit_exactly_max() {
-    let s = Server::start();
-    let max = 400u64;
-    // 10 x 150 calls, a fifth of them PEEKs: far more than max ALLOWs.
-    let seen = hammer(
-        &s,
-        |t| {
-            let mut rng = Rng::new(100 + t as u64);
-            (0..150).map(|_| (rng.chance(20), 1)).collect()
-        },
-        max,
-    );
-    let m = max as i64;
-    let mut admitted_counts = Vec::new();
-    for x in &seen {
-        let [allowed, count, ..] = x.reply;
-        let want = if allowed == 1 {
-            [1, count, m - count, if count == m { W } else { 0 }, W]
-        } else {
-            [0, m, 0, W, W]
-        };
-        assert_eq!(x.reply, want, "peek={} reply inconsistent", x.peek);
-        assert!((1..=m).contains(&count), "count {count} out of 1..={m}");
-        if allowed == 1 && !x.peek {
-            admitted_counts.push(count);
+    for storage in STORAGES {
+        let s = Server::builder().storage(storage).start();
+        let max = 400u64;
+        // 10 x 150 calls, a fifth of them PEEKs: far more than max ALLOWs.
+        let seen = hammer(
+            &s,
+            |t| {
+                let mut rng = Rng::new(100 + t as u64);
+                (0..150).map(|_| (rng.chance(20), 1)).collect()
+            },
+            max,
+        );
+        let m = max as i64;
+        let mut admitted_counts = Vec::new();
+        for x in &seen {
+            let [allowed, count, ..] = x.reply;
+            let want = if allowed == 1 {
+                [1, count, m - count, if count == m { W } else { 0 }, W]
+            } else {
+                [0, m, 0, W, W]
+            };
+            assert_eq!(x.reply, want, "peek={} reply inconsistent", x.peek);
+            assert!((1..=m).contains(&count), "count {count} out of 1..={m}");
+            if allowed == 1 && !x.peek {
+                admitted_counts.push(count);
+            }
         }
+        admitted_counts.sort_unstable();
+        // Each admission saw a distinct count: no two clients were admitted into the same slot.
+        assert_eq!(admitted_counts, (1..=m).collect::<Vec<_>>());
+        assert_eq!(scores(&mut s.client(), "hot").len() as u64, max);
     }
-    admitted_counts.sort_unstable();
-    // Each admission saw a distinct count: no two clients were admitted into the same slot.
-    assert_eq!(admitted_counts, (1..=m).collect::<Vec<_>>());
-    let zcard: u64 = q(&mut s.client(), &["ZCARD", "hot"]);
-    assert_eq!(zcard, max);
 }
 
 #[test]
 fn many_clients_mixed_costs_fill_exactly_max_never_more() {
-    let s = Server::start();
-    let max = 1000u64;
-    // Random costs first, then cost 1: 10 x 150 cost-1 calls exceed max, so the key ends full.
-    let seen = hammer(
-        &s,
-        |t| {
-            let mut rng = Rng::new(200 + t as u64);
-            let mut calls: Vec<(bool, u64)> = (0..40)
-                .map(|_| (rng.chance(10), rng.pick(&[1, 2, 3, 5, 8])))
-                .collect();
-            calls.extend((0..150).map(|_| (false, 1)));
-            calls
-        },
-        max,
-    );
-    let m = max as i64;
-    let mut intervals = Vec::new();
-    for x in &seen {
-        let [allowed, count, remaining, ..] = x.reply;
-        let cost = x.cost as i64;
-        assert_eq!(remaining, (m - count).max(0), "{:?}", x.reply);
-        if allowed == 1 {
-            assert!(count <= m, "admitted past max: {:?}", x.reply);
-            if !x.peek {
-                intervals.push((count - cost + 1, count));
-            }
-        } else {
-            assert!(
-                count + cost > m,
-                "rejected although it fit: cost {cost}, {:?}",
-                x.reply
-            );
-        }
-    }
-    // The admitted calls' slots [count-cost+1, count] tile 1..=max: no gap, no overlap.
-    intervals.sort_unstable();
-    let mut next = 1;
-    for (lo, hi) in &intervals {
-        assert_eq!(
-            *lo, next,
-            "admitted slots overlap or leave a gap: {intervals:?}"
+    for storage in STORAGES {
+        let s = Server::builder().storage(storage).start();
+        let max = 1000u64;
+        // Random costs first, then cost 1: 10 x 150 cost-1 calls exceed max, so the key ends full.
+        let seen = hammer(
+            &s,
+            |t| {
+                let mut rng = Rng::new(200 + t as u64);
+                let mut calls: Vec<(bool, u64)> = (0..40)
+                    .map(|_| (rng.chance(10), rng.pick(&[1, 2, 3, 5, 8])))
+                    .collect();
+                calls.extend((0..150).map(|_| (false, 1)));
+                calls
+            },
+            max,
         );
-        next = hi + 1;
+        let m = max as i64;
+        let mut intervals = Vec::new();
+        for x in &seen {
+            let [allowed, count, remaining, ..] = x.reply;
+            let cost = x.cost as i64;
+            assert_eq!(remaining, (m - count).max(0), "{:?}", x.reply);
+            if allowed == 1 {
+                assert!(count <= m, "admitted past max: {:?}", x.reply);
+                if !x.peek {
+                    intervals.push((count - cost + 1, count));
+                }
+            } else {
+                assert!(
+                    count + cost > m,
+                    "rejected although it fit: cost {cost}, {:?}",
+                    x.reply
+                );
+            }
+        }
+        // The admitted calls' slots [count-cost+1, count] tile 1..=max: no gap, no overlap.
+        intervals.sort_unstable();
+        let mut next = 1;
+        for (lo, hi) in &intervals {
+            assert_eq!(
+                *lo, next,
+                "admitted slots overlap or leave a gap: {intervals:?}"
+            );
+            next = hi + 1;
+        }
+        assert_eq!(next, m + 1, "the key did not end exactly full");
+        assert_eq!(scores(&mut s.client(), "hot").len() as u64, max);
     }
-    assert_eq!(next, m + 1, "the key did not end exactly full");
-    let zcard: u64 = q(&mut s.client(), &["ZCARD", "hot"]);
-    assert_eq!(zcard, max);
 }
 
 /// A sequence of calls over `$K` (a sorted set) and `$S` (a string): admissions, rejections,
@@ -187,109 +189,111 @@ return out
 
 #[test]
 fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
-    let master = Server::start();
-    let replica = start_replica(&master, &[]);
-    let mut con = master.client();
-    for mode in ["plain", "multi", "lua-each", "lua-batch"] {
-        let _: () = q(&mut con, &["SET", &format!("{mode}:s"), "text"]);
-    }
+    for storage in STORAGES {
+        let master = Server::builder().storage(storage).start();
+        let replica = start_replica(&master, &[]);
+        let mut con = master.client();
+        for mode in ["plain", "multi", "lua-each", "lua-batch"] {
+            let _: () = q(&mut con, &["SET", &format!("{mode}:s"), "text"]);
+        }
 
-    let keys = |mode: &str| (format!("{mode}:k"), format!("{mode}:s"));
-    let (k, s) = keys("plain");
-    let plain: Vec<Value> = CALLS
-        .iter()
-        .map(|c| {
-            let l = line(c, &k, &s);
-            call(&mut con, &l.iter().map(String::as_str).collect::<Vec<_>>())
-        })
-        .collect();
-    // Sanity: the sequence really admits, rejects and errs.
-    assert_eq!(five(&plain[0]), Some([1, 1, 2, 0, 10_000]));
-    assert_eq!(five(&plain[3]), Some([0, 3, 0, 9500, 9500]));
-    assert_eq!(five(&plain[10]), Some([0, 0, 3, -1, 0]));
-    assert!(
-        matches!(plain[14], Value::ServerError(_)),
-        "{:?}",
-        plain[14]
-    );
-
-    let (k, s) = keys("multi");
-    let mut cmds: Vec<Vec<String>> = vec![vec!["MULTI".into()]];
-    cmds.extend(CALLS.iter().map(|c| line(c, &k, &s)));
-    cmds.push(vec!["EXEC".into()]);
-    let replies = kit::pipeline(&mut con, &cmds);
-    for queued in &replies[1..replies.len() - 1] {
-        assert_eq!(*queued, Value::SimpleString("QUEUED".into()));
-    }
-    let Some(Value::Array(multi)) = replies.last() else {
-        panic!("EXEC answered {:?}", replies.last());
-    };
-    assert_eq!(multi, &plain, "MULTI/EXEC replies differ from plain calls");
-
-    // Like any Redis command, a wrong arity is refused while queueing, and EXEC then aborts.
-    let refused = kit::pipeline(
-        &mut con,
-        &[
-            vec!["MULTI".into()],
-            vec!["SLIDINGWINDOW.ALLOW".into(), k.clone()],
-            vec!["EXEC".into()],
-        ],
-    );
-    assert!(
-        matches!(&refused[1], Value::ServerError(e) if e.details().unwrap_or_default().contains("wrong number of arguments")),
-        "{refused:?}"
-    );
-    assert!(
-        matches!(&refused[2], Value::ServerError(e) if e.code() == "EXECABORT"),
-        "{refused:?}"
-    );
-
-    let (k, s) = keys("lua-each");
-    let each: Vec<Value> = CALLS
-        .iter()
-        .map(|c| call(&mut con, &["EVAL", LUA_BATCH, "2", &k, &s, c]))
-        .map(|v| match v {
-            Value::Array(mut one) if one.len() == 1 => one.remove(0),
-            other => panic!("EVAL answered {other:?}"),
-        })
-        .collect();
-    assert_eq!(
-        each, plain,
-        "one EVAL per call: replies differ from plain calls"
-    );
-
-    let (k, s) = keys("lua-batch");
-    let mut args = vec!["EVAL", LUA_BATCH, "2", &k, &s];
-    args.extend(CALLS.iter().copied());
-    let batch = match call(&mut con, &args) {
-        Value::Array(v) => v,
-        other => panic!("EVAL answered {other:?}"),
-    };
-    assert_eq!(
-        batch, plain,
-        "all calls in one EVAL: replies differ from plain calls"
-    );
-
-    wait_in_sync(&master, &replica);
-    assert_eq!(
-        master.digest(),
-        replica.digest(),
-        "replica differs after MULTI and Lua"
-    );
-    let mut rcon = replica.client();
-    for mode in ["plain", "multi", "lua-each", "lua-batch"] {
-        let key = format!("{mode}:k");
-        let got = scores(&mut rcon, &key);
-        // The last call trimmed everything and added 3 members at the server's clock.
-        assert_eq!(got.len(), 3, "{key} on the replica: {got:?}");
+        let keys = |mode: &str| (format!("{mode}:k"), format!("{mode}:s"));
+        let (k, s) = keys("plain");
+        let plain: Vec<Value> = CALLS
+            .iter()
+            .map(|c| {
+                let l = line(c, &k, &s);
+                call(&mut con, &l.iter().map(String::as_str).collect::<Vec<_>>())
+            })
+            .collect();
+        // Sanity: the sequence really admits, rejects and errs.
+        assert_eq!(five(&plain[0]), Some([1, 1, 2, 0, 10_000]));
+        assert_eq!(five(&plain[3]), Some([0, 3, 0, 9500, 9500]));
+        assert_eq!(five(&plain[10]), Some([0, 0, 3, -1, 0]));
         assert!(
-            got.iter().all(|&t| t == got[0] && t > NOW),
-            "{key}: {got:?}"
+            matches!(plain[14], Value::ServerError(_)),
+            "{:?}",
+            plain[14]
         );
+
+        let (k, s) = keys("multi");
+        let mut cmds: Vec<Vec<String>> = vec![vec!["MULTI".into()]];
+        cmds.extend(CALLS.iter().map(|c| line(c, &k, &s)));
+        cmds.push(vec!["EXEC".into()]);
+        let replies = kit::pipeline(&mut con, &cmds);
+        for queued in &replies[1..replies.len() - 1] {
+            assert_eq!(*queued, Value::SimpleString("QUEUED".into()));
+        }
+        let Some(Value::Array(multi)) = replies.last() else {
+            panic!("EXEC answered {:?}", replies.last());
+        };
+        assert_eq!(multi, &plain, "MULTI/EXEC replies differ from plain calls");
+
+        // Like any Redis command, a wrong arity is refused while queueing, and EXEC then aborts.
+        let refused = kit::pipeline(
+            &mut con,
+            &[
+                vec!["MULTI".into()],
+                vec!["SLIDINGWINDOW.ALLOW".into(), k.clone()],
+                vec!["EXEC".into()],
+            ],
+        );
+        assert!(
+            matches!(&refused[1], Value::ServerError(e) if e.details().unwrap_or_default().contains("wrong number of arguments")),
+            "{refused:?}"
+        );
+        assert!(
+            matches!(&refused[2], Value::ServerError(e) if e.code() == "EXECABORT"),
+            "{refused:?}"
+        );
+
+        let (k, s) = keys("lua-each");
+        let each: Vec<Value> = CALLS
+            .iter()
+            .map(|c| call(&mut con, &["EVAL", LUA_BATCH, "2", &k, &s, c]))
+            .map(|v| match v {
+                Value::Array(mut one) if one.len() == 1 => one.remove(0),
+                other => panic!("EVAL answered {other:?}"),
+            })
+            .collect();
         assert_eq!(
-            got,
-            scores(&mut con, &key),
-            "{key}: replica and master differ"
+            each, plain,
+            "one EVAL per call: replies differ from plain calls"
         );
+
+        let (k, s) = keys("lua-batch");
+        let mut args = vec!["EVAL", LUA_BATCH, "2", &k, &s];
+        args.extend(CALLS.iter().copied());
+        let batch = match call(&mut con, &args) {
+            Value::Array(v) => v,
+            other => panic!("EVAL answered {other:?}"),
+        };
+        assert_eq!(
+            batch, plain,
+            "all calls in one EVAL: replies differ from plain calls"
+        );
+
+        wait_in_sync(&master, &replica);
+        assert_eq!(
+            master.digest(),
+            replica.digest(),
+            "replica differs after MULTI and Lua"
+        );
+        let mut rcon = replica.client();
+        for mode in ["plain", "multi", "lua-each", "lua-batch"] {
+            let key = format!("{mode}:k");
+            let got = scores(&mut rcon, &key);
+            // The last call trimmed everything and added 3 members at the server's clock.
+            assert_eq!(got.len(), 3, "{key} on the replica: {got:?}");
+            assert!(
+                got.iter().all(|&t| t == got[0] && t > NOW),
+                "{key}: {got:?}"
+            );
+            assert_eq!(
+                got,
+                scores(&mut con, &key),
+                "{key}: replica and master differ"
+            );
+        }
     }
 }

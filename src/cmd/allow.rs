@@ -1,10 +1,13 @@
 //! `SLIDINGWINDOW.ALLOW key window max now [COST n]`: trim, count, maybe add, expire.
 
 use super::Answer;
+use super::config::{self, Storage};
 use super::request::request;
 use crate::core::error::Error;
 use crate::core::window::{self, Request};
 use crate::ffi::{Argv, Ctx, Key, Kind, Mode};
+use crate::store::compact::CompactStore;
+use crate::store::compact::log::CompactLog;
 use crate::store::zset::ZsetLog;
 use crate::store::{Effects, Store};
 
@@ -12,9 +15,17 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Ans
     let req = request(ctx, argv)?;
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
     let mut key = Key::open(ctx, name, Mode::Write)?;
-    match key.kind() {
-        Kind::Empty | Kind::Zset => decide(ctx, &mut ZsetLog::new(&mut key, &mut fx.zset), &req),
-        Kind::Other => Err(Error::WrongType),
+    // A missing key is created in the configured storage; an existing one keeps its own.
+    let compact = match key.kind::<CompactLog>() {
+        Kind::Empty => config::storage() == Storage::Compact,
+        Kind::Zset => false,
+        Kind::Native => true,
+        Kind::Other => return Err(Error::WrongType),
+    };
+    if compact {
+        decide(ctx, &mut CompactStore::new(&mut key, &mut fx.compact), &req)
+    } else {
+        decide(ctx, &mut ZsetLog::new(&mut key, &mut fx.zset), &req)
     }
 }
 

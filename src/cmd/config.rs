@@ -5,7 +5,6 @@ use crate::ffi::{EnumConfig, Loader, NumericConfig};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// Where ALLOW keeps the log of a key it creates.
-#[allow(dead_code)] // read by the compact storage, in the works
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Storage {
     Zset,
@@ -13,6 +12,7 @@ pub enum Storage {
 }
 
 impl Storage {
+    #[allow(dead_code)] // for INFO
     pub fn name(self) -> &'static str {
         match self {
             Storage::Zset => "zset",
@@ -26,7 +26,6 @@ static STORAGE: AtomicI32 = AtomicI32::new(0);
 static MAX_MEMBERS_PER_CALL: AtomicU64 = AtomicU64::new(MAX_ADD_PER_CALL);
 
 /// `slidingwindow.storage`: the storage of new keys.
-#[allow(dead_code)]
 pub fn storage() -> Storage {
     match STORAGE.load(Ordering::Relaxed) {
         1 => Storage::Compact,

@@ -2,7 +2,9 @@
 //! publishes whatever it changed from outside the unwind boundary.
 
 mod allow;
+mod apply;
 pub mod config;
+mod convert;
 #[cfg(feature = "panic-test")]
 mod debug;
 mod peek;
@@ -12,12 +14,12 @@ use crate::core::error::Error;
 use crate::core::reply::Reply;
 use crate::ffi::{Access, Argv, Ctx, Handler, Loader, Spec, handler};
 use crate::store::Effects;
+use crate::store::compact::log::CompactLog;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// What a command answers when it succeeds.
 pub enum Answer {
     Fields(Reply),
-    #[cfg_attr(not(feature = "panic-test"), allow(dead_code))]
     Integer(i64),
 }
 
@@ -40,18 +42,23 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
     }
 }
 
-struct Allow;
-impl Handler for Allow {
-    fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-        run(ctx, argv, allow::run);
-    }
+/// A `Handler` for each command body.
+macro_rules! handlers {
+    ($($name:ident => $body:path),* $(,)?) => {$(
+        struct $name;
+        impl Handler for $name {
+            fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
+                run(ctx, argv, $body);
+            }
+        }
+    )*};
 }
 
-struct Peek;
-impl Handler for Peek {
-    fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-        run(ctx, argv, peek::run);
-    }
+handlers! {
+    Allow => allow::run,
+    Peek => peek::run,
+    Convert => convert::run,
+    Apply => apply::run,
 }
 
 /// Commands whose effects the module replicates as themselves, or calls in place.
@@ -77,7 +84,8 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             ));
         }
     }
-    loader.no_implicit_signal_modified();
+    loader.set_module_options()?;
+    loader.data_type::<CompactLog>()?;
     config::register(loader)?;
     let specs = [
         Spec {
@@ -97,6 +105,24 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             summary: c"Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
             complexity: COMPLEXITY,
             arity: -5,
+        },
+        Spec {
+            name: c"slidingwindow.convert",
+            handler: handler::<Convert>(),
+            flags: c"write deny-oom",
+            access: Access::Update,
+            summary: c"Moves a key's log to the other storage (zset or compact), keeping its timestamps and TTL",
+            complexity: c"O(N log N) for N logged requests",
+            arity: 3,
+        },
+        Spec {
+            name: c"slidingwindow.apply",
+            handler: handler::<Apply>(),
+            flags: c"write deny-oom",
+            access: Access::Update,
+            summary: c"Internal: replays a resolved change of a compact log (replication and AOF)",
+            complexity: c"O(log N + M) for M timestamps added or trimmed",
+            arity: -4,
         },
     ];
     for spec in &specs {

@@ -57,6 +57,65 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
     })
 }
 
+/// The arguments of the internal `SLIDINGWINDOW.APPLY key cutoff pexpireat [ts n]...`: remove
+/// the timestamps at or before `cutoff`, add `n` timestamps `ts` for each pair, then set the
+/// absolute expiry `pexpireat` (ms; 0 leaves it alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Apply {
+    pub cutoff: i64,
+    pub pexpireat: i64,
+    pub adds: Vec<(u64, u64)>,
+}
+
+/// Parses `APPLY`'s whole argv; at most `max_add` timestamps added in all.
+pub fn apply(argv: &[&[u8]], max_add: u64) -> Result<Apply, Error> {
+    let [_name, _key, cutoff, pexpireat, pairs @ ..] = argv else {
+        return Err(Error::WrongArity("slidingwindow.apply".into()));
+    };
+    let limit = MAX_EXACT as i64;
+    let cutoff = signed(cutoff, -limit, limit).ok_or(Error::BadApply(
+        "cutoff must be an integer between -2^53 and 2^53",
+    ))?;
+    let pexpireat = signed(pexpireat, 0, i64::MAX)
+        .ok_or(Error::BadApply("pexpireat must be a non-negative integer"))?;
+    if pairs.len() % 2 != 0 {
+        return Err(Error::BadApply("timestamps come in pairs: ts n"));
+    }
+    let mut adds = Vec::with_capacity(pairs.len() / 2);
+    let mut total: u64 = 0;
+    for pair in pairs.chunks_exact(2) {
+        let [ts, n] = pair else {
+            return Err(Error::BadApply("timestamps come in pairs: ts n"));
+        };
+        let ts = integer(ts, 0, MAX_EXACT)
+            .ok_or(Error::BadApply("ts must be an integer between 0 and 2^53"))?;
+        let n = integer(n, 1, max_add).ok_or(Error::BadApply(
+            "n must be a positive integer within the per-call cap",
+        ))?;
+        total = total
+            .checked_add(n)
+            .filter(|t| *t <= max_add)
+            .ok_or(Error::BadApply("more timestamps than one call may add"))?;
+        adds.push((ts, n));
+    }
+    Ok(Apply {
+        cutoff,
+        pexpireat,
+        adds,
+    })
+}
+
+/// A decimal integer with an optional leading `-`, within `lo..=hi`.
+fn signed(bytes: &[u8], lo: i64, hi: i64) -> Option<i64> {
+    let value = match bytes {
+        [b'-', digits @ ..] => {
+            0i64.checked_sub(i64::try_from(integer(digits, 0, u64::MAX)?).ok()?)?
+        }
+        digits => i64::try_from(integer(digits, 0, u64::MAX)?).ok()?,
+    };
+    (lo..=hi).contains(&value).then_some(value)
+}
+
 /// A plain decimal integer (ASCII digits only, no sign, no spaces) within `lo..=hi`.
 fn integer(bytes: &[u8], lo: u64, hi: u64) -> Option<u64> {
     if bytes.is_empty() {
@@ -206,6 +265,76 @@ mod tests {
             parse(&binary),
             Err(Error::UnknownOption("\\x0d\\x0a\\x00".into()))
         );
+    }
+
+    #[test]
+    fn apply_arguments() {
+        let run = |line: &str| {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            apply(&words, 10)
+        };
+        let ok = |cutoff, pexpireat, adds: &[(u64, u64)]| {
+            Ok(Apply {
+                cutoff,
+                pexpireat,
+                adds: adds.to_vec(),
+            })
+        };
+        let cases = [
+            ("APPLY k -1 0", ok(-1, 0, &[])),
+            ("APPLY k 5 99 7 2 8 3", ok(5, 99, &[(7, 2), (8, 3)])),
+            (
+                "APPLY k -9007199254740992 0 9007199254740992 10",
+                ok(-9007199254740992, 0, &[(9007199254740992, 10)]),
+            ),
+            (
+                "APPLY k -9007199254740993 0",
+                Err(Error::BadApply(
+                    "cutoff must be an integer between -2^53 and 2^53",
+                )),
+            ),
+            (
+                "APPLY k - 0",
+                Err(Error::BadApply(
+                    "cutoff must be an integer between -2^53 and 2^53",
+                )),
+            ),
+            (
+                "APPLY k 1 -1",
+                Err(Error::BadApply("pexpireat must be a non-negative integer")),
+            ),
+            (
+                "APPLY k 1 0 5",
+                Err(Error::BadApply("timestamps come in pairs: ts n")),
+            ),
+            (
+                "APPLY k 1 0 5 0",
+                Err(Error::BadApply(
+                    "n must be a positive integer within the per-call cap",
+                )),
+            ),
+            (
+                "APPLY k 1 0 5 11",
+                Err(Error::BadApply(
+                    "n must be a positive integer within the per-call cap",
+                )),
+            ),
+            (
+                "APPLY k 1 0 5 6 7 5",
+                Err(Error::BadApply("more timestamps than one call may add")),
+            ),
+            (
+                "APPLY k 1 0 9007199254740993 1",
+                Err(Error::BadApply("ts must be an integer between 0 and 2^53")),
+            ),
+            (
+                "APPLY k 1",
+                Err(Error::WrongArity("slidingwindow.apply".into())),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(run(line), want, "{line}");
+        }
     }
 
     #[test]

@@ -34,6 +34,14 @@ pub enum Error {
         cap: u64,
     },
     WrongType,
+    /// `SLIDINGWINDOW.CONVERT` of a missing key.
+    NoSuchKey,
+    /// `SLIDINGWINDOW.CONVERT` to a storage that does not exist; holds the word.
+    BadStorage(String),
+    /// A sorted set to convert holds a score that is no ms timestamp in `0..=2^53`.
+    NotATimestamp(String),
+    /// Malformed arguments of the internal `SLIDINGWINDOW.APPLY`.
+    BadApply(&'static str),
     /// The server refused a low-level operation; should never happen.
     Server(&'static str),
     /// A bug panicked inside a command; the panic was contained.
@@ -79,6 +87,15 @@ impl fmt::Display for Error {
                     "WRONGTYPE Operation against a key holding the wrong kind of value"
                 )
             }
+            Error::NoSuchKey => write!(f, "ERR no such key"),
+            Error::BadStorage(tok) => {
+                write!(f, "ERR storage must be zset or compact, not '{tok}'")
+            }
+            Error::NotATimestamp(score) => write!(
+                f,
+                "ERR the sorted set holds a score that is not a timestamp in ms (an integer between 0 and {MAX_EXACT}): {score}"
+            ),
+            Error::BadApply(what) => write!(f, "ERR SLIDINGWINDOW.APPLY: {what}"),
             Error::Server(what) => write!(f, "ERR slidingwindow: the server refused {what}"),
             Error::Panic => write!(
                 f,
@@ -157,6 +174,16 @@ mod tests {
                 Error::WrongType,
                 "WRONGTYPE Operation against a key holding the wrong kind of value",
             ),
+            (Error::NoSuchKey, "ERR no such key"),
+            (
+                Error::BadStorage("list".into()),
+                "ERR storage must be zset or compact, not 'list'",
+            ),
+            (
+                Error::NotATimestamp("1.5".into()),
+                "ERR the sorted set holds a score that is not a timestamp in ms (an integer between 0 and 9007199254740992): 1.5",
+            ),
+            (Error::BadApply("cutoff"), "ERR SLIDINGWINDOW.APPLY: cutoff"),
         ];
         for (err, text) in cases {
             assert_eq!(err.to_string(), *text);

@@ -7,4 +7,8 @@ pub mod error;
 pub mod fault;
 pub mod member;
 pub mod reply;
+// The integration tests' seeded generator, for unit tests too.
+#[cfg(test)]
+#[path = "../../tests/support/rng.rs"]
+pub mod rng;
 pub mod window;

@@ -200,15 +200,10 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
-// The integration tests' seeded generator.
-#[cfg(test)]
-#[path = "../../tests/support/rng.rs"]
-mod rng;
-
 #[cfg(test)]
 mod tests {
-    use super::rng::Rng;
     use super::*;
+    use crate::core::rng::Rng;
 
     /// The simplest log: a sorted vector of scores.
     #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,9 +2,10 @@
 //! function pointer again, and a server lacking one refuses to load the module instead.
 
 use redis_module::raw::{
-    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, mstime_t,
+    RedisModuleCallReply, RedisModuleCtx, RedisModuleDigest, RedisModuleIO, RedisModuleKey,
+    RedisModuleString, RedisModuleType, mstime_t,
 };
-use std::os::raw::{c_char, c_int, c_long, c_longlong};
+use std::os::raw::{c_char, c_int, c_long, c_longlong, c_void};
 use std::sync::OnceLock;
 
 macro_rules! table {
@@ -59,6 +60,7 @@ table! {
     create_string = RedisModule_CreateString: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, usize) -> *mut RedisModuleString;
     free_string = RedisModule_FreeString: unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString);
     string_ptr_len = RedisModule_StringPtrLen: unsafe extern "C" fn(*const RedisModuleString, *mut usize) -> *const c_char;
+    replicate_verbatim = RedisModule_ReplicateVerbatim: unsafe extern "C" fn(*mut RedisModuleCtx) -> c_int;
     replicate = RedisModule_Replicate: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, *const c_char, ...) -> c_int;
     notify_keyspace_event = RedisModule_NotifyKeyspaceEvent: unsafe extern "C" fn(*mut RedisModuleCtx, c_int, *const c_char, *mut RedisModuleString) -> c_int;
     signal_modified_key = RedisModule_SignalModifiedKey: unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString) -> c_int;
@@ -69,6 +71,21 @@ table! {
     call_reply_array_element = RedisModule_CallReplyArrayElement: unsafe extern "C" fn(*mut RedisModuleCallReply, usize) -> *mut RedisModuleCallReply;
     call_reply_string_ptr = RedisModule_CallReplyStringPtr: unsafe extern "C" fn(*mut RedisModuleCallReply, *mut usize) -> *const c_char;
     free_call_reply = RedisModule_FreeCallReply: unsafe extern "C" fn(*mut RedisModuleCallReply);
+    module_type_set_value = RedisModule_ModuleTypeSetValue: unsafe extern "C" fn(*mut RedisModuleKey, *mut RedisModuleType, *mut c_void) -> c_int;
+    module_type_get_type = RedisModule_ModuleTypeGetType: unsafe extern "C" fn(*mut RedisModuleKey) -> *mut RedisModuleType;
+    module_type_get_value = RedisModule_ModuleTypeGetValue: unsafe extern "C" fn(*mut RedisModuleKey) -> *mut c_void;
+    save_unsigned = RedisModule_SaveUnsigned: unsafe extern "C" fn(*mut RedisModuleIO, u64);
+    load_unsigned = RedisModule_LoadUnsigned: unsafe extern "C" fn(*mut RedisModuleIO) -> u64;
+    save_string_buffer = RedisModule_SaveStringBuffer: unsafe extern "C" fn(*mut RedisModuleIO, *const c_char, usize);
+    load_string_buffer = RedisModule_LoadStringBuffer: unsafe extern "C" fn(*mut RedisModuleIO, *mut usize) -> *mut c_char;
+    is_io_error = RedisModule_IsIOError: unsafe extern "C" fn(*mut RedisModuleIO) -> c_int;
+    emit_aof = RedisModule_EmitAOF: unsafe extern "C" fn(*mut RedisModuleIO, *const c_char, *const c_char, ...);
+    log_io_error = RedisModule_LogIOError: unsafe extern "C" fn(*mut RedisModuleIO, *const c_char, *const c_char, ...);
+    digest_add_long_long = RedisModule_DigestAddLongLong: unsafe extern "C" fn(*mut RedisModuleDigest, c_longlong);
+    digest_end_sequence = RedisModule_DigestEndSequence: unsafe extern "C" fn(*mut RedisModuleDigest);
+    free = RedisModule_Free: unsafe extern "C" fn(*mut c_void);
+    malloc_size = RedisModule_MallocSize: unsafe extern "C" fn(*mut c_void) -> usize;
+    create_string_from_long_long = RedisModule_CreateStringFromLongLong: unsafe extern "C" fn(*mut RedisModuleCtx, c_longlong) -> *mut RedisModuleString;
 }
 
 static API: OnceLock<Api> = OnceLock::new();

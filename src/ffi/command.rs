@@ -121,17 +121,18 @@ impl<'a> Loader<'a> {
         }
     }
 
-    /// Only calls that change a key should wake WATCH; the commands signal those themselves.
-    pub fn no_implicit_signal_modified(&self) {
-        // SAFETY: the load context; a missing function only loses the optimisation.
-        if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
-            unsafe {
-                f(
-                    self.raw(),
-                    raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
-                )
-            };
-        }
+    /// Only calls that change a key should wake WATCH (the commands signal those themselves),
+    /// and a broken RDB or RESTORE payload must reach the type's loader as an error instead of
+    /// stopping the server.
+    pub fn set_module_options(&self) -> Result<(), String> {
+        // SAFETY: read once at load.
+        let f = unsafe { raw::RedisModule_SetModuleOptions }
+            .ok_or("this server cannot set module options")?;
+        let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+            | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS;
+        // SAFETY: the load context.
+        unsafe { f(self.raw(), options as c_int) };
+        Ok(())
     }
 
     /// Creates a command and declares its arity, docs and key spec.

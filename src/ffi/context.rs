@@ -24,6 +24,7 @@ pub struct Ctx<'a> {
 pub enum Class {
     Generic,
     Zset,
+    Module,
 }
 
 impl Class {
@@ -31,6 +32,7 @@ impl Class {
         let flag = match self {
             Class::Generic => raw::REDISMODULE_NOTIFY_GENERIC,
             Class::Zset => raw::REDISMODULE_NOTIFY_ZSET,
+            Class::Module => raw::REDISMODULE_NOTIFY_MODULE,
         };
         flag as c_int
     }
@@ -114,19 +116,31 @@ impl<'a> Ctx<'a> {
         status(r, "RedisModule_Replicate")
     }
 
-    /// Propagates `cmd key n`.
-    pub fn replicate_key_int(self, cmd: &CStr, key: RString<'a>, n: i64) -> Result<(), Error> {
-        // SAFETY: the format names a string then a long long, which follow.
+    /// Propagates `cmd key n...`, up to five integers.
+    pub fn replicate_key_ints(self, cmd: &CStr, key: RString<'a>, n: &[i64]) -> Result<(), Error> {
+        let (c, k, f) = (cmd.as_ptr(), key.raw(), self.api.replicate);
+        let ctx = self.raw();
+        // SAFETY: each format names the key string and then as many long longs as follow.
         let r = unsafe {
-            (self.api.replicate)(
-                self.raw(),
-                cmd.as_ptr(),
-                c"sl".as_ptr(),
-                key.raw(),
-                c_longlong::from(n),
-            )
+            match *n {
+                [a] => f(ctx, c, c"sl".as_ptr(), k, a),
+                [a, b] => f(ctx, c, c"sll".as_ptr(), k, a, b),
+                [a, b, x] => f(ctx, c, c"slll".as_ptr(), k, a, b, x),
+                [a, b, x, y] => f(ctx, c, c"sllll".as_ptr(), k, a, b, x, y),
+                [a, b, x, y, z] => f(ctx, c, c"slllll".as_ptr(), k, a, b, x, y, z),
+                _ => return Err(Error::Server("RedisModule_Replicate of that many integers")),
+            }
         };
         status(r, "RedisModule_Replicate")
+    }
+
+    /// Propagates the running command exactly as the client sent it.
+    pub fn replicate_verbatim(self) -> Result<(), Error> {
+        // SAFETY: the context belongs to the running command.
+        status(
+            unsafe { (self.api.replicate_verbatim)(self.raw()) },
+            "RedisModule_ReplicateVerbatim",
+        )
     }
 
     /// Propagates `cmd key word n`, e.g. `ZREMRANGEBYSCORE key -inf cutoff`.

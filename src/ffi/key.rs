@@ -4,6 +4,7 @@
 
 use super::call::Caller;
 use super::context::{Ctx, status};
+use super::datatype::NativeType;
 use super::string::{OwnedString, RString};
 use crate::core::error::Error;
 use redis_module::raw;
@@ -24,6 +25,8 @@ pub enum Mode {
 pub enum Kind {
     Empty,
     Zset,
+    /// The module data type asked about.
+    Native,
     Other,
 }
 
@@ -83,7 +86,8 @@ impl<'a> Key<'a> {
         self.ptr.map(NonNull::as_ptr).ok_or(Error::Server(what))
     }
 
-    pub fn kind(&self) -> Kind {
+    /// What the key holds, telling `T`'s values apart from every other type.
+    pub fn kind<T: NativeType>(&self) -> Kind {
         let Some(k) = self.ptr else {
             return Kind::Empty;
         };
@@ -91,8 +95,49 @@ impl<'a> Key<'a> {
         match unsafe { (self.ctx.api.key_type)(k.as_ptr()) } as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
             raw::REDISMODULE_KEYTYPE_ZSET => Kind::Zset,
+            raw::REDISMODULE_KEYTYPE_MODULE if self.native_ptr::<T>().is_some() => Kind::Native,
             _ => Kind::Other,
         }
+    }
+
+    /// The key's value if it is a `T`.
+    fn native_ptr<T: NativeType>(&self) -> Option<NonNull<T>> {
+        let k = self.ptr?.as_ptr();
+        let t = T::slot().get();
+        // SAFETY: an open key; a module type pointer is only compared, its value only cast when
+        // the type is `T`'s.
+        unsafe {
+            if t.is_null() || (self.ctx.api.module_type_get_type)(k) != t {
+                return None;
+            }
+            NonNull::new((self.ctx.api.module_type_get_value)(k).cast::<T>())
+        }
+    }
+
+    /// The key's value if it is a `T`, to read or change in place.
+    pub fn native<T: NativeType>(&mut self) -> Option<&mut T> {
+        // SAFETY: Redis owns the value until the key changes, which needs `&mut self`, so the
+        // borrow cannot outlive it.
+        self.native_ptr::<T>().map(|mut p| unsafe { p.as_mut() })
+    }
+
+    /// Stores `value` in the key as a `T`, replacing whatever it held.
+    pub fn set_native<T: NativeType>(&mut self, value: T) -> Result<(), Error> {
+        let k = self.handle("RedisModule_ModuleTypeSetValue")?;
+        let t = T::slot().get();
+        if t.is_null() {
+            return Err(Error::Server("an unregistered data type"));
+        }
+        let raw = Box::into_raw(Box::new(value));
+        // SAFETY: an open key opened for writing; on success Redis owns the value and frees it
+        // through the type's free callback.
+        let r = unsafe { (self.ctx.api.module_type_set_value)(k, t, raw.cast()) };
+        if r != raw::REDISMODULE_OK as c_int {
+            // SAFETY: Redis did not take it: it is still ours, freed once.
+            drop(unsafe { Box::from_raw(raw) });
+            return Err(Error::Server("RedisModule_ModuleTypeSetValue"));
+        }
+        Ok(())
     }
 
     /// Members of the sorted set; 0 when the key is empty.

@@ -8,11 +8,13 @@ mod call;
 mod command;
 mod config;
 mod context;
+mod datatype;
 mod key;
 mod string;
 
 pub use command::{Access, Handler, Loader, Spec, handler};
 pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
+pub use datatype::{AofOut, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
 pub use key::{Key, Kind, Mode};
 pub use string::{Argv, OwnedString, RString};

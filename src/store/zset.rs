@@ -9,8 +9,9 @@
 //! command, so they need no module. Keyspace events are the seed script's: `zremrangebyscore`,
 //! `del`, `zadd`, `expire`.
 
-use super::Store;
-use crate::core::error::Error;
+use super::compact::log::CompactLog;
+use super::{Expire, Store, expire};
+use crate::core::error::{Error, MAX_EXACT};
 use crate::core::member::{MEMBER_LEN, fresh};
 use crate::core::window::Log;
 use crate::ffi::{Class, Ctx, Key, OwnedString, RString};
@@ -35,16 +36,6 @@ enum Trim {
     Called { cutoff: i64 },
     /// A large set that expired whole, unlinked (freed in the background).
     Unlinked,
-}
-
-/// The TTL an admitted call leaves.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Expire {
-    #[default]
-    Untouched,
-    /// Already exact (a call in the same ms): nothing to set or send, the event still fires.
-    Kept,
-    Set(i64),
 }
 
 /// A few members; the common single one needs no allocation of ours.
@@ -134,7 +125,7 @@ impl<'a> Effects<'a> {
             Expire::Untouched => {}
             Expire::Kept => ctx.notify(Class::Generic, c"expire", key),
             Expire::Set(at) => {
-                ctx.replicate_key_int(c"PEXPIREAT", key, at)?;
+                ctx.replicate_key_ints(c"PEXPIREAT", key, &[at])?;
                 ctx.notify(Class::Generic, c"expire", key);
             }
         }
@@ -202,18 +193,80 @@ impl<'k, 'a> ZsetLog<'k, 'a> {
 
     /// Adds one member at `score` under a fresh name.
     fn add_one(&mut self, score: u64) -> Result<(), Error> {
-        let mut name = [0u8; MEMBER_LEN];
-        for _ in 0..NAME_TRIES {
-            fresh(score, &mut name);
-            let member = self.key.ctx().string(&name)?;
-            // Scores are at most 2^53, exact in f64.
-            if self.key.zadd_new(score as f64, &member)? {
-                self.fx.added.push(member);
-                return Ok(());
-            }
-        }
-        Err(Error::Server("a fresh member name"))
+        let member = add_fresh(self.key, score)?;
+        self.fx.added.push(member);
+        Ok(())
     }
+}
+
+/// Adds one member scored `score` under a fresh name; returns the name.
+fn add_fresh<'a>(key: &mut Key<'a>, score: u64) -> Result<OwnedString<'a>, Error> {
+    let mut name = [0u8; MEMBER_LEN];
+    for _ in 0..NAME_TRIES {
+        fresh(score, &mut name);
+        let member = key.ctx().string(&name)?;
+        // Scores are at most 2^53, exact in f64.
+        if key.zadd_new(score as f64, &member)? {
+            return Ok(member);
+        }
+    }
+    Err(Error::Server("a fresh member name"))
+}
+
+/// Members per `ZADD` when a whole log is written.
+const MEMBERS_PER_ZADD: usize = 512;
+
+/// A sorted set's scores as a log; every score must be a ms timestamp in `0..=2^53`.
+pub fn export(key: &mut Key<'_>) -> Result<CompactLog, Error> {
+    let mut log = CompactLog::default();
+    if key.len() == 0 {
+        return Ok(log);
+    }
+    let range = key.range(NEG_INF, POS_INF, false, true)?;
+    while let Some(score) = range.score() {
+        if !(0.0..=MAX_EXACT as f64).contains(&score) || score.fract() != 0.0 {
+            return Err(Error::NotATimestamp(score.to_string()));
+        }
+        log.add(score as u64, 1);
+        if !range.next() {
+            break;
+        }
+    }
+    Ok(log)
+}
+
+/// Writes `log` into the empty `key` as a sorted set with fresh members, and sends it on as
+/// `ZADD`s; announces `zadd`.
+pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: &CompactLog) -> Result<(), Error> {
+    let name = key.name();
+    let mut batch: Vec<(u64, OwnedString<'a>)> = Vec::with_capacity(MEMBERS_PER_ZADD);
+    let send = |batch: &mut Vec<(u64, OwnedString<'a>)>| -> Result<(), Error> {
+        let scores = batch
+            .iter()
+            .map(|(ts, _)| ctx.string(ts.to_string().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut args = Vec::with_capacity(batch.len() * 2);
+        for (score, (_, member)) in scores.iter().zip(batch.iter()) {
+            args.push(score.as_rstring());
+            args.push(member.as_rstring());
+        }
+        ctx.replicate_key_args(c"ZADD", name, &args)?;
+        batch.clear();
+        Ok(())
+    };
+    for ts in log.iter() {
+        batch.push((ts, add_fresh(key, ts)?));
+        if batch.len() == MEMBERS_PER_ZADD {
+            send(&mut batch)?;
+        }
+    }
+    if !batch.is_empty() {
+        send(&mut batch)?;
+    }
+    if !log.is_empty() {
+        ctx.notify(Class::Zset, c"zadd", name);
+    }
+    Ok(())
 }
 
 impl Log for ZsetLog<'_, '_> {
@@ -338,13 +391,7 @@ impl Log for ZsetLog<'_, '_> {
 
 impl Store for ZsetLog<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
-        // Calls in the same ms on a busy key find the TTL already exact: nothing to set or send.
-        if self.key.expire_at() == Some(at_ms) {
-            self.fx.expire = Expire::Kept;
-            return Ok(());
-        }
-        self.key.set_expire_at(at_ms)?;
-        self.fx.expire = Expire::Set(at_ms);
+        self.fx.expire = expire(self.key, at_ms)?;
         Ok(())
     }
 }

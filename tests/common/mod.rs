@@ -154,6 +154,11 @@ impl Builder {
         self
     }
 
+    /// Keys that ALLOW creates go to `storage` (`zset` or `compact`).
+    pub fn storage(self, storage: &str) -> Self {
+        self.args(["--slidingwindow.storage", storage])
+    }
+
     /// Starts a server without loading the module (to compare against plain Redis).
     pub fn without_module(mut self) -> Self {
         self.module = false;

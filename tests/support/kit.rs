@@ -108,9 +108,101 @@ pub fn info_u64(s: &Server, section: &str, field: &str) -> u64 {
         .unwrap_or_else(|_| panic!("INFO {field} is not a number: {v}"))
 }
 
-/// Every score of the sorted set at `key`, ascending (all integral in these tests).
+/// The two storages a log can live in; suites that hold for both run once per storage.
+pub const STORAGES: [&str; 2] = ["zset", "compact"];
+
+/// Every timestamp `key` logs, ascending, whatever its storage: a sorted set's scores (all
+/// integral in these tests), or a compact log's, decoded from its `DUMP` (read-only, so it works
+/// on replicas too).
 pub fn scores(con: &mut impl ConnectionLike, key: &str) -> Vec<u64> {
-    members(con, key).into_iter().map(|(_, s)| s).collect()
+    let kind: String = q(con, &["TYPE", key]);
+    if kind != "swcompact" {
+        return members(con, key).into_iter().map(|(_, s)| s).collect();
+    }
+    let dump: Vec<u8> = q(con, &["DUMP", key]);
+    compact_timestamps(&dump).unwrap_or_else(|| panic!("{key}: a DUMP that is no compact log"))
+}
+
+/// An RDB length: 6, 14, 32 or 64 bits by its first two bits (or 0x80 / 0x81).
+fn rdb_len(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let first = *bytes.get(*at)?;
+    *at += 1;
+    let mut be = |n: usize| -> Option<u64> {
+        let v = bytes
+            .get(*at..*at + n)?
+            .iter()
+            .fold(0u64, |v, b| v << 8 | u64::from(*b));
+        *at += n;
+        Some(v)
+    };
+    match first >> 6 {
+        0 => Some(u64::from(first & 0x3f)),
+        1 => Some(u64::from(first & 0x3f) << 8 | be(1)?),
+        _ if first == 0x80 => be(4),
+        _ if first == 0x81 => be(8),
+        _ => None,
+    }
+}
+
+/// LZF decompression, as Redis compresses long RDB strings.
+fn lzf(input: &[u8], len: usize) -> Option<Vec<u8>> {
+    let mut out: Vec<u8> = Vec::with_capacity(len);
+    let mut ip = 0;
+    while ip < input.len() {
+        let ctrl = usize::from(input[ip]);
+        ip += 1;
+        if ctrl < 32 {
+            out.extend_from_slice(input.get(ip..ip + ctrl + 1)?);
+            ip += ctrl + 1;
+        } else {
+            let mut n = ctrl >> 5;
+            if n == 7 {
+                n += usize::from(*input.get(ip)?);
+                ip += 1;
+            }
+            let back = ((ctrl & 0x1f) << 8) + usize::from(*input.get(ip)?) + 1;
+            ip += 1;
+            let from = out.len().checked_sub(back)?;
+            for i in 0..n + 2 {
+                out.push(out[from + i]);
+            }
+        }
+    }
+    (out.len() == len).then_some(out)
+}
+
+/// The timestamps of a compact log's DUMP payload, per its encoding 1: type 7, the module id,
+/// the count (opcode 2), the buffer of varint deltas (opcode 5), EOF (opcode 0).
+pub fn compact_timestamps(dump: &[u8]) -> Option<Vec<u64>> {
+    let mut at = 1;
+    rdb_len(dump, &mut at)?; // the module id
+    let (2, count) = (rdb_len(dump, &mut at)?, rdb_len(dump, &mut at)?) else {
+        return None;
+    };
+    if rdb_len(dump, &mut at)? != 5 {
+        return None;
+    }
+    // A long buffer may be saved LZF-compressed: 0xC3, compressed length, length, data.
+    let buf = if dump.get(at) == Some(&0xC3) {
+        at += 1;
+        let clen = usize::try_from(rdb_len(dump, &mut at)?).ok()?;
+        let len = usize::try_from(rdb_len(dump, &mut at)?).ok()?;
+        lzf(dump.get(at..at + clen)?, len)?
+    } else {
+        let len = usize::try_from(rdb_len(dump, &mut at)?).ok()?;
+        dump.get(at..at + len)?.to_vec()
+    };
+    let (mut out, mut ts, mut v, mut shift) = (Vec::new(), 0u64, 0u64, 0);
+    for &b in &buf {
+        v |= u64::from(b & 0x7f) << shift;
+        shift += 7;
+        if b & 0x80 == 0 {
+            ts += v;
+            out.push(ts);
+            (v, shift) = (0, 0);
+        }
+    }
+    (out.len() as u64 == count).then_some(out)
 }
 
 /// Every member of the sorted set at `key` with its score, oldest first.

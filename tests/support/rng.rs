@@ -9,6 +9,8 @@ impl Rng {
         Rng(seed)
     }
 
+    // Not an iterator: the generator never ends, and `next` reads as it does in every PRNG.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -1,0 +1,35 @@
+//! `SLIDINGWINDOW.APPLY key cutoff pexpireat [ts n]...`: the resolved change of a call on a compact
+//! key, as replicas and the AOF receive it (and as an AOF rewrite writes a compact log). It
+//! decides nothing, so it replays the same on any server whatever its clock; a client has no
+//! reason to call it.
+
+use super::Answer;
+use crate::core::args;
+use crate::core::error::Error;
+use crate::core::window::Log;
+use crate::ffi::{Argv, Ctx, Key, Kind, Mode};
+use crate::store::Effects;
+use crate::store::compact::log::CompactLog;
+use crate::store::compact::{APPLY_MAX_ADD, CompactStore};
+
+pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Answer, Error> {
+    let words: Vec<&[u8]> = (0..argv.len()).map(|i| argv.bytes(i)).collect();
+    let apply = args::apply(&words, APPLY_MAX_ADD)?;
+    let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
+    let mut key = Key::open(ctx, name, Mode::Write)?;
+    match key.kind::<CompactLog>() {
+        Kind::Empty | Kind::Native => {}
+        Kind::Zset | Kind::Other => return Err(Error::WrongType),
+    }
+    let mut log = CompactStore::new(&mut key, &mut fx.compact);
+    log.verbatim();
+    log.trim(apply.cutoff)?;
+    for (ts, n) in apply.adds {
+        log.add(ts, n)?;
+    }
+    let count = log.count()?;
+    if apply.pexpireat > 0 && count > 0 {
+        log.expire_at(apply.pexpireat)?;
+    }
+    Ok(Answer::Integer(i64::try_from(count).unwrap_or(i64::MAX)))
+}

@@ -1,0 +1,300 @@
+//! Module data types: registration and every callback a real type needs (RDB save/load, AOF
+//! rewrite, memory usage, digest, free, free effort, copy), each a thin shell around the type's
+//! safe methods with panics contained. `DUMP`/`RESTORE`/`MIGRATE` go through the RDB callbacks.
+
+use super::api::{self, Api};
+use super::command::Loader;
+use redis_module::raw;
+use std::ffi::{CStr, c_void};
+use std::os::raw::{c_int, c_longlong};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// Where a registered type's handle is kept: one static beside each type.
+pub struct TypeSlot(AtomicPtr<raw::RedisModuleType>);
+
+impl TypeSlot {
+    pub const fn new() -> Self {
+        TypeSlot(AtomicPtr::new(ptr::null_mut()))
+    }
+
+    pub(super) fn get(&self) -> *mut raw::RedisModuleType {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for TypeSlot {
+    fn default() -> Self {
+        TypeSlot::new()
+    }
+}
+
+/// A value kept in a key as a module data type.
+pub trait NativeType: Sized + Clone + 'static {
+    /// Nine characters, fixed forever: RDB files name the type by it.
+    const NAME: &'static CStr;
+    /// The encoding version `save` writes.
+    const ENCODING: i32;
+    fn slot() -> &'static TypeSlot;
+    fn save(&self, out: &mut RdbOut<'_>);
+    /// Rebuilds a value; an error (logged, with the key) refuses the whole payload.
+    fn load(input: &mut RdbIn<'_>, encver: i32) -> Result<Self, String>;
+    /// Commands that rebuild the value, for an AOF rewrite without the RDB preamble.
+    fn rewrite(&self, out: &mut AofOut<'_>);
+    fn digest(&self, out: &mut Digest<'_>);
+    /// The value's heap buffer besides itself, if any: start and length in bytes.
+    fn buffer(&self) -> Option<(*const u8, usize)>;
+    /// How much work freeing takes; above 64, Redis frees the value off the main thread.
+    fn free_effort(&self) -> usize;
+}
+
+/// The RDB (or DUMP payload) being written.
+pub struct RdbOut<'a> {
+    io: *mut raw::RedisModuleIO,
+    api: &'a Api,
+}
+
+impl RdbOut<'_> {
+    pub fn unsigned(&mut self, v: u64) {
+        // SAFETY: the IO handle of the running save callback.
+        unsafe { (self.api.save_unsigned)(self.io, v) };
+    }
+
+    pub fn buffer(&mut self, bytes: &[u8]) {
+        // SAFETY: as above; Redis copies the bytes.
+        unsafe { (self.api.save_string_buffer)(self.io, bytes.as_ptr().cast(), bytes.len()) };
+    }
+}
+
+/// The RDB (or RESTORE payload) being read. With `HANDLE_IO_ERRORS` set, a short or broken
+/// payload reads as an error here instead of stopping the server.
+pub struct RdbIn<'a> {
+    io: *mut raw::RedisModuleIO,
+    api: &'a Api,
+}
+
+impl RdbIn<'_> {
+    fn failed(&self) -> bool {
+        // SAFETY: the IO handle of the running load callback.
+        unsafe { (self.api.is_io_error)(self.io) != 0 }
+    }
+
+    pub fn unsigned(&mut self) -> Result<u64, String> {
+        // SAFETY: as above.
+        let v = unsafe { (self.api.load_unsigned)(self.io) };
+        if self.failed() {
+            return Err("the payload ends early".into());
+        }
+        Ok(v)
+    }
+
+    pub fn buffer(&mut self) -> Result<Vec<u8>, String> {
+        let mut len = 0usize;
+        // SAFETY: as above; Redis hands us a buffer of `len` bytes that we must free.
+        let ptr = unsafe { (self.api.load_string_buffer)(self.io, &mut len) };
+        let Some(ptr) = NonNull::new(ptr) else {
+            return Err("the payload ends early".into());
+        };
+        // SAFETY: `len` bytes at `ptr`, copied before the buffer is freed.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len) }.to_vec();
+        unsafe { (self.api.free)(ptr.as_ptr().cast()) };
+        if self.failed() {
+            return Err("the payload ends early".into());
+        }
+        Ok(bytes)
+    }
+}
+
+/// An AOF rewrite in progress for one key.
+pub struct AofOut<'a> {
+    io: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    api: &'a Api,
+}
+
+impl AofOut<'_> {
+    /// Appends `cmd key args...` to the AOF.
+    pub fn emit(&mut self, cmd: &CStr, args: &[i64]) {
+        let api = self.api;
+        // SAFETY: strings made without a context are ours to free, which happens below.
+        let mut argv: Vec<*mut raw::RedisModuleString> = args
+            .iter()
+            .map(|&v| unsafe { (api.create_string_from_long_long)(ptr::null_mut(), v) })
+            .collect();
+        if argv.iter().all(|s| !s.is_null()) {
+            // SAFETY: the format names the key string, then an argv array and its length.
+            unsafe {
+                (api.emit_aof)(
+                    self.io,
+                    cmd.as_ptr(),
+                    c"sv".as_ptr(),
+                    self.key,
+                    argv.as_mut_ptr(),
+                    argv.len(),
+                )
+            };
+        }
+        for s in argv.into_iter().filter(|s| !s.is_null()) {
+            // SAFETY: created above, freed once.
+            unsafe { (api.free_string)(ptr::null_mut(), s) };
+        }
+    }
+}
+
+/// `DEBUG DIGEST` of one value.
+pub struct Digest<'a> {
+    md: *mut raw::RedisModuleDigest,
+    api: &'a Api,
+}
+
+impl Digest<'_> {
+    pub fn add(&mut self, v: i64) {
+        // SAFETY: the digest handle of the running callback.
+        unsafe { (self.api.digest_add_long_long)(self.md, c_longlong::from(v)) };
+    }
+
+    pub fn end_sequence(&mut self) {
+        // SAFETY: as above.
+        unsafe { (self.api.digest_end_sequence)(self.md) };
+    }
+}
+
+/// Borrows the value behind a callback's pointer.
+///
+/// # Safety
+/// `value` must be a `T` created by this module (Redis passes back what we gave it).
+unsafe fn value<'v, T>(value: *const c_void) -> Option<&'v T> {
+    unsafe { value.cast::<T>().as_ref() }
+}
+
+extern "C" fn rdb_load<T: NativeType>(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let Some(api) = api::get() else {
+        return ptr::null_mut();
+    };
+    let loaded = catch_unwind(AssertUnwindSafe(|| T::load(&mut RdbIn { io, api }, encver)))
+        .unwrap_or_else(|_| Err("a bug was caught while loading".into()));
+    match loaded {
+        Ok(v) => Box::into_raw(Box::new(v)).cast(),
+        Err(why) => {
+            let why = format!(
+                "slidingwindow: refusing a {} value: {why}\0",
+                T::NAME.to_string_lossy()
+            );
+            if let Ok(why) = CStr::from_bytes_with_nul(why.as_bytes()) {
+                // SAFETY: "%s" with one NUL-terminated string.
+                unsafe {
+                    (api.log_io_error)(io, c"warning".as_ptr(), c"%s".as_ptr(), why.as_ptr())
+                };
+            }
+            ptr::null_mut()
+        }
+    }
+}
+
+extern "C" fn rdb_save<T: NativeType>(io: *mut raw::RedisModuleIO, v: *mut c_void) {
+    // SAFETY: Redis passes back a value of this type.
+    if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
+        let _ = catch_unwind(AssertUnwindSafe(|| v.save(&mut RdbOut { io, api })));
+    }
+}
+
+extern "C" fn aof_rewrite<T: NativeType>(
+    io: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    v: *mut c_void,
+) {
+    // SAFETY: as in `rdb_save`.
+    if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
+        let _ = catch_unwind(AssertUnwindSafe(|| v.rewrite(&mut AofOut { io, key, api })));
+    }
+}
+
+extern "C" fn mem_usage<T: NativeType>(v: *const c_void) -> usize {
+    // SAFETY: as in `rdb_save`.
+    let (Some(api), Some(value)) = (api::get(), unsafe { value::<T>(v) }) else {
+        return 0;
+    };
+    // What the allocator really handed out, not what was asked for.
+    // SAFETY: both blocks come from the module allocator (RedisModule_Alloc).
+    let mut bytes = unsafe { (api.malloc_size)(v.cast_mut()) };
+    if let Some((start, len)) = value.buffer().filter(|(_, len)| *len > 0) {
+        bytes += unsafe { (api.malloc_size)(start.cast_mut().cast()) }.max(len);
+    }
+    bytes
+}
+
+extern "C" fn digest<T: NativeType>(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
+    // SAFETY: as in `rdb_save`.
+    if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
+        let _ = catch_unwind(AssertUnwindSafe(|| v.digest(&mut Digest { md, api })));
+    }
+}
+
+extern "C" fn free<T: NativeType>(v: *mut c_void) {
+    if !v.is_null() {
+        // SAFETY: a value we boxed, handed back once to be freed.
+        drop(unsafe { Box::from_raw(v.cast::<T>()) });
+    }
+}
+
+extern "C" fn free_effort<T: NativeType>(
+    _key: *mut raw::RedisModuleString,
+    v: *const c_void,
+) -> usize {
+    // SAFETY: as in `rdb_save`.
+    unsafe { value::<T>(v) }.map_or(1, T::free_effort)
+}
+
+extern "C" fn copy<T: NativeType>(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    v: *const c_void,
+) -> *mut c_void {
+    // SAFETY: as in `rdb_save`.
+    let Some(v) = (unsafe { value::<T>(v) }) else {
+        return ptr::null_mut();
+    };
+    catch_unwind(AssertUnwindSafe(|| {
+        Box::into_raw(Box::new(v.clone())).cast()
+    }))
+    .unwrap_or(ptr::null_mut())
+}
+
+impl Loader<'_> {
+    /// Registers `T` as a module data type (at load only).
+    pub fn data_type<T: NativeType>(&self) -> Result<(), String> {
+        let fail = || format!("cannot register data type {}", T::NAME.to_string_lossy());
+        // SAFETY: read once at load.
+        let create = unsafe { raw::RedisModule_CreateDataType }.ok_or_else(fail)?;
+        let mut methods = raw::RedisModuleTypeMethods {
+            // Version 3 brings free_effort, unlink, copy and defrag (Redis >= 6.0).
+            version: 3,
+            rdb_load: Some(rdb_load::<T>),
+            rdb_save: Some(rdb_save::<T>),
+            aof_rewrite: Some(aof_rewrite::<T>),
+            mem_usage: Some(mem_usage::<T>),
+            digest: Some(digest::<T>),
+            free: Some(free::<T>),
+            aux_load: None,
+            aux_save: None,
+            aux_save_triggers: 0,
+            free_effort: Some(free_effort::<T>),
+            unlink: None,
+            copy: Some(copy::<T>),
+            defrag: None,
+            mem_usage2: None,
+            free_effort2: None,
+            unlink2: None,
+            copy2: None,
+            aux_save2: None,
+        };
+        // SAFETY: the load context; Redis copies the methods.
+        let t = unsafe { create(self.raw(), T::NAME.as_ptr(), T::ENCODING, &mut methods) };
+        if t.is_null() {
+            return Err(fail());
+        }
+        T::slot().0.store(t, Ordering::Relaxed);
+        Ok(())
+    }
+}

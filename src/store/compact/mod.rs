@@ -1,0 +1,295 @@
+//! The compact storage: the log as the module's own data type (`swcompact`), at most 8 bytes a
+//! logged request (4 while the log spans less than 49 days), O(1) at both ends.
+//!
+//! Effects: replicas and the AOF get `SLIDINGWINDOW.APPLY key cutoff pexpireat [ts n]`, the call's
+//! resolved change, which replays the same on any server whatever its clock. Keyspace events:
+//! `slidingwindow.trim` and `slidingwindow.add` (class `d`, module), `del` when the log empties and
+//! `expire` (class `g`).
+
+pub mod codec;
+pub mod log;
+
+use super::{Expire, Store, expire};
+use crate::core::error::Error;
+use crate::core::window::Log;
+use crate::ffi::{AofOut, Class, Ctx, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot};
+use log::CompactLog;
+
+/// Most timestamps one `SLIDINGWINDOW.APPLY` may add: the highest per-call cap.
+pub const APPLY_MAX_ADD: u64 = 10_000_000;
+/// `(timestamp, count)` pairs per command when a log is rewritten or converted.
+pub const PAIRS_PER_COMMAND: usize = 512;
+
+static TYPE: TypeSlot = TypeSlot::new();
+
+impl NativeType for CompactLog {
+    const NAME: &'static std::ffi::CStr = c"swcompact";
+    const ENCODING: i32 = codec::ENCODING;
+
+    fn slot() -> &'static TypeSlot {
+        &TYPE
+    }
+
+    fn save(&self, out: &mut RdbOut<'_>) {
+        let (count, bytes) = codec::encode(self);
+        out.unsigned(count);
+        out.buffer(&bytes);
+    }
+
+    fn load(input: &mut RdbIn<'_>, encver: i32) -> Result<Self, String> {
+        let count = input.unsigned()?;
+        let bytes = input.buffer()?;
+        codec::decode(encver, count, &bytes).map_err(|why| why.to_string())
+    }
+
+    fn rewrite(&self, out: &mut AofOut<'_>) {
+        for args in apply_batches(self) {
+            out.emit(c"SLIDINGWINDOW.APPLY", &args);
+        }
+    }
+
+    fn digest(&self, out: &mut Digest<'_>) {
+        for (ts, n) in self.runs() {
+            out.add(clamp(ts));
+            out.add(clamp(n));
+        }
+        out.end_sequence();
+    }
+
+    fn buffer(&self) -> Option<(*const u8, usize)> {
+        Some(self.buffer())
+    }
+
+    fn free_effort(&self) -> usize {
+        // Freeing returns the buffer's pages: past 64 of them (a 256 KiB log), off the main thread.
+        1 + self.buffer().1 / 4096
+    }
+}
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// `APPLY` arguments after the key that rebuild `log` from nothing: `-1 0 ts n ts n ...`, in
+/// batches, each adding at most `APPLY_MAX_ADD` timestamps.
+pub fn apply_batches(log: &CompactLog) -> Vec<Vec<i64>> {
+    let mut batches = Vec::new();
+    let mut args = vec![-1, 0];
+    let mut added = 0;
+    for (ts, mut n) in log.runs() {
+        while n > 0 {
+            if args.len() >= 2 + 2 * PAIRS_PER_COMMAND || added == APPLY_MAX_ADD {
+                batches.push(std::mem::replace(&mut args, vec![-1, 0]));
+                added = 0;
+            }
+            let take = n.min(APPLY_MAX_ADD - added);
+            args.extend([clamp(ts), clamp(take)]);
+            added += take;
+            n -= take;
+        }
+    }
+    if args.len() > 2 {
+        batches.push(args);
+    }
+    batches
+}
+
+/// Writes `log` into the empty `key` as a compact log, and sends it on as `APPLY`s; announces
+/// `slidingwindow.add`.
+pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: CompactLog) -> Result<(), Error> {
+    let name = key.name();
+    let batches = apply_batches(&log);
+    let empty = log.is_empty();
+    if !empty {
+        key.set_native(log)?;
+    }
+    for args in batches {
+        let strings = args
+            .iter()
+            .map(|v| ctx.string(v.to_string().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let args: Vec<RString<'_>> = strings.iter().map(|s| s.as_rstring()).collect();
+        ctx.replicate_key_args(c"SLIDINGWINDOW.APPLY", name, &args)?;
+    }
+    if !empty {
+        ctx.notify(Class::Module, c"slidingwindow.add", name);
+    }
+    Ok(())
+}
+
+/// What a call changed on a compact key, recorded as it happens.
+#[derive(Default)]
+pub struct Effects<'a> {
+    key: Option<RString<'a>>,
+    /// The cutoff of a trim that removed something.
+    trimmed: Option<i64>,
+    emptied: bool,
+    added: Option<(u64, u64)>,
+    expire: Expire,
+    /// Sent as the client sent it (an `APPLY`, deterministic by itself).
+    verbatim: bool,
+}
+
+impl<'a> Effects<'a> {
+    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
+        let fx = std::mem::take(self);
+        let Some(key) = fx.key else {
+            return Ok(());
+        };
+        let changed = fx.trimmed.is_some() || fx.added.is_some();
+        if !changed && fx.expire == Expire::Untouched {
+            return Ok(());
+        }
+        if fx.verbatim {
+            ctx.replicate_verbatim()?;
+        } else {
+            let cutoff = fx.trimmed.unwrap_or(-1);
+            let at = match fx.expire {
+                Expire::Set(at) => at,
+                _ => 0,
+            };
+            match fx.added {
+                Some((ts, n)) => ctx.replicate_key_ints(
+                    c"SLIDINGWINDOW.APPLY",
+                    key,
+                    &[cutoff, at, clamp(ts), clamp(n)],
+                )?,
+                None => ctx.replicate_key_ints(c"SLIDINGWINDOW.APPLY", key, &[cutoff, at])?,
+            }
+        }
+        if fx.trimmed.is_some() {
+            ctx.notify(Class::Module, c"slidingwindow.trim", key);
+        }
+        if fx.emptied {
+            ctx.notify(Class::Generic, c"del", key);
+        }
+        if fx.added.is_some() {
+            ctx.notify(Class::Module, c"slidingwindow.add", key);
+        }
+        if fx.expire != Expire::Untouched {
+            ctx.notify(Class::Generic, c"expire", key);
+        }
+        if changed {
+            ctx.signal_modified(key);
+        }
+        Ok(())
+    }
+}
+
+/// A compact key seen as a `Log`; records what it changes in `fx`.
+pub struct CompactStore<'k, 'a> {
+    key: &'k mut Key<'a>,
+    fx: &'k mut Effects<'a>,
+}
+
+impl<'k, 'a> CompactStore<'k, 'a> {
+    pub fn new(key: &'k mut Key<'a>, fx: &'k mut Effects<'a>) -> Self {
+        fx.key = Some(key.name());
+        CompactStore { key, fx }
+    }
+
+    /// Replays an `APPLY` as it was sent: replicas get it verbatim.
+    pub fn verbatim(&mut self) {
+        self.fx.verbatim = true;
+    }
+
+    fn log(&mut self) -> Option<&mut CompactLog> {
+        self.key.native::<CompactLog>()
+    }
+
+    /// Sets the TTL as `PEXPIREAT at_ms` would, and records it.
+    pub fn expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
+        self.fx.expire = expire(self.key, at_ms)?;
+        Ok(())
+    }
+}
+
+impl Log for CompactStore<'_, '_> {
+    fn count(&mut self) -> Result<u64, Error> {
+        Ok(self.log().map_or(0, |l| l.len()))
+    }
+
+    fn count_through(&mut self, score: f64) -> Result<u64, Error> {
+        Ok(self.log().map_or(0, |l| l.count_through(score)))
+    }
+
+    fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
+        let Some(log) = self.log() else {
+            return Ok(0);
+        };
+        // A log that expired whole is no key, as an empty sorted set is none: unlinked as it is,
+        // so that a large buffer is freed off the main thread.
+        let len = log.len();
+        let removed = match u64::try_from(cutoff)
+            .ok()
+            .and_then(|c| log.newest().filter(|n| *n <= c))
+        {
+            Some(_) => {
+                self.key.unlink()?;
+                self.fx.emptied = true;
+                len
+            }
+            None => log.trim(cutoff),
+        };
+        if removed > 0 {
+            self.fx.trimmed = Some(cutoff);
+        }
+        Ok(removed)
+    }
+
+    fn add(&mut self, score: u64, n: u64) -> Result<(), Error> {
+        if self.log().is_none() {
+            self.key.set_native(CompactLog::default())?;
+        }
+        let log = self.log().ok_or(Error::Server("a new compact log"))?;
+        log.add(score, n);
+        self.fx.added = Some((score, n));
+        Ok(())
+    }
+
+    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
+        // Timestamps are at most 2^53, exact as f64.
+        Ok(self.log().and_then(|l| l.kth_oldest(k)).map(|t| t as f64))
+    }
+
+    fn newest(&mut self) -> Result<Option<f64>, Error> {
+        Ok(self.log().and_then(|l| l.newest()).map(|t| t as f64))
+    }
+}
+
+impl Store for CompactStore<'_, '_> {
+    fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
+        self.expire_at(at_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_rebuild_the_log_within_their_limits() {
+        let mut log = CompactLog::default();
+        for i in 0..1200u64 {
+            log.add(1_000 + i, 1 + i % 3);
+        }
+        log.add(5_000, APPLY_MAX_ADD + 1);
+        let batches = apply_batches(&log);
+        let mut rebuilt = CompactLog::default();
+        for args in &batches {
+            assert_eq!(args[..2], [-1, 0]);
+            let pairs = &args[2..];
+            assert!(pairs.len() <= 2 * PAIRS_PER_COMMAND && pairs.len() % 2 == 0);
+            let added: i64 = pairs.chunks(2).map(|p| p[1]).sum();
+            assert!(added as u64 <= APPLY_MAX_ADD);
+            for p in pairs.chunks(2) {
+                rebuilt.add(p[0] as u64, p[1] as u64);
+            }
+        }
+        assert_eq!(
+            rebuilt.runs().collect::<Vec<_>>(),
+            log.runs().collect::<Vec<_>>()
+        );
+        assert!(apply_batches(&CompactLog::default()).is_empty());
+    }
+}

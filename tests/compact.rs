@@ -1,0 +1,689 @@
+//! The compact storage (`slidingwindow.storage compact`): the same replies as a sorted set for the
+//! same calls, at a few bytes a request; persistence and movement (RDB, AOF rewrite, DUMP/RESTORE,
+//! COPY, RENAME), CONVERT both ways, corrupt payloads refused, the golden RDB of encoding 1, and
+//! its keyspace events and WATCH. Replication, kill -9 and the cluster run in the `faults`,
+//! `concurrency`, `hostile` and `cluster` suites once per storage.
+
+mod common;
+#[path = "support/kit.rs"]
+mod kit;
+#[path = "support/model.rs"]
+mod model;
+#[path = "support/rng.rs"]
+mod rng;
+
+use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
+use kit::{info_u64, pexpiretime, q, scores, snapshot, sw, sw5};
+use model::Model;
+use redis::{Connection, Value};
+use rng::Rng;
+use std::time::Duration;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn compact_server() -> Server {
+    Server::builder().storage("compact").start()
+}
+
+/// The key's TYPE.
+fn kind(con: &mut Connection, key: &str) -> String {
+    q(con, &["TYPE", key])
+}
+
+/// PEEK answers at a few moments and costs: what a key's log means to a caller.
+fn peeks(con: &mut Connection, key: &str) -> Vec<[i64; 5]> {
+    let mut out = Vec::new();
+    for now in [T0, T0 + 30_000, T0 + 3_600_000, T0 + 90_000_000] {
+        for (w, max, cost) in [(3600, 10, 1), (60, 3, 2), (86_400, 1000, 7)] {
+            out.push(sw5(con, &format!("PEEK {key} {w} {max} {now} COST {cost}")));
+        }
+    }
+    out
+}
+
+/// The same random call streams against a sorted-set server and a compact server: every reply
+/// equal, and equal to the contract model; TYPE, EXISTS, the stored timestamps and the TTL agree.
+#[test]
+fn replies_equal_a_sorted_sets_and_the_models() {
+    let zset = Server::start();
+    let compact = compact_server();
+    let (mut z, mut c) = (zset.client(), compact.client());
+    let mut rng = Rng::new(0xC0FFEE);
+    let keys = ["a", "b", "c", "d"];
+    let mut models = vec![Model::default(); keys.len()];
+    let mut clocks = vec![T0; keys.len()];
+    // Server-clock bounds of each key's expiry, per server, from its last admission.
+    let mut expiry = vec![[(0i64, 0i64); 2]; keys.len()];
+    for step in 0..4000 {
+        let i = rng.range(0, keys.len() as u64 - 1) as usize;
+        // Windows of an hour or more: no key expires in real time while the test runs.
+        let window = rng.pick(&[3600u64, 3601, 7200]);
+        clocks[i] = match rng.range(0, 99) {
+            0..=3 => clocks[i] + window * 1000 * rng.range(1, 2),
+            4..=11 => clocks[i].saturating_sub(rng.range(0, 90_000)),
+            12..=14 => clocks[i] + rng.range(0, 1 << 33),
+            _ => clocks[i] + rng.range(0, 60_000),
+        };
+        let (now, max, cost) = (clocks[i], rng.range(1, 12), rng.range(1, 5));
+        let peek = rng.chance(20);
+        let verb = if peek { "PEEK" } else { "ALLOW" };
+        let line = format!("{verb} {} {window} {max} {now} COST {cost}", keys[i]);
+        let want = if peek {
+            models[i].peek(window, max, now, cost)
+        } else {
+            models[i].allow(window, max, now, cost)
+        };
+        for (n, (s, con)) in [(&zset, &mut z), (&compact, &mut c)]
+            .into_iter()
+            .enumerate()
+        {
+            let before = server_time_ms(con);
+            let got = sw5(con, &line);
+            let after = server_time_ms(con);
+            assert_eq!(
+                got,
+                want,
+                "step {step}: {line} on the {} server",
+                ["zset", "compact"][n]
+            );
+            if !peek && got[0] == 1 {
+                let w = window as i64 * 1000;
+                expiry[i][n] = (before + w, after + w);
+            }
+            let _ = s;
+        }
+        if step % 25 == 0 || step == 3999 {
+            for (k, key) in keys.iter().enumerate() {
+                let (tz, tc) = (kind(&mut z, key), kind(&mut c, key));
+                let stored = !models[k].scores.is_empty();
+                assert_eq!(
+                    tz,
+                    if stored { "zset" } else { "none" },
+                    "step {step}: {key}"
+                );
+                assert_eq!(
+                    tc,
+                    if stored { "swcompact" } else { "none" },
+                    "step {step}: {key}"
+                );
+                assert_eq!(scores(&mut c, key), models[k].scores, "step {step}: {key}");
+                assert_eq!(scores(&mut z, key), models[k].scores, "step {step}: {key}");
+                if stored {
+                    for (n, con) in [&mut z, &mut c].into_iter().enumerate() {
+                        let at = pexpiretime(con, key);
+                        let (lo, hi) = expiry[k][n];
+                        assert!(
+                            lo <= at && at <= hi,
+                            "step {step}: {key} expires at {at}, not in [{lo}, {hi}]"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `MEMORY USAGE` per logged request, key and its overhead included, at most 8 bytes for logs of
+/// 1000 requests or more; a few requests fit in a fraction of a sorted set.
+#[test]
+fn a_logged_request_takes_at_most_8_bytes() {
+    let s = compact_server();
+    let mut c = s.client();
+    // A steady stream, a burst in one ms, and a log spanning more than 49 days (wide slots).
+    for i in 0..1000u64 {
+        sw5(
+            &mut c,
+            &format!("ALLOW steady 3600 1000000 {}", T0 + i * 60),
+        );
+    }
+    sw5(&mut c, &format!("ALLOW burst 3600 1000000 {T0} COST 60000"));
+    for i in 0..1000u64 {
+        let now = T0 + i * (1 << 23);
+        sw5(&mut c, &format!("ALLOW wide 9007199254740 1000000 {now}"));
+    }
+    for (key, count) in [("steady", 1000u64), ("burst", 60_000), ("wide", 1000)] {
+        assert_eq!(scores(&mut c, key).len() as u64, count, "{key}");
+        let bytes: u64 = q(&mut c, &["MEMORY", "USAGE", key, "SAMPLES", "0"]);
+        assert!(
+            bytes <= 8 * count,
+            "{key}: {bytes} bytes for {count} requests ({:.2} a request)",
+            bytes as f64 / count as f64
+        );
+    }
+    // Ten requests: well under half of a sorted set's key.
+    let z = Server::start();
+    let mut zc = z.client();
+    for con in [&mut c, &mut zc] {
+        for i in 0..10u64 {
+            sw5(con, &format!("ALLOW ten 3600 100 {}", T0 + i));
+        }
+    }
+    let compact: u64 = q(&mut c, &["MEMORY", "USAGE", "ten"]);
+    let zset: u64 = q(&mut zc, &["MEMORY", "USAGE", "ten"]);
+    assert!(
+        compact * 2 <= zset,
+        "10 requests: compact {compact} B, zset {zset} B"
+    );
+}
+
+/// A key as a caller sees it: its PEEK answers and its absolute expiry.
+type Seen = (Vec<[i64; 5]>, i64);
+
+/// A server's whole data as a caller sees it: digest, and each key's PEEK answers and TTL.
+fn state(s: &Server, keys: &[&str]) -> (String, Vec<Seen>) {
+    let mut c = s.client();
+    let per_key = keys
+        .iter()
+        .map(|k| (peeks(&mut c, k), pexpiretime(&mut c, k)))
+        .collect();
+    (s.digest(), per_key)
+}
+
+/// Random admissions and trims on `keys`, with hour-long windows.
+fn traffic(c: &mut Connection, keys: &[&str], seed: u64, calls: usize) {
+    let mut rng = Rng::new(seed);
+    let mut now = T0;
+    for _ in 0..calls {
+        now = match rng.range(0, 19) {
+            0 => now + rng.range(1 << 32, 1 << 33),
+            1 => now.saturating_sub(rng.range(0, 60_000)),
+            _ => now + rng.range(0, 20_000),
+        };
+        let key = rng.pick(keys);
+        let (max, cost) = (rng.range(5, 40), rng.range(1, 4));
+        let reply = sw(c, &format!("ALLOW {key} 3600 {max} {now} COST {cost}"));
+        assert!(error_line(&reply).is_none(), "{reply:?}");
+    }
+}
+
+#[test]
+fn persists_and_moves_with_every_mechanism() {
+    let keys = ["p0", "p1", "p2", "p3", "p4"];
+    let mut s = Server::builder()
+        .storage("compact")
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .args(["--aof-use-rdb-preamble", "no"])
+        .start();
+    let mut c = s.client();
+    traffic(&mut c, &keys, 7, 3000);
+    for k in keys {
+        assert_eq!(kind(&mut c, k), "swcompact", "{k}");
+    }
+    let before = state(&s, &keys);
+    assert_ne!(before.0, "0".repeat(40), "the traffic left no data");
+
+    let _: String = q(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(state(&s, &keys), before, "DEBUG RELOAD");
+
+    // An AOF rewrite without the RDB preamble writes the logs as APPLY commands.
+    let rewrites = info_u64(&s, "persistence", "aof_rewrites");
+    let _: String = q(&mut c, &["BGREWRITEAOF"]);
+    wait_until(Duration::from_secs(30), "the AOF rewrite", || {
+        info_u64(&s, "persistence", "aof_rewrites") > rewrites
+            && info_u64(&s, "persistence", "aof_rewrite_in_progress") == 0
+    });
+    let base = std::fs::read_dir(s.dir().join("appendonlydir"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().contains(".base."))
+        .map(|e| std::fs::read(e.path()).unwrap())
+        .expect("a base AOF");
+    assert!(
+        base.windows(19)
+            .any(|w| w.eq_ignore_ascii_case(b"SLIDINGWINDOW.APPLY")),
+        "the rewritten AOF holds no APPLY"
+    );
+    s.restart();
+    assert_eq!(state(&s, &keys), before, "restart from the rewritten AOF");
+
+    let mut c = s.client();
+    let _: () = q(&mut c, &["SAVE"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    s.restart();
+    assert_eq!(state(&s, &keys), before, "restart from the RDB");
+
+    // DUMP/RESTORE keeps the log; the TTL comes with RESTORE's own argument.
+    let mut c = s.client();
+    let dump: Vec<u8> = q(&mut c, &["DUMP", "p0"]);
+    let at = pexpiretime(&mut c, "p0");
+    let restored = redis::cmd("RESTORE")
+        .arg("r0")
+        .arg(at)
+        .arg(&dump)
+        .arg("ABSTTL")
+        .query::<()>(&mut c);
+    assert!(restored.is_ok(), "{restored:?}");
+    assert_eq!(peeks(&mut c, "r0"), peeks(&mut c, "p0"));
+    assert_eq!(pexpiretime(&mut c, "r0"), at);
+    assert_eq!(snapshot(&mut c, "r0"), snapshot(&mut c, "p0"));
+    // COPY and RENAME.
+    let copied: i64 = q(&mut c, &["COPY", "p1", "c1"]);
+    assert_eq!(copied, 1);
+    assert_eq!(snapshot(&mut c, "c1"), snapshot(&mut c, "p1"));
+    let mine: Vec<[i64; 5]> = peeks(&mut c, "p2");
+    let _: () = q(&mut c, &["RENAME", "p2", "moved"]);
+    assert_eq!(peeks(&mut c, "moved"), mine);
+    // The copy is a copy: changing it leaves the original alone.
+    let original = snapshot(&mut c, "p1");
+    sw(
+        &mut c,
+        &format!("ALLOW c1 3600 1000 {} COST 3", T0 + 999_999_999_999),
+    );
+    assert_eq!(snapshot(&mut c, "p1"), original);
+    assert_ne!(snapshot(&mut c, "c1"), original);
+}
+
+#[test]
+fn a_replica_attached_to_compact_keys_holds_them_and_answers_peek() {
+    let keys = ["f0", "f1", "f2"];
+    let master = compact_server();
+    let mut c = master.client();
+    traffic(&mut c, &keys, 11, 1500);
+    let replica = start_replica(&master, &[]);
+    traffic(&mut c, &keys, 12, 500);
+    wait_in_sync(&master, &replica);
+    assert_eq!(replica.digest(), master.digest());
+    let mut r = replica.client();
+    for k in keys {
+        assert_eq!(kind(&mut r, k), "swcompact");
+        assert_eq!(peeks(&mut r, k), peeks(&mut c, k), "{k}");
+    }
+}
+
+/// CONVERT both ways keeps every timestamp, every reply and the TTL; to the storage a key already
+/// has, it changes nothing.
+#[test]
+fn convert_both_ways_keeps_replies_and_ttl() {
+    let keys = ["v0", "v1", "v2", "v3"];
+    let s = Server::start();
+    let replica = start_replica(&s, &[]);
+    let mut c = s.client();
+    traffic(&mut c, &keys, 21, 2000);
+    let before: Vec<_> = keys
+        .iter()
+        .map(|k| (peeks(&mut c, k), pexpiretime(&mut c, k), scores(&mut c, k)))
+        .collect();
+    for (target, kind_after) in [
+        ("compact", "swcompact"),
+        ("zset", "zset"),
+        ("COMPACT", "swcompact"),
+    ] {
+        for (k, want) in keys.iter().zip(&before) {
+            let n: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", k, target]);
+            assert_eq!(n as usize, want.2.len(), "{k} to {target}: the count");
+            assert_eq!(kind(&mut c, k), kind_after);
+            let got = (peeks(&mut c, k), pexpiretime(&mut c, k), scores(&mut c, k));
+            assert_eq!(&got, want, "{k} to {target}");
+        }
+    }
+    // Already compact: nothing changes, not even the encoding.
+    let digest = s.digest();
+    let dumps: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
+    for k in keys {
+        let _: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", k, "compact"]);
+    }
+    assert_eq!(s.digest(), digest);
+    assert_eq!(
+        keys.iter().map(|k| snapshot(&mut c, k)).collect::<Vec<_>>(),
+        dumps
+    );
+    wait_in_sync(&s, &replica);
+    assert_eq!(
+        replica.digest(),
+        s.digest(),
+        "the replica followed every conversion"
+    );
+}
+
+#[test]
+fn convert_errors_change_nothing() {
+    let s = Server::start();
+    let mut c = s.client();
+    let _: () = q(&mut c, &["SET", "text", "x"]);
+    let bad = [
+        ("frac", "1.5"),
+        ("neg", "-1"),
+        ("inf", "inf"),
+        ("ninf", "-inf"),
+        ("huge", "9007199254740994"),
+    ];
+    for (key, score) in bad {
+        let _: i64 = q(&mut c, &["ZADD", key, "1000", "ok", score, "bad"]);
+    }
+    let digest = s.digest();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["missing", "compact"], "ERR no such key".into()),
+        (
+            vec!["text", "compact"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
+        ),
+        (
+            vec!["frac", "list"],
+            "ERR storage must be zset or compact, not 'list'".into(),
+        ),
+        (vec!["frac", "compact"], not_a_timestamp("1.5")),
+        (vec!["neg", "compact"], not_a_timestamp("-1")),
+        (vec!["inf", "compact"], not_a_timestamp("inf")),
+        (vec!["ninf", "compact"], not_a_timestamp("-inf")),
+        (vec!["huge", "compact"], not_a_timestamp("9007199254740994")),
+    ];
+    for (args, want) in cases {
+        let mut line = vec!["SLIDINGWINDOW.CONVERT"];
+        line.extend(&args);
+        let v = call(&mut c, &line);
+        assert_eq!(error_line(&v).as_deref(), Some(want.as_str()), "{args:?}");
+    }
+    assert_eq!(s.digest(), digest, "a refused CONVERT changed data");
+    let v = call(&mut c, &["SLIDINGWINDOW.CONVERT", "frac"]);
+    assert!(
+        error_line(&v).is_some_and(|e| e.contains("wrong number of arguments")),
+        "{v:?}"
+    );
+}
+
+fn not_a_timestamp(score: &str) -> String {
+    format!(
+        "ERR the sorted set holds a score that is not a timestamp in ms (an integer between 0 and 9007199254740992): {score}"
+    )
+}
+
+/// CRC-64/Jones (reflected), as Redis checks DUMP payloads.
+fn crc64(bytes: &[u8]) -> u64 {
+    let mut crc: u64 = 0;
+    for &b in bytes {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// A DUMP payload with `body` (type, module id, value) under a correct checksum.
+fn payload(body: &[u8], rdb_version: &[u8]) -> Vec<u8> {
+    let mut p = body.to_vec();
+    p.extend_from_slice(rdb_version);
+    let crc = crc64(&p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+/// A payload whose checksum is right but whose log is not: refused, and the server carries on.
+#[test]
+fn corrupt_restore_payloads_are_refused() {
+    let s = compact_server();
+    let mut c = s.client();
+    sw5(&mut c, &format!("ALLOW k 3600 10 {T0} COST 2"));
+    sw5(&mut c, &format!("ALLOW k 3600 10 {}", T0 + 1000));
+    let dump: Vec<u8> = q(&mut c, &["DUMP", "k"]);
+    let (body, trailer) = dump.split_at(dump.len() - 10);
+    assert_eq!(
+        crc64(&dump[..dump.len() - 8]).to_le_bytes(),
+        dump[dump.len() - 8..]
+    );
+    // type 7, then the module id (0x81 + 8 bytes), the count (opcode 2), the buffer (opcode 5).
+    let (head, value) = body.split_at(10);
+    assert_eq!(value[..2], [2, 3], "count 3");
+    assert_eq!(value[2], 5, "a string buffer follows");
+    let version = &trailer[..2];
+    let restore = |c: &mut Connection, p: &[u8]| {
+        redis::cmd("RESTORE")
+            .arg("bad")
+            .arg(0)
+            .arg(p)
+            .query::<()>(c)
+    };
+    // (what is wrong, the value after the module id)
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("count 0", [&[2u8, 0][..], &value[2..]].concat()),
+        ("count 4", [&[2u8, 4][..], &value[2..]].concat()),
+        ("count 2", [&[2u8, 2][..], &value[2..]].concat()),
+        ("no buffer", [&value[..2], &[0u8][..]].concat()),
+        ("truncated", value[..value.len() - 3].to_vec()),
+    ];
+    // A timestamp above 2^53: the first varint replaced by 2^53 + 1.
+    let mut big = vec![2u8, 1, 5, 8];
+    big.extend([0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 0]);
+    cases.push(("above 2^53", big));
+    for (what, value) in &cases {
+        let p = payload(&[head, value].concat(), version);
+        let r = restore(&mut c, &p);
+        assert!(r.is_err(), "{what}: RESTORE accepted it");
+        assert!(
+            s.info_field("server", "redis_version").is_some(),
+            "{what}: the server died"
+        );
+        let exists: i64 = q(&mut c, &["EXISTS", "bad"]);
+        assert_eq!(exists, 0, "{what}");
+    }
+    // An encoding version from the future (the module id's low 10 bits): refused with a log line.
+    let mut future = head.to_vec();
+    let last = future.len() - 1;
+    future[last] = future[last].wrapping_add(1);
+    let r = restore(&mut c, &payload(&[&future, value].concat(), version));
+    assert!(r.is_err(), "a future encoding was accepted");
+    wait_until(Duration::from_secs(10), "the refusal in the log", || {
+        std::fs::read_to_string(s.log_path())
+            .unwrap_or_default()
+            .contains("encoding version 2 is newer than this module knows (1)")
+    });
+    // And the original still restores.
+    let ok = restore(&mut c, &payload(body, version));
+    assert!(ok.is_ok(), "{ok:?}");
+    assert_eq!(peeks(&mut c, "bad"), peeks(&mut c, "k"));
+}
+
+/// The golden RDB: written by encoding 1 (Redis 7.0's RDB format), committed, and loaded by every
+/// later version of the module to the same logs.
+const GOLDEN: &str = "tests/fixtures/compact-v1.rdb";
+
+/// The calls that made the golden RDB (then PERSIST and SAVE): key, window, max, now, cost.
+fn golden_calls() -> Vec<(&'static str, u64, u64, u64, u64)> {
+    let mut calls = vec![
+        ("golden:zero", 60, 5, 0, 1),
+        ("golden:top", 60, 5, 1 << 53, 2),
+    ];
+    for i in 0..1500u64 {
+        calls.push(("golden:steady", 3600, 100_000, T0 + i * 37, 1 + i % 3));
+    }
+    calls.push(("golden:burst", 3600, 100_000, T0, 70_000));
+    for i in 0..300u64 {
+        calls.push((
+            "golden:wide",
+            9_007_199_254_740,
+            100_000,
+            T0 + i * (1 << 28),
+            1,
+        ));
+    }
+    calls
+}
+
+fn golden_models() -> Vec<(&'static str, Model)> {
+    let mut models: Vec<(&'static str, Model)> = Vec::new();
+    for (key, w, max, now, cost) in golden_calls() {
+        let i = match models.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                models.push((key, Model::default()));
+                models.len() - 1
+            }
+        };
+        models[i].1.allow(w, max, now, cost);
+    }
+    models
+}
+
+#[test]
+#[ignore = "writes tests/fixtures/compact-v1.rdb: only when the golden file must be made anew"]
+fn write_the_golden_rdb() {
+    let s = compact_server();
+    let mut c = s.client();
+    for (key, w, max, now, cost) in golden_calls() {
+        sw5(&mut c, &format!("ALLOW {key} {w} {max} {now} COST {cost}"));
+    }
+    for (key, _) in golden_models() {
+        let _: i64 = q(&mut c, &["PERSIST", key]);
+    }
+    let _: () = q(&mut c, &["SAVE"]);
+    std::fs::copy(s.dir().join("dump.rdb"), GOLDEN).unwrap();
+}
+
+#[test]
+fn the_golden_rdb_loads_to_the_same_logs() {
+    let s = Server::builder()
+        .args(["--dbfilename", "golden.rdb"])
+        .start();
+    std::fs::copy(GOLDEN, s.dir().join("golden.rdb")).expect("tests/fixtures/compact-v1.rdb");
+    let mut c = s.client();
+    let _: String = q(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
+    let models = golden_models();
+    let keys: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(keys as usize, models.len());
+    for (key, model) in models {
+        assert_eq!(kind(&mut c, key), "swcompact", "{key}");
+        assert_eq!(pexpiretime(&mut c, key), -1, "{key} has no TTL");
+        for (w, max, now, cost) in [
+            (3600, 10, T0 + 5000, 1),
+            (60, 3, T0, 2),
+            (86_400, 100_000, 1 << 53, 7),
+        ] {
+            let want = model.peek(w, max, now, cost);
+            assert_eq!(
+                sw5(&mut c, &format!("PEEK {key} {w} {max} {now} COST {cost}")),
+                want,
+                "{key}"
+            );
+        }
+        assert_eq!(scores(&mut c, key), model.scores, "{key}");
+    }
+}
+
+/// A compact key's keyspace events, and WATCH: woken by an ALLOW that admits or trims, not by
+/// PEEK nor by a refusal with nothing to trim.
+#[test]
+fn events_and_watch() {
+    let s = compact_server();
+    let mut c = s.client();
+    let _: () = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    let mut sub = s.client();
+    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sub.send_packed_command(&kit::packed(&["SUBSCRIBE", "__keyspace@0__:ev", "marker"]))
+        .unwrap();
+    for _ in 0..2 {
+        sub.recv_response().unwrap();
+    }
+    // (call, its events, whether it wakes a WATCH)
+    let steps: [(String, &[&str], bool); 6] = [
+        (
+            format!("ALLOW ev 10 2 {T0}"),
+            &["slidingwindow.add", "expire"],
+            true,
+        ),
+        (format!("PEEK ev 10 2 {T0}"), &[], false),
+        (format!("ALLOW ev 10 1 {T0}"), &[], false),
+        (
+            format!("ALLOW ev 10 2 {} COST 3", T0 + 20_000),
+            &["slidingwindow.trim", "del"],
+            true,
+        ),
+        (
+            format!("ALLOW ev 10 2 {}", T0 + 20_000),
+            &["slidingwindow.add", "expire"],
+            true,
+        ),
+        (
+            format!("ALLOW ev 10 5 {} COST 9", T0 + 40_000),
+            &["slidingwindow.trim", "del"],
+            true,
+        ),
+    ];
+    for (n, (line, events, wakes)) in steps.iter().enumerate() {
+        let _: () = q(&mut c, &["WATCH", "ev"]);
+        sw(&mut c, line);
+        let tx = kit::pipeline(&mut c, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
+        assert_eq!(tx[2] == Value::Nil, *wakes, "{line}: WATCH");
+        let marker = n.to_string();
+        let _: i64 = q(&mut c, &["PUBLISH", "marker", &marker]);
+        let mut seen = Vec::new();
+        loop {
+            let msg: Vec<String> = redis::from_redis_value(sub.recv_response().unwrap()).unwrap();
+            if msg[1] == "marker" {
+                assert_eq!(msg[2], marker);
+                break;
+            }
+            seen.push(msg[2].clone());
+        }
+        assert_eq!(seen, *events, "{line}: events");
+    }
+}
+
+/// `APPLY`, the internal command, refuses malformed arguments and other types, changing nothing.
+#[test]
+fn apply_refuses_what_it_cannot_replay() {
+    let s = compact_server();
+    let mut c = s.client();
+    sw5(&mut c, &format!("ALLOW k 3600 10 {T0}"));
+    let _: i64 = q(&mut c, &["ZADD", "z", "1", "m"]);
+    let digest = s.digest();
+    let bad: [&[&str]; 9] = [
+        &["k", "x", "0"],
+        &["k", "-9007199254740993", "0"],
+        &["k", "1", "-5"],
+        &["k", "1", "0", "5"],
+        &["k", "1", "0", "5", "0"],
+        &["k", "1", "0", "9007199254740993", "1"],
+        &["k", "1", "0", "5", "10000001"],
+        &["k", "1", "0", "5", "6000000", "6", "6000000"],
+        &["z", "1", "0", "5", "1"],
+    ];
+    for args in bad {
+        let mut line = vec!["SLIDINGWINDOW.APPLY"];
+        line.extend(args);
+        let v = call(&mut c, &line);
+        let err = error_line(&v).unwrap_or_else(|| panic!("{args:?} answered {v:?}"));
+        assert!(
+            err.starts_with("ERR SLIDINGWINDOW.APPLY") || err.starts_with("WRONGTYPE"),
+            "{err}"
+        );
+    }
+    assert_eq!(s.digest(), digest, "a refused APPLY changed data");
+    // A valid one does what it says.
+    let n: i64 = q(
+        &mut c,
+        &["SLIDINGWINDOW.APPLY", "new", "-1", "0", "5", "2", "7", "1"],
+    );
+    assert_eq!(n, 3);
+    assert_eq!(scores(&mut c, "new"), [5, 5, 7]);
+    let n: i64 = q(&mut c, &["SLIDINGWINDOW.APPLY", "new", "5", "0"]);
+    assert_eq!(n, 1);
+    let n: i64 = q(&mut c, &["SLIDINGWINDOW.APPLY", "new", "7", "0"]);
+    assert_eq!((n, kind(&mut c, "new").as_str()), (0, "none"));
+}
+
+/// A large log that expired whole goes in O(1) and is freed off the main thread.
+#[test]
+fn a_whole_expired_log_is_freed_in_the_background() {
+    let s = compact_server();
+    let mut c = s.client();
+    sw5(&mut c, &format!("ALLOW big 10 1000000 {T0} COST 100000"));
+    sw5(
+        &mut c,
+        &format!("ALLOW big 10 1000000 {} COST 100000", T0 + 1),
+    );
+    let freed = info_u64(&s, "memory", "lazyfreed_objects");
+    assert_eq!(
+        sw5(&mut c, &format!("ALLOW big 10 5 {} COST 6", T0 + 60_000)),
+        [0, 0, 5, -1, 0]
+    );
+    assert_eq!(kind(&mut c, "big"), "none");
+    wait_until(
+        Duration::from_secs(10),
+        "the log freed in the background",
+        || info_u64(&s, "memory", "lazyfreed_objects") > freed,
+    );
+}
