@@ -630,39 +630,39 @@ fn apply_refuses_what_it_cannot_replay() {
     sw5(&mut c, &format!("ALLOW k 3600 10 {T0}"));
     let _: i64 = q(&mut c, &["ZADD", "z", "1", "m"]);
     let digest = s.digest();
-    let bad: [&[&str]; 9] = [
-        &["k", "x", "0"],
-        &["k", "-9007199254740993", "0"],
-        &["k", "1", "-5"],
-        &["k", "1", "0", "5"],
-        &["k", "1", "0", "5", "0"],
-        &["k", "1", "0", "9007199254740993", "1"],
-        &["k", "1", "0", "5", "10000001"],
-        &["k", "1", "0", "5", "6000000", "6", "6000000"],
-        &["z", "1", "0", "5", "1"],
+    let bad: [(&str, &str); 9] = [
+        ("k", "x 0"),
+        ("k", "-9007199254740993 0"),
+        ("k", "1 -5"),
+        ("k", "1 0 5"),
+        ("k", "1 0 5 0"),
+        ("k", "1 0 9007199254740993 1"),
+        ("k", "1 0 5 10000001"),
+        ("k", "1 0 5 6000000 6 6000000"),
+        ("z", "1 0 5 1"),
     ];
-    for args in bad {
-        let mut line = vec!["SLIDINGWINDOW.APPLY"];
-        line.extend(args);
-        let v = call(&mut c, &line);
-        let err = error_line(&v).unwrap_or_else(|| panic!("{args:?} answered {v:?}"));
+    for (key, change) in bad {
+        let v = call(&mut c, &["SLIDINGWINDOW.APPLY", key, change]);
+        let err = error_line(&v).unwrap_or_else(|| panic!("{change:?} answered {v:?}"));
         assert!(
             err.starts_with("ERR SLIDINGWINDOW.APPLY") || err.starts_with("WRONGTYPE"),
             "{err}"
         );
     }
+    let v = call(&mut c, &["SLIDINGWINDOW.APPLY", "k", "1", "0"]);
+    assert!(
+        error_line(&v).is_some_and(|e| e.contains("wrong number of arguments")),
+        "{v:?}"
+    );
     assert_eq!(s.digest(), digest, "a refused APPLY changed data");
     // A valid one does what it says.
-    let n: i64 = q(
-        &mut c,
-        &["SLIDINGWINDOW.APPLY", "new", "-1", "0", "5", "2", "7", "1"],
-    );
-    assert_eq!(n, 3);
+    let apply =
+        |c: &mut Connection, change: &str| -> i64 { q(c, &["SLIDINGWINDOW.APPLY", "new", change]) };
+    assert_eq!(apply(&mut c, "-1 0 5 2 7 1"), 3);
     assert_eq!(scores(&mut c, "new"), [5, 5, 7]);
-    let n: i64 = q(&mut c, &["SLIDINGWINDOW.APPLY", "new", "5", "0"]);
-    assert_eq!(n, 1);
-    let n: i64 = q(&mut c, &["SLIDINGWINDOW.APPLY", "new", "7", "0"]);
-    assert_eq!((n, kind(&mut c, "new").as_str()), (0, "none"));
+    assert_eq!(apply(&mut c, "5 0"), 1);
+    assert_eq!(apply(&mut c, "7 0"), 0);
+    assert_eq!(kind(&mut c, "new"), "none");
 }
 
 /// A large log that expired whole goes in O(1) and is freed off the main thread.

@@ -96,6 +96,11 @@ fn info(con: &mut Connection, section: &str, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO {section} has no numeric {field}"))
 }
 
+/// Where ALLOW creates keys from now on.
+fn storage(con: &mut Connection, storage: &str) {
+    let _: () = q(con, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+}
+
 fn memory_returns_after(calls: u64) {
     let s = Server::start();
     let mut probe = s.client();
@@ -103,7 +108,10 @@ fn memory_returns_after(calls: u64) {
     // Warm up first: one-time allocations (module state, dict tables) are not leaks.
     {
         let mut con = s.client();
-        run_mix(&mut con, 1, 0, 20_000);
+        run_mix(&mut con, 1, 0, 10_000);
+        storage(&mut con, "compact");
+        run_mix(&mut con, 1, 10_000, 10_000);
+        storage(&mut con, "zset");
     }
     let _: () = q(&mut probe, &["FLUSHALL", "SYNC"]);
     let _: () = q(&mut probe, &["SET", "wrongtype", "x"]);
@@ -117,8 +125,12 @@ fn memory_returns_after(calls: u64) {
     );
     let start = info(&mut probe, "memory", "used_memory");
     {
+        // Half the run creates sorted sets, half compact logs (and calls both kinds of key).
         let mut con = s.client();
-        run_mix(&mut con, 2, 20_000, calls);
+        run_mix(&mut con, 2, 20_000, calls / 2);
+        storage(&mut con, "compact");
+        run_mix(&mut con, 3, 20_000 + calls / 2, calls - calls / 2);
+        storage(&mut con, "zset");
     }
     let peak = info(&mut probe, "memory", "used_memory");
     let keys: i64 = q(&mut probe, &["DBSIZE"]);
@@ -172,6 +184,35 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
                 assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
             }
         }
+        // The same with compact logs, then every path of the data type: conversions both ways,
+        // COPY, DUMP/RESTORE, an RDB reload, an AOF rewrite without the RDB preamble.
+        storage(&mut con, "compact");
+        run_mix(&mut con, 4, calls, calls / 2);
+        for k in 0..5 {
+            let key = format!("cbig:{k}");
+            let grow = kit::sw_line("ALLOW", &key, 1, 100_000, 1000, 80_000);
+            let expire = kit::sw_line("ALLOW", &key, 1, 1000, 5000, 1);
+            for r in kit::pipeline(&mut con, &[grow, expire]) {
+                assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
+            }
+        }
+        let _: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "zset"]);
+        let _: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "compact"]);
+        let _: i64 = q(&mut con, &["COPY", "cbig:1", "copy"]);
+        let dump: Vec<u8> = q(&mut con, &["DUMP", "cbig:2"]);
+        let _: () = redis::cmd("RESTORE")
+            .arg("restored")
+            .arg(0)
+            .arg(dump)
+            .query(&mut con)
+            .unwrap();
+        let _: String = q(&mut con, &["DEBUG", "RELOAD"]);
+        let _: () = q(&mut con, &["CONFIG", "SET", "aof-use-rdb-preamble", "no"]);
+        let _: () = q(&mut con, &["CONFIG", "SET", "appendonly", "yes"]);
+        wait_until(valgrind::SLOW, "the AOF rewrite", || {
+            info(&mut con, "persistence", "aof_rewrite_in_progress") == 0
+                && info(&mut con, "persistence", "aof_rewrite_scheduled") == 0
+        });
         let _: () = q(&mut con, &["FLUSHALL", "SYNC"]);
     }
     let log = vg.shutdown();

@@ -99,6 +99,14 @@ pub fn expired_keys(con: &mut Connection) -> Result<u64> {
         .parse()?)
 }
 
+/// The server's `used_memory` in bytes.
+pub fn used_memory(con: &mut Connection) -> Result<u64> {
+    let text: String = redis::cmd("INFO").arg("memory").query(con)?;
+    Ok(info_field(&text, "used_memory")
+        .ok_or("INFO memory has no used_memory")?
+        .parse()?)
+}
+
 /// `calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=0`
 fn parse_cmdstat(line: &str) -> Result<CmdStat> {
     let mut stat = CmdStat::default();

@@ -29,6 +29,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
         "worst_call": {
             "members": run.worst.members,
             "module_in_command_us": run.worst.module_us,
+            "compact_in_command_us": run.worst.compact_us,
             "lua_in_command_us": run.worst.lua_us,
         },
         "targets": run.checks.iter().map(check_json).collect::<Vec<_>>(),
@@ -69,6 +70,8 @@ fn result_json(m: &Measurement) -> Value {
         "round_trip_p99_us": m.round_trip_p99_us,
         "members_per_key": m.memory.as_ref().map(|mem| mem.members_per_key),
         "bytes_per_member": m.memory.as_ref().map(|mem| mem.bytes_per_member),
+        "used_memory_per_member": m.memory.as_ref().map(|mem| mem.used_per_member),
+        "used_memory_per_key": m.memory.as_ref().map(|mem| mem.used_per_key),
         "admitted_fraction": m.admitted,
     })
 }

@@ -43,8 +43,13 @@ pub struct CommandLatency {
 }
 
 pub struct Memory {
+    /// `MEMORY USAGE` (key overhead included) per member.
     pub bytes_per_member: f64,
     pub members_per_key: f64,
+    /// The growth of `used_memory` from the empty server to the filled one, per member and per
+    /// key: what the keys cost the server, TTLs and allocator slack included.
+    pub used_per_member: f64,
+    pub used_per_key: f64,
 }
 
 /// Every variant that serves `workload`, in table order.
@@ -216,7 +221,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// `MEMORY USAGE key SAMPLES 0` over the members stored, summed over a sample of the
-/// workload's keys.
+/// workload's keys; and what the keys held of `used_memory`, read before and after a
+/// `FLUSHALL SYNC` on the same idle connection (so client buffers weigh the same both times).
 fn measure_memory(lane: &mut Lane) -> Result<Memory> {
     let keys = lane.workload.keys.min(MEMORY_SAMPLE_KEYS);
     let mut usage = redis::pipe();
@@ -245,8 +251,15 @@ fn measure_memory(lane: &mut Lane) -> Result<Memory> {
         )
         .into());
     }
+    let filled = info::used_memory(con)?;
+    redis::cmd("FLUSHALL").arg("SYNC").exec(con)?;
+    let used = filled.saturating_sub(info::used_memory(con)?);
+    let members_per_key = members as f64 / keys as f64;
+    let all_members = members_per_key * lane.workload.keys as f64;
     Ok(Memory {
         bytes_per_member: bytes as f64 / members as f64,
-        members_per_key: members as f64 / keys as f64,
+        members_per_key,
+        used_per_member: used as f64 / all_members,
+        used_per_key: used as f64 / lane.workload.keys as f64,
     })
 }

@@ -17,7 +17,7 @@ pub struct Run {
     pub seconds: f64,
 }
 
-pub const HEADER: [&str; 13] = [
+pub const HEADER: [&str; 14] = [
     "workload",
     "variant",
     "server CPU µs/req",
@@ -30,6 +30,7 @@ pub const HEADER: [&str; 13] = [
     "round-trip p99 µs",
     "members/key",
     "bytes/member",
+    "used_memory/key",
     "admitted",
 ];
 
@@ -51,6 +52,7 @@ pub fn row(m: &Measurement) -> Vec<String> {
         format!("{:.1}", m.round_trip_p99_us),
         opt(m.memory.as_ref().map(|mem| mem.members_per_key), 1),
         opt(m.memory.as_ref().map(|mem| mem.bytes_per_member), 1),
+        opt(m.memory.as_ref().map(|mem| mem.used_per_key), 0),
         match m.admitted {
             Some(a) => format!("{:.1}%", a * 100.0),
             None => "-".to_string(),
@@ -167,14 +169,17 @@ pub fn worst_line(worst: &Worst) -> String {
     let ms = |us: u64| us as f64 / 1000.0;
     format!(
         "Worst call (one request on {} members whose whole window has expired), in-command \
-         time: module median {:.3} ms, worst {:.3} ms; lua median {:.1} ms, worst {:.1} ms \
-         (µs per trial: module {:?}, lua {:?})",
+         time: module median {:.3} ms, worst {:.3} ms; compact median {:.3} ms, best {:.3} ms; \
+         lua median {:.1} ms, worst {:.1} ms (µs per trial: module {:?}, compact {:?}, lua {:?})",
         worst.members,
         ms(worst.module_median()),
         ms(worst.module_max()),
+        ms(worst.compact_median()),
+        ms(worst.compact_best()),
         ms(worst.lua_median()),
         ms(worst.lua_max()),
         worst.module_us,
+        worst.compact_us,
         worst.lua_us
     )
 }

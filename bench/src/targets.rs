@@ -1,7 +1,7 @@
 //! The targets, as ratios within this one run.
 
 use crate::measure::{Measurement, Memory};
-use crate::variants::{LUA, MODULE, PING, Variant};
+use crate::variants::{COMPACT, LUA, MODULE, PING, Variant};
 use crate::worst::Worst;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +74,57 @@ pub fn evaluate(results: &[Measurement], worst: &Worst) -> Vec<Check> {
         };
         checks.push(Check::new(name, ratio, Bound::AtMost, 1.0 + noise));
     }
+    checks.extend(compact_checks(results, worst));
+    checks
+}
+
+/// The compact storage's targets: memory per request, CPU against the sorted set.
+fn compact_checks(results: &[Measurement], worst: &Worst) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let memory = |workload: &str| {
+        results
+            .iter()
+            .find(|m| m.workload == workload && *m.variant == COMPACT)
+            .and_then(|m| m.memory.as_ref())
+    };
+    for workload in ["hot", "big"] {
+        let Some(mem) = memory(workload) else {
+            continue;
+        };
+        let name = format!("bytes/request (MEMORY USAGE), compact, {workload}");
+        checks.push(Check::new(name, mem.bytes_per_member, Bound::AtMost, 8.0));
+        // Both ways of counting agree: the keys' own view and the server's.
+        let name = format!("used_memory delta / MEMORY USAGE, compact, {workload} (within 25%)");
+        let agree = (mem.used_per_member / mem.bytes_per_member - 1.0).abs();
+        checks.push(Check::new(name, agree, Bound::AtMost, 0.25));
+    }
+    let per_key = ratio(results, "wide", &COMPACT, &MODULE, |m| {
+        m.memory.as_ref().map(|mem| mem.used_per_key)
+    });
+    let name = "used_memory per key, compact / module, wide".to_string();
+    checks.push(Check::new(name, per_key, Bound::AtMost, 0.5));
+    for (workload, max) in [("big", 0.6), ("hot", 0.85), ("wide", 0.85)] {
+        let cpu = ratio(results, workload, &COMPACT, &MODULE, |m| {
+            Some(m.cpu_us_per_req)
+        });
+        let name = format!("server CPU/request, compact / module, {workload}");
+        checks.push(Check::new(name, cpu, Bound::AtMost, max));
+    }
+    let in_command = ratio(results, "big", &COMPACT, &MODULE, |m| {
+        Some(m.in_command_us_per_req)
+    });
+    let name = "in-command µs/call, compact / module, big".to_string();
+    checks.push(Check::new(name, in_command, Bound::AtMost, 0.5));
+    let name = format!(
+        "whole-window expiry of {} requests, compact, in-command µs (best trial)",
+        worst.members
+    );
+    checks.push(Check::new(
+        name,
+        worst.compact_best() as f64,
+        Bound::AtMost,
+        2000.0,
+    ));
     checks
 }
 

@@ -119,6 +119,14 @@ pub static MODULE: Variant = Variant {
     color: (0x1f, 0x77, 0xb4),
 };
 
+pub static COMPACT: Variant = Variant {
+    name: "compact",
+    tag: "cmp",
+    shape: Shape::Allow,
+    config: &[("slidingwindow.storage", "compact")],
+    color: (0x94, 0x67, 0xbd),
+};
+
 pub static LUA: Variant = Variant {
     name: "lua",
     tag: "lua",
@@ -143,10 +151,8 @@ pub static PING: Variant = Variant {
     color: (0x7f, 0x7f, 0x7f),
 };
 
-/// Every variant, in table order. A storage variant of the module is one more entry, e.g.
-/// `Variant { name: "compact", tag: "cmp", shape: Shape::Allow,
-/// config: &[("slidingwindow.storage", "compact")], .. }`.
-pub static ALL: [&Variant; 4] = [&MODULE, &LUA, &COMMANDS, &PING];
+/// Every variant, in table order.
+pub static ALL: [&Variant; 5] = [&MODULE, &COMPACT, &LUA, &COMMANDS, &PING];
 
 /// Builds one variant's requests for one workload, on keys of its own.
 pub struct Sender<'a> {

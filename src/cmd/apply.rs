@@ -1,6 +1,6 @@
-//! `SLIDINGWINDOW.APPLY key cutoff pexpireat [ts n]...`: the resolved change of a call on a compact
-//! key, as replicas and the AOF receive it (and as an AOF rewrite writes a compact log). It
-//! decides nothing, so it replays the same on any server whatever its clock; a client has no
+//! `SLIDINGWINDOW.APPLY key "cutoff pexpireat [ts n]..."`: the resolved change of a call on a
+//! compact key, as replicas and the AOF receive it (and as an AOF rewrite writes a compact log).
+//! It decides nothing, so it replays the same on any server whatever its clock; a client has no
 //! reason to call it.
 
 use super::Answer;
@@ -13,8 +13,7 @@ use crate::store::compact::log::CompactLog;
 use crate::store::compact::{APPLY_MAX_ADD, CompactStore};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Answer, Error> {
-    let words: Vec<&[u8]> = (0..argv.len()).map(|i| argv.bytes(i)).collect();
-    let apply = args::apply(&words, APPLY_MAX_ADD)?;
+    let apply = args::apply(argv.bytes(2), APPLY_MAX_ADD)?;
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
     let mut key = Key::open(ctx, name, Mode::Write)?;
     match key.kind::<CompactLog>() {

@@ -122,7 +122,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             access: Access::Update,
             summary: c"Internal: replays a resolved change of a compact log (replication and AOF)",
             complexity: c"O(log N + M) for M timestamps added or trimmed",
-            arity: -4,
+            arity: 3,
         },
     ];
     for spec in &specs {

@@ -85,7 +85,6 @@ table! {
     digest_end_sequence = RedisModule_DigestEndSequence: unsafe extern "C" fn(*mut RedisModuleDigest);
     free = RedisModule_Free: unsafe extern "C" fn(*mut c_void);
     malloc_size = RedisModule_MallocSize: unsafe extern "C" fn(*mut c_void) -> usize;
-    create_string_from_long_long = RedisModule_CreateStringFromLongLong: unsafe extern "C" fn(*mut RedisModuleCtx, c_longlong) -> *mut RedisModuleString;
 }
 
 static API: OnceLock<Api> = OnceLock::new();

@@ -134,6 +134,28 @@ impl<'a> Ctx<'a> {
         status(r, "RedisModule_Replicate")
     }
 
+    /// Propagates `cmd key bytes`.
+    pub fn replicate_key_bytes(
+        self,
+        cmd: &CStr,
+        key: RString<'a>,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        // SAFETY: the format names a string, then a buffer and its length, which follow; Redis
+        // copies the buffer.
+        let r = unsafe {
+            (self.api.replicate)(
+                self.raw(),
+                cmd.as_ptr(),
+                c"sb".as_ptr(),
+                key.raw(),
+                bytes.as_ptr(),
+                bytes.len(),
+            )
+        };
+        status(r, "RedisModule_Replicate")
+    }
+
     /// Propagates the running command exactly as the client sent it.
     pub fn replicate_verbatim(self) -> Result<(), Error> {
         // SAFETY: the context belongs to the running command.

@@ -114,31 +114,19 @@ pub struct AofOut<'a> {
 }
 
 impl AofOut<'_> {
-    /// Appends `cmd key args...` to the AOF.
-    pub fn emit(&mut self, cmd: &CStr, args: &[i64]) {
-        let api = self.api;
-        // SAFETY: strings made without a context are ours to free, which happens below.
-        let mut argv: Vec<*mut raw::RedisModuleString> = args
-            .iter()
-            .map(|&v| unsafe { (api.create_string_from_long_long)(ptr::null_mut(), v) })
-            .collect();
-        if argv.iter().all(|s| !s.is_null()) {
-            // SAFETY: the format names the key string, then an argv array and its length.
-            unsafe {
-                (api.emit_aof)(
-                    self.io,
-                    cmd.as_ptr(),
-                    c"sv".as_ptr(),
-                    self.key,
-                    argv.as_mut_ptr(),
-                    argv.len(),
-                )
-            };
-        }
-        for s in argv.into_iter().filter(|s| !s.is_null()) {
-            // SAFETY: created above, freed once.
-            unsafe { (api.free_string)(ptr::null_mut(), s) };
-        }
+    /// Appends `cmd key bytes` to the AOF.
+    pub fn emit(&mut self, cmd: &CStr, bytes: &[u8]) {
+        // SAFETY: the format names the key string, then a buffer and its length.
+        unsafe {
+            (self.api.emit_aof)(
+                self.io,
+                cmd.as_ptr(),
+                c"sb".as_ptr(),
+                self.key,
+                bytes.as_ptr(),
+                bytes.len(),
+            )
+        };
     }
 }
 

@@ -8,6 +8,7 @@ use super::datatype::NativeType;
 use super::string::{OwnedString, RString};
 use crate::core::error::Error;
 use redis_module::raw;
+use std::ffi::c_void;
 use std::os::raw::{c_int, c_longlong};
 use std::ptr::NonNull;
 
@@ -44,6 +45,9 @@ pub struct Key<'a> {
     ptr: Option<NonNull<raw::RedisModuleKey>>,
     name: RString<'a>,
     mode: Mode,
+    /// The module value last found in the key, with its type: a call reads its log several
+    /// times, and asking Redis each time costs more than the log's own work.
+    native: Option<(*mut raw::RedisModuleType, NonNull<c_void>)>,
 }
 
 impl<'a> Key<'a> {
@@ -58,6 +62,7 @@ impl<'a> Key<'a> {
             ptr,
             name,
             mode,
+            native: None,
         })
     }
 
@@ -102,8 +107,11 @@ impl<'a> Key<'a> {
 
     /// The key's value if it is a `T`.
     fn native_ptr<T: NativeType>(&self) -> Option<NonNull<T>> {
-        let k = self.ptr?.as_ptr();
         let t = T::slot().get();
+        if let Some((cached, value)) = self.native {
+            return (cached == t).then(|| value.cast());
+        }
+        let k = self.ptr?.as_ptr();
         // SAFETY: an open key; a module type pointer is only compared, its value only cast when
         // the type is `T`'s.
         unsafe {
@@ -116,9 +124,11 @@ impl<'a> Key<'a> {
 
     /// The key's value if it is a `T`, to read or change in place.
     pub fn native<T: NativeType>(&mut self) -> Option<&mut T> {
-        // SAFETY: Redis owns the value until the key changes, which needs `&mut self`, so the
-        // borrow cannot outlive it.
-        self.native_ptr::<T>().map(|mut p| unsafe { p.as_mut() })
+        let mut value = self.native_ptr::<T>()?;
+        self.native = Some((T::slot().get(), value.cast()));
+        // SAFETY: Redis owns the value until the key changes, which needs `&mut self` (and
+        // forgets the cached pointer), so the borrow cannot outlive it.
+        Some(unsafe { value.as_mut() })
     }
 
     /// Stores `value` in the key as a `T`, replacing whatever it held.
@@ -129,6 +139,7 @@ impl<'a> Key<'a> {
             return Err(Error::Server("an unregistered data type"));
         }
         let raw = Box::into_raw(Box::new(value));
+        self.native = None;
         // SAFETY: an open key opened for writing; on success Redis owns the value and frees it
         // through the type's free callback.
         let r = unsafe { (self.ctx.api.module_type_set_value)(k, t, raw.cast()) };
@@ -191,6 +202,7 @@ impl<'a> Key<'a> {
     /// Deletes the key; Redis frees a large value in the background.
     pub fn unlink(&mut self) -> Result<(), Error> {
         let k = self.handle("RedisModule_UnlinkKey")?;
+        self.native = None;
         // SAFETY: an open key, opened for writing.
         status(
             unsafe { (self.ctx.api.unlink_key)(k) },
@@ -258,6 +270,7 @@ impl<'a> Key<'a> {
     }
 
     fn close(&mut self) {
+        self.native = None;
         if let Some(k) = self.ptr.take() {
             // SAFETY: an open key, closed once (the handle is taken).
             unsafe { (self.ctx.api.close_key)(k.as_ptr()) };

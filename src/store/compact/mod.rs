@@ -1,8 +1,8 @@
 //! The compact storage: the log as the module's own data type (`swcompact`), at most 8 bytes a
 //! logged request (4 while the log spans less than 49 days), O(1) at both ends.
 //!
-//! Effects: replicas and the AOF get `SLIDINGWINDOW.APPLY key cutoff pexpireat [ts n]`, the call's
-//! resolved change, which replays the same on any server whatever its clock. Keyspace events:
+//! Effects: replicas and the AOF get `SLIDINGWINDOW.APPLY key "cutoff pexpireat [ts n]"`, the
+//! call's resolved change, which replays the same on any server whatever its clock. Keyspace events:
 //! `slidingwindow.trim` and `slidingwindow.add` (class `d`, module), `del` when the log empties and
 //! `expire` (class `g`).
 
@@ -10,6 +10,7 @@ pub mod codec;
 pub mod log;
 
 use super::{Expire, Store, expire};
+use crate::core::args::write_change;
 use crate::core::error::Error;
 use crate::core::window::Log;
 use crate::ffi::{AofOut, Class, Ctx, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot};
@@ -43,8 +44,8 @@ impl NativeType for CompactLog {
     }
 
     fn rewrite(&self, out: &mut AofOut<'_>) {
-        for args in apply_batches(self) {
-            out.emit(c"SLIDINGWINDOW.APPLY", &args);
+        for change in apply_batches(self) {
+            out.emit(c"SLIDINGWINDOW.APPLY", &change);
         }
     }
 
@@ -70,26 +71,33 @@ fn clamp(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// `APPLY` arguments after the key that rebuild `log` from nothing: `-1 0 ts n ts n ...`, in
-/// batches, each adding at most `APPLY_MAX_ADD` timestamps.
-pub fn apply_batches(log: &CompactLog) -> Vec<Vec<i64>> {
+/// `APPLY` changes that rebuild `log` from nothing: `-1 0 ts n ts n ...`, in batches of at most
+/// `PAIRS_PER_COMMAND` pairs, each adding at most `APPLY_MAX_ADD` timestamps.
+pub fn apply_batches(log: &CompactLog) -> Vec<Vec<u8>> {
     let mut batches = Vec::new();
-    let mut args = vec![-1, 0];
+    let mut pairs: Vec<(u64, u64)> = Vec::new();
     let mut added = 0;
+    let mut flush = |pairs: &mut Vec<(u64, u64)>| {
+        let mut change = Vec::new();
+        if write_change(&mut change, -1, 0, pairs).is_ok() {
+            batches.push(change);
+        }
+        pairs.clear();
+    };
     for (ts, mut n) in log.runs() {
         while n > 0 {
-            if args.len() >= 2 + 2 * PAIRS_PER_COMMAND || added == APPLY_MAX_ADD {
-                batches.push(std::mem::replace(&mut args, vec![-1, 0]));
+            if pairs.len() == PAIRS_PER_COMMAND || added == APPLY_MAX_ADD {
+                flush(&mut pairs);
                 added = 0;
             }
             let take = n.min(APPLY_MAX_ADD - added);
-            args.extend([clamp(ts), clamp(take)]);
+            pairs.push((ts, take));
             added += take;
             n -= take;
         }
     }
-    if args.len() > 2 {
-        batches.push(args);
+    if !pairs.is_empty() {
+        flush(&mut pairs);
     }
     batches
 }
@@ -103,13 +111,8 @@ pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: CompactLog) -> Result<()
     if !empty {
         key.set_native(log)?;
     }
-    for args in batches {
-        let strings = args
-            .iter()
-            .map(|v| ctx.string(v.to_string().as_bytes()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let args: Vec<RString<'_>> = strings.iter().map(|s| s.as_rstring()).collect();
-        ctx.replicate_key_args(c"SLIDINGWINDOW.APPLY", name, &args)?;
+    for change in batches {
+        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", name, &change)?;
     }
     if !empty {
         ctx.notify(Class::Module, c"slidingwindow.add", name);
@@ -143,19 +146,19 @@ impl<'a> Effects<'a> {
         if fx.verbatim {
             ctx.replicate_verbatim()?;
         } else {
-            let cutoff = fx.trimmed.unwrap_or(-1);
             let at = match fx.expire {
                 Expire::Set(at) => at,
                 _ => 0,
             };
-            match fx.added {
-                Some((ts, n)) => ctx.replicate_key_ints(
-                    c"SLIDINGWINDOW.APPLY",
-                    key,
-                    &[cutoff, at, clamp(ts), clamp(n)],
-                )?,
-                None => ctx.replicate_key_ints(c"SLIDINGWINDOW.APPLY", key, &[cutoff, at])?,
-            }
+            let added = fx.added.as_slice();
+            // One call's change fits a small buffer on the stack: four numbers.
+            let mut buf = [0u8; 96];
+            let mut rest = &mut buf[..];
+            write_change(&mut rest, fx.trimmed.unwrap_or(-1), at, added)
+                .map_err(|_| Error::Server("an APPLY change"))?;
+            let len = 96 - rest.len();
+            let change = buf.get(..len).unwrap_or_default();
+            ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
         if fx.trimmed.is_some() {
             ctx.notify(Class::Module, c"slidingwindow.trim", key);
@@ -259,7 +262,10 @@ impl Log for CompactStore<'_, '_> {
 
 impl Store for CompactStore<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
-        self.expire_at(at_ms)
+        // The expiry travels inside the change either way: no need to read it first.
+        self.key.set_expire_at(at_ms)?;
+        self.fx.expire = Expire::Set(at_ms);
+        Ok(())
     }
 }
 
@@ -274,16 +280,16 @@ mod tests {
             log.add(1_000 + i, 1 + i % 3);
         }
         log.add(5_000, APPLY_MAX_ADD + 1);
-        let batches = apply_batches(&log);
         let mut rebuilt = CompactLog::default();
-        for args in &batches {
-            assert_eq!(args[..2], [-1, 0]);
-            let pairs = &args[2..];
-            assert!(pairs.len() <= 2 * PAIRS_PER_COMMAND && pairs.len() % 2 == 0);
-            let added: i64 = pairs.chunks(2).map(|p| p[1]).sum();
-            assert!(added as u64 <= APPLY_MAX_ADD);
-            for p in pairs.chunks(2) {
-                rebuilt.add(p[0] as u64, p[1] as u64);
+        for change in apply_batches(&log) {
+            let apply = crate::core::args::apply(&change, APPLY_MAX_ADD);
+            let Ok(apply) = apply else {
+                panic!("{apply:?}");
+            };
+            assert_eq!((apply.cutoff, apply.pexpireat), (-1, 0));
+            assert!(apply.adds.len() <= PAIRS_PER_COMMAND);
+            for (ts, n) in apply.adds {
+                rebuilt.add(ts, n);
             }
         }
         assert_eq!(
