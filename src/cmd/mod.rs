@@ -5,13 +5,16 @@ mod allow;
 pub mod config;
 #[cfg(feature = "panic-test")]
 mod debug;
+mod docs;
 mod peek;
 mod request;
+mod stats;
 
 use crate::core::error::Error;
 use crate::core::reply::Reply;
 use crate::ffi::{Access, Argv, Ctx, Handler, Loader, Spec, handler};
 use crate::store::Effects;
+use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// What a command answers when it succeeds.
@@ -24,8 +27,9 @@ pub enum Answer {
 type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
 
 /// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and
-/// every change made before it still reaches replicas and the AOF.
-fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
+/// every change made before it still reaches replicas and the AOF. Counts the answer for INFO:
+/// in `calls` (if any), or as an error.
+fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Counter>) {
     let mut fx = Effects::default();
     let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
     let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
@@ -33,6 +37,11 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
         (Err(_), _) | (_, Err(_)) => Err(Error::Panic),
         (Ok(answer), Ok(published)) => published.and(answer),
     };
+    match (&answer, calls) {
+        (Ok(_), Some(calls)) => calls.add(1),
+        (Ok(_), None) => {}
+        (Err(_), _) => stats::ERRORS.add(1),
+    }
     match answer {
         Ok(Answer::Fields(reply)) => ctx.reply_ints(&reply.fields()),
         Ok(Answer::Integer(n)) => ctx.reply_int(n),
@@ -43,14 +52,14 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
 struct Allow;
 impl Handler for Allow {
     fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-        run(ctx, argv, allow::run);
+        run(ctx, argv, allow::run, Some(&stats::ALLOW_CALLS));
     }
 }
 
 struct Peek;
 impl Handler for Peek {
     fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-        run(ctx, argv, peek::run);
+        run(ctx, argv, peek::run, Some(&stats::PEEK_CALLS));
     }
 }
 
@@ -64,10 +73,12 @@ const NEEDED: [&std::ffi::CStr; 6] = [
     c"ZCOUNT",
 ];
 
-const COMPLEXITY: &std::ffi::CStr = c"O(log N + M): N members in the window, M members trimmed";
-
 /// Registers the commands. `write deny-oom` for ALLOW (refused on replicas and when out of
 /// memory), `readonly` for PEEK; both take their key at position 1.
+///
+/// ACL categories: ALLOW is `write slow` like ZREMRANGEBYSCORE (O(log N + M): it removes every
+/// member that left the window, and adds up to `max-members-per-call`); PEEK is `read fast` like
+/// ZCOUNT (O(log N): it only counts and looks up ranks). All are in `@slidingwindow` too.
 pub fn register(loader: &Loader) -> Result<(), String> {
     for name in NEEDED {
         if !loader.command_exists(name) {
@@ -79,6 +90,8 @@ pub fn register(loader: &Loader) -> Result<(), String> {
     }
     loader.no_implicit_signal_modified();
     config::register(loader)?;
+    stats::register(loader)?;
+    let category = loader.acl_category(c"slidingwindow");
     let specs = [
         Spec {
             name: c"slidingwindow.allow",
@@ -86,8 +99,10 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             flags: c"write deny-oom",
             access: Access::Update,
             summary: c"Trims the sliding-window log, counts it, and logs the request if it fits",
-            complexity: COMPLEXITY,
+            complexity: c"O(log N + M): N members in the window, M members trimmed",
             arity: -5,
+            args: &docs::WINDOW_ARGS,
+            acl: c"write slow",
         },
         Spec {
             name: c"slidingwindow.peek",
@@ -95,14 +110,16 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             flags: c"readonly",
             access: Access::Read,
             summary: c"Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
-            complexity: COMPLEXITY,
+            complexity: c"O(log N): N members in the window",
             arity: -5,
+            args: &docs::WINDOW_ARGS,
+            acl: c"read fast",
         },
     ];
     for spec in &specs {
-        loader.create_command(spec)?;
+        loader.create_command(spec, category)?;
     }
     #[cfg(feature = "panic-test")]
-    loader.create_command(&debug::spec())?;
+    loader.create_command(&debug::spec(), None)?;
     Ok(())
 }

@@ -2,9 +2,10 @@
 //! function pointer again, and a server lacking one refuses to load the module instead.
 
 use redis_module::raw::{
-    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, mstime_t,
+    RedisModuleCallReply, RedisModuleCtx, RedisModuleInfoCtx, RedisModuleKey, RedisModuleString,
+    mstime_t,
 };
-use std::os::raw::{c_char, c_int, c_long, c_longlong};
+use std::os::raw::{c_char, c_int, c_long, c_longlong, c_ulonglong};
 use std::sync::OnceLock;
 
 macro_rules! table {
@@ -69,6 +70,9 @@ table! {
     call_reply_array_element = RedisModule_CallReplyArrayElement: unsafe extern "C" fn(*mut RedisModuleCallReply, usize) -> *mut RedisModuleCallReply;
     call_reply_string_ptr = RedisModule_CallReplyStringPtr: unsafe extern "C" fn(*mut RedisModuleCallReply, *mut usize) -> *const c_char;
     free_call_reply = RedisModule_FreeCallReply: unsafe extern "C" fn(*mut RedisModuleCallReply);
+    info_add_section = RedisModule_InfoAddSection: unsafe extern "C" fn(*mut RedisModuleInfoCtx, *const c_char) -> c_int;
+    info_add_field_ulonglong = RedisModule_InfoAddFieldULongLong: unsafe extern "C" fn(*mut RedisModuleInfoCtx, *const c_char, c_ulonglong) -> c_int;
+    info_add_field_cstring = RedisModule_InfoAddFieldCString: unsafe extern "C" fn(*mut RedisModuleInfoCtx, *const c_char, *const c_char) -> c_int;
 }
 
 static API: OnceLock<Api> = OnceLock::new();
