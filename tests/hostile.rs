@@ -563,6 +563,11 @@ fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
         sw5_with(&mut con, "ALLOW", "rate", 3600, 5, 1000, 1),
         [1, 2, 3, 0, 3_600_000]
     );
+    // INFO counts each contained panic as an error (3 + 500 + MULTI + EVAL), and the calls
+    // around them as usual (the sentinel's ALLOW and two on `rate`; the PEEK in MULTI).
+    let field = |name: &str| kit::info_u64(&s, "slidingwindow", &format!("slidingwindow_{name}"));
+    assert_eq!(field("errors"), 505);
+    assert_eq!((field("allow_calls"), field("peek_calls")), (3, 1));
 }
 
 #[test]

@@ -6,28 +6,11 @@ mod common;
 mod kit;
 
 use common::{Server, call, error_line, wait_until};
-use kit::{five, info_u64, q, snapshot, sw5_with};
+use kit::{client_as, error_code, five, info_u64, q, snapshot, sw5_with};
 use redis::{Connection, Value};
 use std::time::Duration;
 
 const W: i64 = 3_600_000;
-
-/// A connection authenticated as `user`.
-fn client_as(s: &Server, user: &str) -> Connection {
-    let url = format!("redis://{user}:pw@127.0.0.1:{}/", s.port());
-    let con = redis::Client::open(url)
-        .expect("url")
-        .get_connection()
-        .unwrap_or_else(|e| panic!("connect as {user}: {e}"));
-    con.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    con
-}
-
-fn error_code(v: &Value) -> String {
-    let e = error_line(v).unwrap_or_else(|| panic!("expected an error, got {v:?}"));
-    e.split(' ').next().unwrap_or_default().to_string()
-}
 
 #[test]
 fn acl_key_pattern_limits_both_commands_to_their_keys() {

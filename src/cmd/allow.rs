@@ -38,5 +38,6 @@ fn decide<S: Store>(ctx: Ctx<'_>, store: &mut S, req: &Request) -> Result<Answer
         let now = i64::try_from(ctx.now_ms()).unwrap_or(i64::MAX);
         store.set_expiry(now.saturating_add(window))?;
     }
+    super::stats::allow(req.cost, &outcome);
     Ok(Answer::Fields(outcome.reply))
 }

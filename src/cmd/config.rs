@@ -12,7 +12,6 @@ pub enum Storage {
 }
 
 impl Storage {
-    #[allow(dead_code)] // for INFO
     pub fn name(self) -> &'static str {
         match self {
             Storage::Zset => "zset",

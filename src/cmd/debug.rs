@@ -10,7 +10,7 @@ use crate::store::Effects;
 struct DebugPanic;
 impl Handler for DebugPanic {
     fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-        run(ctx, argv, body);
+        run(ctx, argv, body, None);
     }
 }
 
@@ -38,5 +38,7 @@ pub fn spec() -> Spec {
         summary: c"Panics on purpose (test builds only)",
         complexity: c"O(1)",
         arity: -1,
+        args: &[],
+        acl: c"slow",
     }
 }

@@ -7,14 +7,17 @@ pub mod config;
 mod convert;
 #[cfg(feature = "panic-test")]
 mod debug;
+mod docs;
 mod peek;
 mod request;
+mod stats;
 
 use crate::core::error::Error;
 use crate::core::reply::Reply;
 use crate::ffi::{Access, Argv, Ctx, Handler, Loader, Spec, handler};
 use crate::store::Effects;
 use crate::store::compact::log::CompactLog;
+use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// What a command answers when it succeeds.
@@ -26,8 +29,9 @@ pub enum Answer {
 type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
 
 /// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and
-/// every change made before it still reaches replicas and the AOF.
-fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
+/// every change made before it still reaches replicas and the AOF. Counts the answer for INFO:
+/// in `calls` (if any), or as an error.
+fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Counter>) {
     let mut fx = Effects::default();
     let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
     let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
@@ -35,6 +39,11 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
         (Err(_), _) | (_, Err(_)) => Err(Error::Panic),
         (Ok(answer), Ok(published)) => published.and(answer),
     };
+    match (&answer, calls) {
+        (Ok(_), Some(calls)) => calls.add(1),
+        (Ok(_), None) => {}
+        (Err(_), _) => stats::ERRORS.add(1),
+    }
     match answer {
         Ok(Answer::Fields(reply)) => ctx.reply_ints(&reply.fields()),
         Ok(Answer::Integer(n)) => ctx.reply_int(n),
@@ -42,23 +51,23 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body) {
     }
 }
 
-/// A `Handler` for each command body.
+/// A `Handler` for each command body, with the INFO counter of its answered calls.
 macro_rules! handlers {
-    ($($name:ident => $body:path),* $(,)?) => {$(
+    ($($name:ident => $body:path, $calls:expr;)*) => {$(
         struct $name;
         impl Handler for $name {
             fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-                run(ctx, argv, $body);
+                run(ctx, argv, $body, $calls);
             }
         }
     )*};
 }
 
 handlers! {
-    Allow => allow::run,
-    Peek => peek::run,
-    Convert => convert::run,
-    Apply => apply::run,
+    Allow => allow::run, Some(&stats::ALLOW_CALLS);
+    Peek => peek::run, Some(&stats::PEEK_CALLS);
+    Convert => convert::run, None;
+    Apply => apply::run, None;
 }
 
 /// Commands whose effects the module replicates as themselves, or calls in place.
@@ -71,10 +80,12 @@ const NEEDED: [&std::ffi::CStr; 6] = [
     c"ZCOUNT",
 ];
 
-const COMPLEXITY: &std::ffi::CStr = c"O(log N + M): N members in the window, M members trimmed";
-
 /// Registers the commands. `write deny-oom` for ALLOW (refused on replicas and when out of
 /// memory), `readonly` for PEEK; both take their key at position 1.
+///
+/// ACL categories: ALLOW is `write slow` like ZREMRANGEBYSCORE (O(log N + M): it removes every
+/// member that left the window, and adds up to `max-members-per-call`); PEEK is `read fast` like
+/// ZCOUNT (O(log N): it only counts and looks up ranks). All are in `@slidingwindow` too.
 pub fn register(loader: &Loader) -> Result<(), String> {
     for name in NEEDED {
         if !loader.command_exists(name) {
@@ -87,6 +98,8 @@ pub fn register(loader: &Loader) -> Result<(), String> {
     loader.set_module_options()?;
     loader.data_type::<CompactLog>()?;
     config::register(loader)?;
+    stats::register(loader)?;
+    let category = loader.acl_category(c"slidingwindow");
     let specs = [
         Spec {
             name: c"slidingwindow.allow",
@@ -94,8 +107,10 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             flags: c"write deny-oom",
             access: Access::Update,
             summary: c"Trims the sliding-window log, counts it, and logs the request if it fits",
-            complexity: COMPLEXITY,
+            complexity: c"O(log N + M): N members in the window, M members trimmed",
             arity: -5,
+            args: &docs::WINDOW_ARGS,
+            acl: c"write slow",
         },
         Spec {
             name: c"slidingwindow.peek",
@@ -103,8 +118,10 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             flags: c"readonly",
             access: Access::Read,
             summary: c"Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
-            complexity: COMPLEXITY,
+            complexity: c"O(log N): N members in the window",
             arity: -5,
+            args: &docs::WINDOW_ARGS,
+            acl: c"read fast",
         },
         Spec {
             name: c"slidingwindow.convert",
@@ -114,6 +131,8 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             summary: c"Moves a key's log to the other storage (zset or compact), keeping its timestamps and TTL",
             complexity: c"O(N log N) for N logged requests",
             arity: 3,
+            args: &docs::CONVERT_ARGS,
+            acl: c"write slow",
         },
         Spec {
             name: c"slidingwindow.apply",
@@ -123,12 +142,15 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             summary: c"Internal: replays a resolved change of a compact log (replication and AOF)",
             complexity: c"O(log N + M) for M timestamps added or trimmed",
             arity: 3,
+            args: &docs::APPLY_ARGS,
+            // It writes any log it is given, like RESTORE: kept from roles without @dangerous.
+            acl: c"write slow dangerous",
         },
     ];
     for spec in &specs {
-        loader.create_command(spec)?;
+        loader.create_command(spec, category)?;
     }
     #[cfg(feature = "panic-test")]
-    loader.create_command(&debug::spec())?;
+    loader.create_command(&debug::spec(), None)?;
     Ok(())
 }

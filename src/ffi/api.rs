@@ -2,10 +2,10 @@
 //! function pointer again, and a server lacking one refuses to load the module instead.
 
 use redis_module::raw::{
-    RedisModuleCallReply, RedisModuleCtx, RedisModuleDigest, RedisModuleIO, RedisModuleKey,
-    RedisModuleString, RedisModuleType, mstime_t,
+    RedisModuleCallReply, RedisModuleCtx, RedisModuleDigest, RedisModuleIO, RedisModuleInfoCtx,
+    RedisModuleKey, RedisModuleString, RedisModuleType, mstime_t,
 };
-use std::os::raw::{c_char, c_int, c_long, c_longlong, c_void};
+use std::os::raw::{c_char, c_int, c_long, c_longlong, c_ulonglong, c_void};
 use std::sync::OnceLock;
 
 macro_rules! table {
@@ -85,6 +85,9 @@ table! {
     digest_end_sequence = RedisModule_DigestEndSequence: unsafe extern "C" fn(*mut RedisModuleDigest);
     free = RedisModule_Free: unsafe extern "C" fn(*mut c_void);
     malloc_size = RedisModule_MallocSize: unsafe extern "C" fn(*mut c_void) -> usize;
+    info_add_section = RedisModule_InfoAddSection: unsafe extern "C" fn(*mut RedisModuleInfoCtx, *const c_char) -> c_int;
+    info_add_field_ulonglong = RedisModule_InfoAddFieldULongLong: unsafe extern "C" fn(*mut RedisModuleInfoCtx, *const c_char, c_ulonglong) -> c_int;
+    info_add_field_cstring = RedisModule_InfoAddFieldCString: unsafe extern "C" fn(*mut RedisModuleInfoCtx, *const c_char, *const c_char) -> c_int;
 }
 
 static API: OnceLock<Api> = OnceLock::new();

@@ -1,11 +1,12 @@
 //! Command registration: the callback trampoline that hands a command its call-scoped handles,
-//! and `RedisModule_CreateCommand` + `SetCommandInfo` (arity, docs, key spec).
+//! `RedisModule_CreateCommand` + `SetCommandInfo` (arity, docs, key spec, arguments) and, where
+//! the server has them, ACL categories.
 
 use super::api;
 use super::context::Ctx;
 use super::string::Argv;
 use redis_module::{Context, raw};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 
@@ -67,6 +68,170 @@ pub struct Spec {
     pub complexity: &'static CStr,
     /// Redis checks it before calling us (negative: at least that many).
     pub arity: c_int,
+    /// The arguments after the command name, for `COMMAND DOCS` and the cli's hints.
+    pub args: &'static [Arg],
+    /// ACL categories, space-separated (`write slow`); the module's own category is added to
+    /// them where the server has one. Servers before Redis 7.2 take none.
+    pub acl: &'static CStr,
+}
+
+/// What an argument is, as `COMMAND DOCS` types it.
+#[derive(Debug, Clone, Copy)]
+pub enum ArgKind {
+    /// The key; the command's only key spec (index 0) describes it.
+    Key,
+    Integer,
+    String,
+    /// Just its token (`*`).
+    PureToken,
+    /// Exactly one of these.
+    OneOf(&'static [Arg]),
+    /// All of these, in order.
+    Block(&'static [Arg]),
+}
+
+/// One argument of a command: plain data, converted when the command is registered.
+#[derive(Debug, Clone, Copy)]
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    /// The word that introduces it (`COST`), or is it (`*` for a pure token).
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    /// May repeat, its token with it (`LIMIT w m LIMIT w m`).
+    pub multiple: bool,
+}
+
+impl Arg {
+    const fn new(name: &'static CStr, kind: ArgKind) -> Arg {
+        Arg {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+        }
+    }
+
+    pub const fn key(name: &'static CStr) -> Arg {
+        Arg::new(name, ArgKind::Key)
+    }
+
+    pub const fn integer(name: &'static CStr) -> Arg {
+        Arg::new(name, ArgKind::Integer)
+    }
+
+    pub const fn string(name: &'static CStr) -> Arg {
+        Arg::new(name, ArgKind::String)
+    }
+
+    pub const fn pure_token(name: &'static CStr, token: &'static CStr) -> Arg {
+        Arg::new(name, ArgKind::PureToken).token(token)
+    }
+
+    pub const fn one_of(name: &'static CStr, choices: &'static [Arg]) -> Arg {
+        Arg::new(name, ArgKind::OneOf(choices))
+    }
+
+    pub const fn block(name: &'static CStr, parts: &'static [Arg]) -> Arg {
+        Arg::new(name, ArgKind::Block(parts))
+    }
+
+    pub const fn token(mut self, token: &'static CStr) -> Arg {
+        self.token = Some(token);
+        self
+    }
+
+    pub const fn optional(mut self) -> Arg {
+        self.optional = true;
+        self
+    }
+
+    pub const fn multiple(mut self) -> Arg {
+        self.multiple = true;
+        self
+    }
+}
+
+/// A command's arguments as Redis reads them: zero-terminated arrays, children owned alongside
+/// (moving a `Vec` keeps its buffer in place, so the `subargs` pointers stay valid).
+struct ArgTable {
+    args: Vec<raw::RedisModuleCommandArg>,
+    _children: Vec<ArgTable>,
+}
+
+impl ArgTable {
+    fn new(args: &[Arg]) -> ArgTable {
+        let mut children = Vec::new();
+        let mut table = Vec::with_capacity(args.len() + 1);
+        for arg in args {
+            let (type_, subargs) = match arg.kind {
+                ArgKind::Key => (
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                    None,
+                ),
+                ArgKind::Integer => (
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                    None,
+                ),
+                ArgKind::String => (
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                    None,
+                ),
+                ArgKind::PureToken => (
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                    None,
+                ),
+                ArgKind::OneOf(sub) => (
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+                    Some(sub),
+                ),
+                ArgKind::Block(sub) => (
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+                    Some(sub),
+                ),
+            };
+            let subargs = subargs.map_or(std::ptr::null_mut(), |sub| {
+                let mut child = ArgTable::new(sub);
+                let ptr = child.args.as_mut_ptr();
+                children.push(child);
+                ptr
+            });
+            let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+            if arg.optional {
+                flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+            }
+            if arg.multiple {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+                if arg.token.is_some() {
+                    flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE_TOKEN;
+                }
+            }
+            table.push(raw::RedisModuleCommandArg {
+                name: arg.name.as_ptr(),
+                type_,
+                // Every command of ours has one key spec; other arguments take -1.
+                key_spec_index: if matches!(arg.kind, ArgKind::Key) {
+                    0
+                } else {
+                    -1
+                },
+                token: arg.token.map_or(std::ptr::null(), CStr::as_ptr),
+                summary: std::ptr::null(),
+                since: std::ptr::null(),
+                flags: c_int::try_from(flags).unwrap_or(0),
+                deprecated_since: std::ptr::null(),
+                subargs,
+                display_text: std::ptr::null(),
+            });
+        }
+        // SAFETY: an all-zero argument (null name) is the terminator Redis looks for.
+        table.push(unsafe { std::mem::zeroed() });
+        ArgTable {
+            args: table,
+            _children: children,
+        }
+    }
 }
 
 /// The callback for `H`, to put in a `Spec`.
@@ -135,8 +300,13 @@ impl<'a> Loader<'a> {
         Ok(())
     }
 
-    /// Creates a command and declares its arity, docs and key spec.
-    pub fn create_command(&self, spec: &Spec) -> Result<(), String> {
+    /// Creates a command and declares its arity, docs, key spec, arguments and ACL categories
+    /// (`module_category`, from `acl_category`, joins `spec.acl`).
+    pub fn create_command(
+        &self,
+        spec: &Spec,
+        module_category: Option<&CStr>,
+    ) -> Result<(), String> {
         let fail = |what: &str| format!("{what} for {}", spec.name.to_string_lossy());
         // SAFETY: read once at load; checked below.
         let (create, get, set_info) = unsafe {
@@ -179,6 +349,7 @@ impl<'a> Loader<'a> {
         // The list ends with an all-zero spec.
         // SAFETY: an all-zero key spec is the terminator Redis looks for.
         let mut key_specs = [key_spec(spec.access), unsafe { std::mem::zeroed() }];
+        let mut args = ArgTable::new(spec.args);
         let info = raw::RedisModuleCommandInfo {
             version: &version,
             summary: spec.summary.as_ptr(),
@@ -188,15 +359,63 @@ impl<'a> Loader<'a> {
             tips: std::ptr::null(),
             arity: spec.arity,
             key_specs: key_specs.as_mut_ptr(),
-            args: std::ptr::null_mut(),
+            args: args.args.as_mut_ptr(),
         };
         // SAFETY: a command of ours and a fully initialised info structure.
         if unsafe { set_info(command, &info) } != raw::REDISMODULE_OK as c_int {
-            return Err(fail("RedisModule_SetCommandInfo failed"));
+            return Err(fail(
+                "RedisModule_SetCommandInfo failed (its reason is in the log)",
+            ));
         }
-        Ok(())
+        self.set_acl_categories(command, spec, module_category)
+            .map_err(|()| fail("RedisModule_SetCommandACLCategories failed"))
+    }
+
+    /// Adds the module's own ACL category, so `+@name` grants exactly its commands; `None` where
+    /// the server cannot (Redis < 7.4). Loading the module again finds it there already (Redis
+    /// never removes a category), which is as good.
+    pub fn acl_category(&self, name: &'static CStr) -> Option<&'static CStr> {
+        // SAFETY: read once at load; absent on servers before Redis 7.4.
+        let add = unsafe { raw::RedisModule_AddACLCategory }?;
+        // SAFETY: the load context and a static NUL-terminated name.
+        if unsafe { add(self.raw(), name.as_ptr()) } == raw::REDISMODULE_OK as c_int {
+            return Some(name);
+        }
+        let busy = std::io::Error::last_os_error().raw_os_error() == Some(EBUSY);
+        busy.then_some(name)
+    }
+
+    /// Declares the command's ACL categories; quietly nothing where the server takes none
+    /// (Redis < 7.2), where users grant the commands by name instead.
+    fn set_acl_categories(
+        &self,
+        command: *mut raw::RedisModuleCommand,
+        spec: &Spec,
+        module_category: Option<&CStr>,
+    ) -> Result<(), ()> {
+        // SAFETY: read once at load; absent on servers before Redis 7.2.
+        let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+            return Ok(());
+        };
+        let mut categories = spec.acl.to_bytes().to_vec();
+        if let Some(own) = module_category {
+            if !categories.is_empty() {
+                categories.push(b' ');
+            }
+            categories.extend_from_slice(own.to_bytes());
+        }
+        let categories = CString::new(categories).map_err(|_| ())?;
+        // SAFETY: a command of ours, during load; Redis parses the string during the call.
+        if unsafe { set(command, categories.as_ptr()) } == raw::REDISMODULE_OK as c_int {
+            Ok(())
+        } else {
+            Err(())
+        }
     }
 }
+
+/// `errno` (Linux) for a category that exists already.
+const EBUSY: i32 = 16;
 
 /// The key at argument 1, and only it.
 fn key_spec(access: Access) -> raw::RedisModuleCommandKeySpec {

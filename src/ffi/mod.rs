@@ -9,12 +9,14 @@ mod command;
 mod config;
 mod context;
 mod datatype;
+mod info;
 mod key;
 mod string;
 
-pub use command::{Access, Handler, Loader, Spec, handler};
+pub use command::{Access, Arg, Handler, Loader, Spec, handler};
 pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
 pub use datatype::{AofOut, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
+pub use info::{Report, Section};
 pub use key::{Key, Kind, Mode};
 pub use string::{Argv, OwnedString, RString};

@@ -385,6 +385,24 @@ impl Server {
         })
     }
 
+    /// Which server this is, from `INFO server`, for tests whose expectations depend on it.
+    pub fn version(&self) -> Version {
+        let valkey = self.info_field("server", "valkey_version");
+        let text = valkey
+            .clone()
+            .or_else(|| self.info_field("server", "redis_version"))
+            .expect("INFO server has no redis_version");
+        let mut parts = text.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let major = parts.next().unwrap_or(0);
+        let minor = parts.next().unwrap_or(0);
+        Version {
+            valkey: valkey.is_some(),
+            major,
+            minor,
+            text,
+        }
+    }
+
     /// Kills the server with SIGKILL (no shutdown save, no AOF rewrite) and reaps it.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -411,6 +429,31 @@ impl Server {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => false,
         }
+    }
+}
+
+/// A server's family and version (Valkey reports its own version, not the Redis one it forked).
+#[derive(Debug, Clone)]
+pub struct Version {
+    pub valkey: bool,
+    pub major: u32,
+    pub minor: u32,
+    /// As INFO prints it, e.g. `7.0.15`.
+    pub text: String,
+}
+
+impl Version {
+    /// Redis at `major.minor` or later; any Valkey counts as Redis 7.2 (its fork point) or later.
+    pub fn redis_at_least(&self, major: u32, minor: u32) -> bool {
+        if self.valkey && (major, minor) <= (7, 2) {
+            return true;
+        }
+        !self.valkey && (self.major, self.minor) >= (major, minor)
+    }
+
+    /// Valkey at `major` or later.
+    pub fn valkey_at_least(&self, major: u32) -> bool {
+        self.valkey && self.major >= major
     }
 }
 

@@ -2,7 +2,7 @@
 //! INFO numbers, key snapshots, and replicas attached while traffic runs.
 #![allow(dead_code)]
 
-use crate::common::{self, STARTUP_DEADLINE, Server, wait_until};
+use crate::common::{self, STARTUP_DEADLINE, Server, error_line, wait_until};
 use redis::{Connection, ConnectionLike, FromRedisValue, Value};
 use std::time::Duration;
 
@@ -14,6 +14,24 @@ pub fn q<T: FromRedisValue>(con: &mut impl ConnectionLike, args: &[&str]) -> T {
     }
     cmd.query(con)
         .unwrap_or_else(|e| panic!("{} failed: {e}", args.join(" ")))
+}
+
+/// A connection authenticated as `user` (password `pw`).
+pub fn client_as(s: &Server, user: &str) -> Connection {
+    let url = format!("redis://{user}:pw@127.0.0.1:{}/", s.port());
+    let con = redis::Client::open(url)
+        .expect("url")
+        .get_connection()
+        .unwrap_or_else(|e| panic!("connect as {user}: {e}"));
+    con.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    con
+}
+
+/// The code of an error reply (`NOPERM`, `ERR`, ...); panics if the reply is not an error.
+pub fn error_code(v: &Value) -> String {
+    let e = error_line(v).unwrap_or_else(|| panic!("expected an error, got {v:?}"));
+    e.split(' ').next().unwrap_or_default().to_string()
 }
 
 /// `SLIDINGWINDOW.<cmd> key window max now COST cost` as a command line.

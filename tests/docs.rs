@@ -1,0 +1,268 @@
+//! `COMMAND DOCS` declares every argument, so `HELP` and the interactive hints of redis-cli /
+//! valkey-cli show the syntax: checked on the reply itself, in `HELP`, and in a real cli driven
+//! through a pseudo-terminal.
+
+mod common;
+
+use common::{STARTUP_DEADLINE, Server, wait_until};
+use redis::Value;
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// The syntax the clis print after the command name.
+const SYNTAX: &str = "key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]]";
+
+/// A reply as one line: arrays in brackets, status replies (the flags) with a leading `+`.
+fn render(v: &Value) -> String {
+    match v {
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(render).collect();
+            format!("[{}]", inner.join(" "))
+        }
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => format!("+{s}"),
+        Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The `arguments` of ALLOW and PEEK as `render` prints them. Redis >= 7.2 (and Valkey) adds a
+/// `display_text` to every argument that is neither a oneof nor a block.
+fn expected_arguments(display_text: bool) -> String {
+    let arg = |name: &str, ty: &str, rest: &str| {
+        let display = if display_text {
+            format!(" display_text {name}")
+        } else {
+            String::new()
+        };
+        format!("[name {name} type {ty}{display}{rest}]")
+    };
+    let now = format!(
+        "[name now type oneof arguments [{} {}]]",
+        arg("now", "integer", ""),
+        arg("server-clock", "pure-token", " token *")
+    );
+    let limit = format!(
+        "[name limit type block token LIMIT flags [+optional +multiple +multiple_token] \
+         arguments [{} {}]]",
+        arg("window", "integer", ""),
+        arg("max", "integer", "")
+    );
+    format!(
+        "[{} {} {} {now} {} {limit}]",
+        arg("key", "key", " key_spec_index 0"),
+        arg("window", "integer", ""),
+        arg("max", "integer", ""),
+        arg("cost", "integer", " token COST flags [+optional]"),
+    )
+}
+
+#[test]
+fn command_docs_declare_every_argument() {
+    let s = Server::start();
+    let display_text = s.version().redis_at_least(7, 2);
+    let args = expected_arguments(display_text);
+    let mut c = s.client();
+    for (name, summary, complexity) in [
+        (
+            "slidingwindow.allow",
+            "Trims the sliding-window log, counts it, and logs the request if it fits",
+            "O(log N + M): N members in the window, M members trimmed",
+        ),
+        (
+            "slidingwindow.peek",
+            "Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
+            "O(log N): N members in the window",
+        ),
+    ] {
+        let docs = common::call(&mut c, &["COMMAND", "DOCS", name]);
+        assert_eq!(
+            render(&docs),
+            format!(
+                "[{name} [summary {summary} since 1.0.0 group module complexity {complexity} \
+                 module slidingwindow arguments {args}]]"
+            ),
+            "COMMAND DOCS {name} on {:?}",
+            s.version()
+        );
+    }
+}
+
+/// Removes the terminal's escape sequences (`ESC [ ... letter`) and carriage returns.
+fn plain(raw: &str) -> String {
+    let mut out = String::new();
+    let mut chars = raw.chars().peekable();
+    while let Some(ch) = chars.next() {
+        match ch {
+            '\x1b' if chars.peek() == Some(&'[') => {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            '\r' => {}
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// redis-cli 7.0 builds `HELP` from `COMMAND DOCS` (as valkey-cli does).
+#[test]
+fn cli_help_prints_the_arguments() {
+    let s = Server::start();
+    for (cmd, summary) in [
+        (
+            "SLIDINGWINDOW.ALLOW",
+            "Trims the sliding-window log, counts it, and logs the request if it fits",
+        ),
+        (
+            "SLIDINGWINDOW.PEEK",
+            "Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
+        ),
+    ] {
+        let out = s.cli(&["HELP", cmd]);
+        assert_eq!(
+            plain(&out),
+            format!(
+                "\n  {cmd} {SYNTAX}\n  summary: {summary}\n  since: 1.0.0\n  group: module\n\n"
+            ),
+            "HELP {cmd}: {out:?}"
+        );
+    }
+}
+
+/// An interactive cli in a pseudo-terminal (`script` makes one); what it prints is collected.
+struct Terminal {
+    child: Child,
+    input: ChildStdin,
+    screen: Arc<Mutex<Vec<u8>>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Terminal {
+    fn start(cli: &str, port: u16) -> Terminal {
+        // Without a width linenoise asks the terminal for its cursor position, and nothing here
+        // would answer: `stty` gives the pseudo-terminal one.
+        let shell = format!("stty cols 300 rows 50; exec '{cli}' -p {port}");
+        let mut child = Command::new("script")
+            .args(["-qfc", &shell, "/dev/null"])
+            // A plain terminal, and no history or rc file of the user's read or written (valkey-cli
+            // reads the same variables).
+            .env("TERM", "xterm")
+            .env("REDISCLI_HISTFILE", "/dev/null")
+            .env("REDISCLI_RCFILE", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run `script` (util-linux) to give the cli a pseudo-terminal");
+        let input = child.stdin.take().expect("stdin");
+        let mut output = child.stdout.take().expect("stdout");
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&screen);
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            child,
+            input,
+            screen,
+            reader: Some(reader),
+        }
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    fn wait_for(&self, what: &str) {
+        wait_until(
+            STARTUP_DEADLINE,
+            &format!("the cli to print {what:?}"),
+            || self.screen().contains(what),
+        );
+    }
+
+    fn type_keys(&mut self, keys: &str) {
+        self.input.write_all(keys.as_bytes()).expect("type");
+        self.input.flush().expect("flush");
+    }
+
+    /// Waits until the line reads `prompt + typed` followed by a grey hint starting with `hint`.
+    fn wait_for_hint(&self, prompt: &str, typed: &str, hint: &str) {
+        // linenoise redraws the whole line at each key; the hint is in grey after the input.
+        let shown = format!("{prompt}{typed}\x1b[0;90;49m{hint}");
+        wait_until(
+            STARTUP_DEADLINE,
+            &format!("the hint {hint:?} after {typed:?}"),
+            || self.screen().contains(&shown),
+        );
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// Whether the cli matches typed arguments against the argument specs (redis-cli >= 7.2 and
+/// valkey-cli) or, like redis-cli 7.0, drops one word of the syntax per word typed.
+fn cli_matches_arguments(cli: &str) -> bool {
+    let out = Command::new(cli)
+        .arg("--version")
+        .output()
+        .expect("cli --version");
+    let version = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut words = version.split_whitespace();
+    let (name, number) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let mut parts = number.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    match name {
+        "valkey-cli" => true,
+        "redis-cli" => (major, minor) >= (7, 2),
+        _ => panic!("unknown cli {version:?}"),
+    }
+}
+
+#[test]
+fn the_interactive_cli_hints_the_arguments() {
+    let s = Server::start();
+    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let mut term = Terminal::start(&cli, s.port());
+    let prompt = format!("127.0.0.1:{}> ", s.port());
+    // Typed before the prompt, keys would be flushed when the cli switches the terminal to raw.
+    term.wait_for(&prompt);
+    let mut typed = String::from("SLIDINGWINDOW.ALLOW ");
+    term.type_keys(&typed);
+    term.wait_for_hint(&prompt, &typed, &format!("{SYNTAX}\x1b[0m"));
+    term.type_keys("k 10 ");
+    typed.push_str("k 10 ");
+    let rest = SYNTAX.trim_start_matches("key window ");
+    term.wait_for_hint(&prompt, &typed, &format!("{rest}\x1b[0m"));
+    if cli_matches_arguments(&cli) {
+        // Past the optional COST, the cli knows a LIMIT block comes next, and that it repeats.
+        term.type_keys("5 * COST 2 LIMIT ");
+        typed.push_str("5 * COST 2 LIMIT ");
+        term.wait_for_hint(&prompt, &typed, "window max [LIMIT window max ...]");
+    }
+    // Clear the line and leave; a cli that does not exit is killed on drop.
+    term.type_keys("\x15exit\r");
+    wait_until(STARTUP_DEADLINE, "the cli to exit", || {
+        matches!(term.child.try_wait(), Ok(Some(_)))
+    });
+}

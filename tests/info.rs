@@ -1,0 +1,280 @@
+//! `INFO slidingwindow`: the counters since load, exact after a scripted sequence of calls (every
+//! trim path, rejections, errors of the module and of the server, MULTI, Lua), and the configs.
+
+mod common;
+#[path = "support/kit.rs"]
+mod kit;
+
+use common::{Server, call, error_line};
+use kit::{client_as, error_code, five, pipeline, q, sw, sw5};
+use redis::Value;
+
+/// Every field of the section, in order, as `INFO` prints it.
+struct Section {
+    allow_calls: u64,
+    peek_calls: u64,
+    admitted: u64,
+    rejected: u64,
+    admitted_requests: u64,
+    trimmed: u64,
+    errors: u64,
+    storage: &'static str,
+    max_members_per_call: u64,
+}
+
+impl Section {
+    const FRESH: Section = Section {
+        allow_calls: 0,
+        peek_calls: 0,
+        admitted: 0,
+        rejected: 0,
+        admitted_requests: 0,
+        trimmed: 0,
+        errors: 0,
+        storage: "zset",
+        max_members_per_call: 100_000,
+    };
+
+    fn text(&self) -> String {
+        let fields = [
+            ("allow_calls", self.allow_calls.to_string()),
+            ("peek_calls", self.peek_calls.to_string()),
+            ("admitted", self.admitted.to_string()),
+            ("rejected", self.rejected.to_string()),
+            ("admitted_requests", self.admitted_requests.to_string()),
+            ("trimmed", self.trimmed.to_string()),
+            ("errors", self.errors.to_string()),
+            ("storage", self.storage.to_string()),
+            (
+                "max_members_per_call",
+                self.max_members_per_call.to_string(),
+            ),
+        ];
+        let mut out = String::from("# slidingwindow\r\n");
+        for (name, value) in fields {
+            out.push_str(&format!("slidingwindow_{name}:{value}\r\n"));
+        }
+        out
+    }
+}
+
+fn info(s: &Server, section: &str) -> String {
+    q(&mut s.client(), &["INFO", section])
+}
+
+/// `INFO slidingwindow` is exactly `want`; `INFO modules` and `INFO everything` hold it too.
+fn assert_section(s: &Server, want: &Section, when: &str) {
+    let want = want.text();
+    assert_eq!(
+        info(s, "slidingwindow").trim_end(),
+        want.trim_end(),
+        "{when}"
+    );
+    for section in ["modules", "everything"] {
+        let text = info(s, section);
+        assert!(text.contains(&want), "{when}: INFO {section}:\n{text}");
+    }
+}
+
+fn assert_error(con: &mut redis::Connection, line: &str) {
+    let v = sw(con, line);
+    assert!(error_line(&v).is_some(), "{line} answered {v:?}");
+}
+
+#[test]
+fn counters_are_exact_after_a_scripted_sequence() {
+    let s = Server::start();
+    assert_section(&s, &Section::FRESH, "fresh server");
+    let mut c = s.client();
+
+    // Admissions, rejections, and a trim of one member (walked) on a rejected call.
+    assert_eq!(sw5(&mut c, "ALLOW k 10 3 1000"), [1, 1, 2, 0, 10000]);
+    assert_eq!(
+        sw5(&mut c, "ALLOW k 10 3 1001 COST 2"),
+        [1, 3, 0, 10000, 10000]
+    );
+    assert_eq!(sw5(&mut c, "ALLOW k 10 3 1002")[0], 0);
+    assert_eq!(sw5(&mut c, "PEEK k 10 3 1003")[0], 0);
+    assert_eq!(sw5(&mut c, "ALLOW k 10 3 11000 COST 2"), [0, 2, 1, 1, 1]);
+    // PEEK's trims are virtual: they count nothing.
+    assert_eq!(sw5(&mut c, "PEEK k 10 3 20000"), [1, 1, 2, 0, 10000]);
+    // 80 of 81 members leave at once: the in-place ZREMRANGEBYSCORE path.
+    assert_eq!(sw5(&mut c, "ALLOW mid 1 200 1000 COST 80")[0], 1);
+    assert_eq!(sw5(&mut c, "ALLOW mid 1 200 1500")[1], 81);
+    assert_eq!(sw5(&mut c, "ALLOW mid 1 200 2000")[..2], [1, 2]);
+    // A large set that expired whole: unlinked.
+    assert_eq!(sw5(&mut c, "ALLOW big 1 100 1000 COST 70")[0], 1);
+    assert_eq!(sw5(&mut c, "ALLOW big 1 100 5000")[..2], [1, 1]);
+    let after_calls = Section {
+        allow_calls: 9,
+        peek_calls: 2,
+        admitted: 7,
+        rejected: 2,
+        admitted_requests: 1 + 2 + 80 + 1 + 1 + 70 + 1,
+        trimmed: 1 + 80 + 70,
+        ..Section::FRESH
+    };
+    assert_section(&s, &after_calls, "after the calls");
+
+    // Errors the module answers, of every kind.
+    assert_error(&mut c, "ALLOW k 0 3 1000");
+    assert_error(&mut c, "PEEK k 10 3 1000 FOO 1");
+    assert_error(&mut c, "ALLOW k 10 3 1000 COST");
+    assert_error(&mut c, "ALLOW huge 10 200000 1000 COST 200000");
+    let _: () = q(&mut c, &["SET", "str", "v"]);
+    for cmd in ["ALLOW", "PEEK"] {
+        let v = sw(&mut c, &format!("{cmd} str 10 3 1000"));
+        assert_eq!(error_code(&v), "WRONGTYPE", "{v:?}");
+    }
+    // Errors the server answers before the module runs count nothing here (INFO commandstats
+    // has them as rejected_calls).
+    assert_eq!(error_code(&sw(&mut c, "ALLOW k 10")), "ERR");
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "nope",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-slidingwindow.allow",
+        ],
+    );
+    let v = sw(&mut client_as(&s, "nope"), "ALLOW k 10 3 1000");
+    assert_eq!(error_code(&v), "NOPERM", "{v:?}");
+    let after_errors = Section {
+        errors: 6,
+        ..after_calls
+    };
+    assert_section(&s, &after_errors, "after the errors");
+
+    // In a transaction, each call counts when EXEC runs it.
+    let tx = pipeline(
+        &mut c,
+        &[
+            vec!["MULTI"],
+            vec!["SLIDINGWINDOW.ALLOW", "m", "10", "2", "1000"],
+            vec!["SLIDINGWINDOW.ALLOW", "m", "10", "2", "1000", "COST", "2"],
+            vec!["SLIDINGWINDOW.PEEK", "m", "10", "2", "1000"],
+            vec!["SLIDINGWINDOW.PEEK", "m", "10", "x", "1000"],
+            vec!["EXEC"],
+        ],
+    );
+    let Some(Value::Array(results)) = tx.last() else {
+        panic!("EXEC answered {tx:?}")
+    };
+    assert_eq!(five(&results[0]), Some([1, 1, 1, 0, 10000]));
+    assert_eq!(five(&results[1]).map(|r| r[0]), Some(0));
+    assert_eq!(five(&results[2]).map(|r| r[0]), Some(1));
+    assert_eq!(error_code(&results[3]), "ERR", "{results:?}");
+    // From Lua, through redis.call and redis.pcall.
+    let lua = "return redis.call('SLIDINGWINDOW.ALLOW', KEYS[1], 10, 5, 1000)";
+    let v = call(&mut c, &["EVAL", lua, "1", "lua"]);
+    assert_eq!(five(&v), Some([1, 1, 4, 0, 10000]), "{v:?}");
+    let lua = "return redis.pcall('SLIDINGWINDOW.PEEK', KEYS[1], 10, 'nan', 1000)";
+    let v = call(&mut c, &["EVAL", lua, "1", "lua"]);
+    assert_eq!(error_code(&v), "ERR", "{v:?}");
+    let after_scripts = Section {
+        allow_calls: after_errors.allow_calls + 3,
+        peek_calls: after_errors.peek_calls + 1,
+        admitted: after_errors.admitted + 2,
+        rejected: after_errors.rejected + 1,
+        admitted_requests: after_errors.admitted_requests + 2,
+        errors: after_errors.errors + 2,
+        ..after_errors
+    };
+    assert_section(&s, &after_scripts, "after MULTI and Lua");
+}
+
+#[test]
+fn the_section_shows_the_configs_as_set() {
+    // Set in the configuration (here its command-line form, after `loadmodule`).
+    let s = Server::builder()
+        .args(["--slidingwindow.max-members-per-call", "7"])
+        .start();
+    let mut c = s.client();
+    let at_start = Section {
+        max_members_per_call: 7,
+        ..Section::FRESH
+    };
+    assert_section(&s, &at_start, "from the configuration");
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "slidingwindow.max-members-per-call", "250"],
+    );
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "slidingwindow.storage", "compact"],
+    );
+    let set = Section {
+        storage: "compact",
+        max_members_per_call: 250,
+        ..Section::FRESH
+    };
+    assert_section(&s, &set, "after CONFIG SET");
+    // A refused value changes nothing.
+    for (name, value) in [
+        ("slidingwindow.max-members-per-call", "0"),
+        ("slidingwindow.storage", "list"),
+    ] {
+        let v = call(&mut c, &["CONFIG", "SET", name, value]);
+        assert!(error_line(&v).is_some(), "CONFIG SET {name} {value}: {v:?}");
+    }
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "slidingwindow.*"]);
+    let mut pairs: Vec<(String, String)> = got
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
+    pairs.sort();
+    assert_eq!(
+        pairs,
+        [
+            ("slidingwindow.max-members-per-call".into(), "250".into()),
+            ("slidingwindow.storage".into(), "compact".into()),
+        ]
+    );
+    // The errors of refused CONFIG SETs are the server's, not a command's.
+    assert_section(&s, &set, "after refused CONFIG SETs");
+    // The shown value is the one calls obey.
+    let v = sw(&mut c, "ALLOW k 10 1000 1000 COST 251");
+    assert_eq!(
+        error_line(&v).as_deref(),
+        Some("ERR cost 251 would add more than 250 members in one call")
+    );
+    assert_section(
+        &s,
+        &Section { errors: 1, ..set },
+        "after a call over the cap",
+    );
+}
+
+#[test]
+fn module_loadex_configs_show_in_the_section() {
+    let s = Server::builder()
+        .without_module()
+        .args(["--enable-module-command", "yes"])
+        .start();
+    let path = common::module_path().display().to_string();
+    let _: () = q(
+        &mut s.client(),
+        &[
+            "MODULE",
+            "LOADEX",
+            &path,
+            "CONFIG",
+            "slidingwindow.max-members-per-call",
+            "9",
+            "CONFIG",
+            "slidingwindow.storage",
+            "compact",
+        ],
+    );
+    let loaded = Section {
+        storage: "compact",
+        max_members_per_call: 9,
+        ..Section::FRESH
+    };
+    assert_section(&s, &loaded, "after MODULE LOADEX");
+}
