@@ -687,3 +687,58 @@ fn a_whole_expired_log_is_freed_in_the_background() {
         || info_u64(&s, "memory", "lazyfreed_objects") > freed,
     );
 }
+
+/// Every bulk string in a reply, depth first.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => out.push(s.clone()),
+        Value::Array(items) | Value::Set(items) => items.iter().for_each(|i| strings(i, out)),
+        Value::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            strings(k, out);
+            strings(v, out);
+        }),
+        _ => {}
+    }
+}
+
+/// CONVERT declares its arguments, its key and that it writes it: `COMMAND DOCS`, `COMMAND
+/// GETKEYS` and ACL read-only key patterns see it so.
+#[test]
+fn convert_is_declared_a_write_of_its_one_key() {
+    let s = Server::start();
+    let mut c = s.client();
+    let mut docs = Vec::new();
+    strings(
+        &call(&mut c, &["COMMAND", "DOCS", "slidingwindow.convert"]),
+        &mut docs,
+    );
+    for word in ["arguments", "key", "storage", "zset", "compact"] {
+        assert!(
+            docs.iter().any(|d| d == word),
+            "COMMAND DOCS lacks {word}: {docs:?}"
+        );
+    }
+    let keys: Vec<String> = q(
+        &mut c,
+        &["COMMAND", "GETKEYS", "SLIDINGWINDOW.CONVERT", "k", "zset"],
+    );
+    assert_eq!(keys, ["k"]);
+    sw5(&mut c, &format!("ALLOW k 3600 10 {T0}"));
+    let _: () = q(
+        &mut c,
+        &["ACL", "SETUSER", "reader", "on", "nopass", "%R~*", "+@all"],
+    );
+    let mut reader = s.client();
+    let _: () = q(&mut reader, &["AUTH", "reader", "x"]);
+    let v = call(&mut reader, &["SLIDINGWINDOW.CONVERT", "k", "compact"]);
+    assert!(
+        error_line(&v).is_some_and(|e| e.starts_with("NOPERM")),
+        "{v:?}"
+    );
+    assert_eq!(
+        sw5(&mut reader, &format!("PEEK k 3600 10 {T0}")),
+        [1, 2, 8, 0, 3_600_000]
+    );
+    assert_eq!(kind(&mut c, "k"), "zset");
+}
