@@ -73,7 +73,7 @@ impl Role {
             Role::Write => "+@write",
             Role::Both => "+@read +@write",
             Role::AllButWrites => "+@all -@write",
-            Role::Module => "+@slidingwindow",
+            Role::Module => "+@slidingwindow -@dangerous",
         }
     }
 
@@ -244,6 +244,7 @@ fn the_module_role_grants_only_this_module() {
             &["ZCARD", "rate:x"][..],
             &["SET", "rate:y", "1"],
             &["DBSIZE"],
+            &["SLIDINGWINDOW.APPLY", "rate:x", "-1 0"],
         ] {
             let v = call(&mut con, other);
             assert_eq!(error_code(&v), "NOPERM", "{rule}: {other:?}: {v:?}");
