@@ -135,6 +135,7 @@ pub struct Builder {
     args: Vec<String>,
     module: bool,
     cluster: bool,
+    config: Option<String>,
 }
 
 impl Builder {
@@ -165,6 +166,13 @@ impl Builder {
         self
     }
 
+    /// Starts from a config file holding `text` (written once into the server's directory, so
+    /// that a restart reads what `CONFIG REWRITE` made of it); the arguments still apply on top.
+    pub fn config_file(mut self, text: &str) -> Self {
+        self.config = Some(text.to_string());
+        self
+    }
+
     /// Starts a cluster node: cluster mode on, its `nodes.conf` in its own directory, and a
     /// port whose bus port (`+10000`) is free too.
     pub fn cluster(mut self) -> Self {
@@ -188,6 +196,7 @@ impl Builder {
                 extra: self.args.clone(),
                 module: self.module,
                 cluster: self.cluster,
+                config: self.config.clone(),
             };
             match server.spawn() {
                 Ok(()) => return server,
@@ -206,6 +215,7 @@ pub struct Server {
     extra: Vec<String>,
     module: bool,
     cluster: bool,
+    config: Option<String>,
 }
 
 impl Server {
@@ -214,6 +224,7 @@ impl Server {
             args: Vec::new(),
             module: true,
             cluster: false,
+            config: None,
         }
     }
 
@@ -241,8 +252,20 @@ impl Server {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
+    /// Where a server started from a config file reads it.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("redis.conf")
+    }
+
     fn command_line(&self) -> Vec<String> {
-        let mut a: Vec<String> = vec![
+        let mut a: Vec<String> = Vec::new();
+        if let Some(text) = &self.config {
+            if !self.config_path().exists() {
+                fs::write(self.config_path(), text).expect("write the config file");
+            }
+            a.push(self.config_path().display().to_string());
+        }
+        a.extend::<[String; 16]>([
             "--port".into(),
             self.port.to_string(),
             "--bind".into(),
@@ -259,7 +282,7 @@ impl Server {
             "no".into(),
             "--logfile".into(),
             self.log_path().display().to_string(),
-        ];
+        ]);
         if self.module {
             a.push("--loadmodule".into());
             a.push(module_path().display().to_string());
