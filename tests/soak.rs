@@ -184,8 +184,10 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
                 assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
             }
         }
-        // The same with compact logs, then every path of the data type: conversions both ways,
-        // COPY, DUMP/RESTORE, an RDB reload, an AOF rewrite without the RDB preamble.
+        // The same with compact logs, then every path of the data type that runs in the server
+        // itself: conversions both ways, COPY, DUMP/RESTORE, an RDB save and load. (An AOF
+        // rewrite runs in a forked child, which valgrind's address space often keeps from
+        // forking at all; `tests/compact.rs` covers it.)
         storage(&mut con, "compact");
         run_mix(&mut con, 4, calls, calls / 2);
         for k in 0..5 {
@@ -207,12 +209,6 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
             .query(&mut con)
             .unwrap();
         let _: String = q(&mut con, &["DEBUG", "RELOAD"]);
-        let _: () = q(&mut con, &["CONFIG", "SET", "aof-use-rdb-preamble", "no"]);
-        let _: () = q(&mut con, &["CONFIG", "SET", "appendonly", "yes"]);
-        wait_until(valgrind::SLOW, "the AOF rewrite", || {
-            info(&mut con, "persistence", "aof_rewrite_in_progress") == 0
-                && info(&mut con, "persistence", "aof_rewrite_scheduled") == 0
-        });
         let _: () = q(&mut con, &["FLUSHALL", "SYNC"]);
     }
     let log = vg.shutdown();
