@@ -4,16 +4,16 @@
 //! reason to call it.
 
 use super::Answer;
-use crate::core::args;
 use crate::core::error::Error;
 use crate::core::window::Log;
 use crate::ffi::{Argv, Ctx, Key, Kind, Mode};
 use crate::store::Effects;
+use crate::store::compact::change;
 use crate::store::compact::log::CompactLog;
 use crate::store::compact::{APPLY_MAX_ADD, CompactStore};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Answer, Error> {
-    let apply = args::apply(argv.bytes(2), APPLY_MAX_ADD)?;
+    let apply = change::apply(argv.bytes(2), APPLY_MAX_ADD)?;
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
     let mut key = Key::open(ctx, name, Mode::Write)?;
     match key.kind::<CompactLog>() {

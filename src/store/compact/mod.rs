@@ -6,14 +6,15 @@
 //! `slidingwindow.trim` and `slidingwindow.add` (class `d`, module), `del` when the log empties and
 //! `expire` (class `g`).
 
+pub mod change;
 pub mod codec;
 pub mod log;
 
 use super::{Expire, Store, expire};
-use crate::core::args::write_change;
 use crate::core::error::Error;
 use crate::core::window::Log;
 use crate::ffi::{AofOut, Class, Ctx, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot};
+use change::write_change;
 use log::CompactLog;
 
 /// Most timestamps one `SLIDINGWINDOW.APPLY` may add: the highest per-call cap.
@@ -282,7 +283,7 @@ mod tests {
         log.add(5_000, APPLY_MAX_ADD + 1);
         let mut rebuilt = CompactLog::default();
         for change in apply_batches(&log) {
-            let apply = crate::core::args::apply(&change, APPLY_MAX_ADD);
+            let apply = change::apply(&change, APPLY_MAX_ADD);
             let Ok(apply) = apply else {
                 panic!("{apply:?}");
             };
