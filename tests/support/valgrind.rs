@@ -44,6 +44,10 @@ impl Valgrind {
                 // Debian's redis-server allocates through libjemalloc: track those calls too.
                 "--soname-synonyms=somalloc=*jemalloc*",
             ])
+            .arg(format!(
+                "--suppressions={}/tests/support/valgrind.supp",
+                env!("CARGO_MANIFEST_DIR")
+            ))
             .arg(format!("--log-file={}", dir.join("valgrind.log").display()))
             .arg(server)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
