@@ -12,5 +12,5 @@ mod string;
 
 pub use command::{Access, Handler, Loader, Spec, handler};
 pub use context::{Class, Ctx};
-pub use key::{Key, Kind, Mode};
+pub use key::{Key, Kind, Mode, Range};
 pub use string::{Argv, OwnedString, RString};
