@@ -18,8 +18,8 @@ mod limits;
 
 use args::{Args, Now};
 use error::{Arg, Error};
-use limits::{Limit, Limits};
 use libfuzzer_sys::fuzz_target;
+use limits::{Limit, Limits};
 
 const TOP: u128 = 1 << 53;
 
@@ -59,11 +59,13 @@ fn cost(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP)
 }
 
-/// What the contract says the call means, or the error it must get. Options are read as a list
-/// of (name, values) first, then checked in order.
+/// What the contract says the call means, or the error it must get: options read left to right
+/// by position, the first error winning.
 fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
     let [name, _, w, m, n, options @ ..] = argv else {
-        let name = argv.first().map_or("slidingwindow".into(), |n| error::token(n));
+        let name = argv
+            .first()
+            .map_or("slidingwindow".into(), |n| error::token(n));
         return Err(Error::WrongArity(name.to_ascii_lowercase()));
     };
     let _ = name;
@@ -81,7 +83,9 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
             if cost_v.is_some() {
                 return Err(Error::RepeatedOption(error::token(word)));
             }
-            let v = values.first().ok_or(Error::MissingValue(error::token(word)))?;
+            let v = values
+                .first()
+                .ok_or(Error::MissingValue(error::token(word)))?;
             cost_v = Some(cost(v).ok_or(Error::Invalid(Arg::Cost))?);
             i += 2;
         } else if word.eq_ignore_ascii_case(b"LIMIT") {

@@ -176,7 +176,9 @@ fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
             } else {
                 match (count + n).checked_sub(max) {
                     None | Some(0) => 0,
-                    Some(need) => wait(kth(&members.0, need as u64).expect("need <= count"), cutoff),
+                    Some(need) => {
+                        wait(kth(&members.0, need as u64).expect("need <= count"), cutoff)
+                    }
                 }
             };
             let reset = members.0.last().map_or(0, |(s, _)| wait(*s, cutoff));
@@ -290,7 +292,11 @@ fn step(log: &mut RunLog, req: &Request) {
             cap: req.max_add,
         });
         assert_eq!(peeked, refused, "peek over the cap: {req:?}");
-        assert_eq!(allowed.map(|o| o.reply), refused, "allow over the cap: {req:?}");
+        assert_eq!(
+            allowed.map(|o| o.reply),
+            refused,
+            "allow over the cap: {req:?}"
+        );
         assert_eq!(*log, before, "a refused call changed the log: {req:?}");
         return;
     }
