@@ -216,19 +216,21 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// `MEMORY USAGE key SAMPLES 0` over the members stored, summed over a sample of the
-/// workload's keys.
+/// workload's keys (all the keys of a request key, for one call per limit).
 fn measure_memory(lane: &mut Lane) -> Result<Memory> {
     let keys = lane.workload.keys.min(MEMORY_SAMPLE_KEYS);
     let mut usage = redis::pipe();
     let mut counts = redis::pipe();
     for i in 0..keys {
-        usage
-            .cmd("MEMORY")
-            .arg("USAGE")
-            .arg(lane.sender.key(i))
-            .arg("SAMPLES")
-            .arg(0);
-        lane.sender.push_member_count(&mut counts, i);
+        for key in lane.sender.keys(i) {
+            usage
+                .cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&key)
+                .arg("SAMPLES")
+                .arg(0);
+            lane.sender.push_member_count(&mut counts, &key);
+        }
     }
     let con: &mut Connection = &mut lane.con;
     let bytes: Vec<Option<u64>> = usage.query(con)?;
