@@ -75,7 +75,15 @@ fn method_text() -> String {
          idle for that long loses its state: the run stops if more than 1% of a workload's keys \
          expire in the first pass, and warns if any do in either pass. `commands` (the script's four commands, pipelined, \
          always adding) and `ping` are cost floors, not rate limiters. Identical sets differ by \
-         a fraction of a byte per member, as skiplist node heights are random.\n\n"
+         a fraction of a byte per member, as skiplist node heights are random.\n\n\
+         `multi` gives every request three limits: the module checks them in one call (`LIMIT` \
+         options, one log); `module-split` makes one single-limit call per limit, each on a key \
+         of its own, as callers do without `LIMIT` (not atomic); `lua-split` runs the seed \
+         script the same way. A request of the split variants is its three calls: their CPU, \
+         in-command time and memory are per request, summed over the calls and keys, and a \
+         request is admitted when all three calls are. `lua` and `commands` know one limit and \
+         do not run `multi`; the split variants run only there. Warm-ups span the longest \
+         window.\n\n"
     )
 }
 

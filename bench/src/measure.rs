@@ -221,20 +221,23 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// `MEMORY USAGE key SAMPLES 0` over the members stored, summed over a sample of the
-/// workload's keys; and what the keys held of `used_memory`, read before and after a
-/// `FLUSHALL SYNC` on the same idle connection (so client buffers weigh the same both times).
+/// workload's keys (all the keys of a request key, for one call per limit); and what the keys
+/// held of `used_memory`, read before and after a `FLUSHALL SYNC` on the same idle connection
+/// (so client buffers weigh the same both times).
 fn measure_memory(lane: &mut Lane) -> Result<Memory> {
     let keys = lane.workload.keys.min(MEMORY_SAMPLE_KEYS);
     let mut usage = redis::pipe();
     let mut counts = redis::pipe();
     for i in 0..keys {
-        usage
-            .cmd("MEMORY")
-            .arg("USAGE")
-            .arg(lane.sender.key(i))
-            .arg("SAMPLES")
-            .arg(0);
-        lane.sender.push_member_count(&mut counts, i);
+        for key in lane.sender.keys(i) {
+            usage
+                .cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&key)
+                .arg("SAMPLES")
+                .arg(0);
+            lane.sender.push_member_count(&mut counts, &key);
+        }
     }
     let con: &mut Connection = &mut lane.con;
     let bytes: Vec<Option<u64>> = usage.query(con)?;

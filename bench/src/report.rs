@@ -75,7 +75,7 @@ fn in_command_percentile(m: &Measurement, i: usize) -> String {
 
 pub fn print_progress(m: &Measurement) {
     println!(
-        "  {:<5} {:<9} cpu {:>6.2} µs/req  in-command {:>6.2} µs/call ({} µs)  {:>8.0} req/s",
+        "  {:<5} {:<12} cpu {:>6.2} µs/req  in-command {:>6.2} µs/call ({} µs)  {:>8.0} req/s",
         m.workload,
         m.variant.name,
         m.cpu_us_per_req,

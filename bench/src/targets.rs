@@ -1,7 +1,8 @@
 //! The issue's targets, as ratios within this one run.
 
 use crate::measure::{Measurement, Memory};
-use crate::variants::{COMPACT, LUA, MODULE, PING, Variant};
+use crate::variants::{COMPACT, COMPACT_SPLIT, LUA, MODULE, MODULE_SPLIT, PING, Variant};
+use crate::workload::WORKLOADS;
 use crate::worst::Worst;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,25 @@ pub fn evaluate(results: &[Measurement], worst: &Worst) -> Vec<Check> {
         Bound::AtMost,
         2000.0,
     ));
+    // Several limits: one call with all of them against one single-limit call, a call of
+    // `module-split`'s (which makes one per limit).
+    for workload in WORKLOADS.iter().filter(|w| !w.extra_limits.is_empty()) {
+        let calls = workload.limits().count() as f64;
+        for (one, split, max) in [
+            (&MODULE, &MODULE_SPLIT, 2.0),
+            (&COMPACT, &COMPACT_SPLIT, 1.3),
+        ] {
+            let per_call = ratio(results, workload.name, one, split, |m| {
+                Some(m.cpu_us_per_req)
+            }) * calls;
+            let name = format!(
+                "server CPU, one call with {calls} limits / one single-limit call \
+                 ({} / ({} / {calls})), {}",
+                one.name, split.name, workload.name
+            );
+            checks.push(Check::new(name, per_call, Bound::AtMost, max));
+        }
+    }
     for workload in ["hot", "wide", "big"] {
         let ratio = ratio(results, workload, &MODULE, &LUA, |m| {
             m.memory.as_ref().map(|mem: &Memory| mem.bytes_per_member)

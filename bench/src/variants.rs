@@ -53,6 +53,11 @@ pub enum Shape {
     Commands,
     /// PING: the protocol floor.
     Ping,
+    /// What callers do without `LIMIT`: one single-limit SLIDINGWINDOW.ALLOW per limit, each on
+    /// a key of its own (not atomic: earlier keys count a request a later one refuses).
+    AllowEach,
+    /// The seed script once per limit, each on a key of its own.
+    ScriptEach,
 }
 
 impl Shape {
@@ -60,8 +65,8 @@ impl Shape {
     /// them); their usec, summed, is the request's in-command time.
     pub fn stat_names(self) -> &'static [&'static str] {
         match self {
-            Shape::Allow => &["slidingwindow.allow"],
-            Shape::Script => &["evalsha"],
+            Shape::Allow | Shape::AllowEach => &["slidingwindow.allow"],
+            Shape::Script | Shape::ScriptEach => &["evalsha"],
             Shape::Commands => &["zremrangebyscore", "zcard", "zadd", "expire"],
             Shape::Ping => &["ping"],
         }
@@ -72,12 +77,19 @@ impl Shape {
         self != Shape::Ping
     }
 
-    /// Whether the variant can serve the workload: the seed script knows one limit only.
+    /// Whether the variant can serve the workload: the seed script knows one limit only, and
+    /// one call per limit is a variant only where there are several.
     pub fn serves(self, workload: &Workload) -> bool {
         match self {
             Shape::Script | Shape::Commands => workload.extra_limits.is_empty(),
+            Shape::AllowEach | Shape::ScriptEach => !workload.extra_limits.is_empty(),
             Shape::Allow | Shape::Ping => true,
         }
+    }
+
+    /// Whether a request is one call per limit, on a key per limit.
+    fn one_key_per_limit(self) -> bool {
+        matches!(self, Shape::AllowEach | Shape::ScriptEach)
     }
 }
 
@@ -151,8 +163,41 @@ pub static PING: Variant = Variant {
     color: (0x7f, 0x7f, 0x7f),
 };
 
+pub static MODULE_SPLIT: Variant = Variant {
+    name: "module-split",
+    tag: "mos",
+    shape: Shape::AllowEach,
+    config: &[],
+    color: (0x17, 0xbe, 0xcf),
+};
+
+pub static COMPACT_SPLIT: Variant = Variant {
+    name: "compact-split",
+    tag: "cms",
+    shape: Shape::AllowEach,
+    config: &[("slidingwindow.storage", "compact")],
+    color: (0xbc, 0xbd, 0x22),
+};
+
+pub static LUA_SPLIT: Variant = Variant {
+    name: "lua-split",
+    tag: "lus",
+    shape: Shape::ScriptEach,
+    config: &[],
+    color: (0x8c, 0x56, 0x4b),
+};
+
 /// Every variant, in table order.
-pub static ALL: [&Variant; 5] = [&MODULE, &COMPACT, &LUA, &COMMANDS, &PING];
+pub static ALL: [&Variant; 8] = [
+    &MODULE,
+    &COMPACT,
+    &LUA,
+    &COMMANDS,
+    &PING,
+    &MODULE_SPLIT,
+    &COMPACT_SPLIT,
+    &LUA_SPLIT,
+];
 
 /// Builds one variant's requests for one workload, on keys of its own.
 pub struct Sender<'a> {
@@ -176,6 +221,16 @@ impl<'a> Sender<'a> {
 
     pub fn key(&self, index: u64) -> String {
         format!("{}:{index}", self.prefix)
+    }
+
+    /// The keys behind request key `index`: itself, or one per limit for the split shapes.
+    pub fn keys(&self, index: u64) -> Vec<String> {
+        if !self.shape.one_key_per_limit() {
+            return vec![self.key(index)];
+        }
+        (0..self.workload.limits().count())
+            .map(|j| format!("{}:{j}", self.key(index)))
+            .collect()
     }
 
     /// Appends the commands of one request to `pipe`.
@@ -220,30 +275,53 @@ impl<'a> Sender<'a> {
             Shape::Ping => {
                 pipe.cmd("PING");
             }
+            Shape::AllowEach => {
+                for ((window_s, max), key) in w.limits().zip(self.keys(req.key)) {
+                    pipe.cmd("SLIDINGWINDOW.ALLOW")
+                        .arg(key)
+                        .arg(window_s)
+                        .arg(max)
+                        .arg(req.now);
+                }
+            }
+            Shape::ScriptEach => {
+                for ((window_s, max), key) in w.limits().zip(self.keys(req.key)) {
+                    pipe.cmd("EVALSHA")
+                        .arg(self.sha)
+                        .arg(1)
+                        .arg(key)
+                        .arg(window_s)
+                        .arg(max)
+                        .arg(req.now)
+                        .arg(self.members.next(req.now));
+                }
+            }
         }
     }
 
-    /// Requests admitted among `replies`, where the reply says so (only the module's does:
-    /// the script's bare count is ambiguous at `count == max`).
+    /// Requests admitted among `replies`, where the replies say so (only the module's do: the
+    /// script's bare count is ambiguous at `count == max`); one call per limit admits a request
+    /// when every call does.
     pub fn admitted(&self, replies: &[Value]) -> Option<u64> {
-        if self.shape != Shape::Allow {
-            return None;
-        }
+        let calls = match self.shape {
+            Shape::Allow => 1,
+            Shape::AllowEach => self.workload.limits().count(),
+            _ => return None,
+        };
+        let admits = |reply: &Value| matches!(reply, Value::Array(fields) if fields.first() == Some(&Value::Int(1)));
         let admitted = replies
-            .iter()
-            .filter(|reply| matches!(reply, Value::Array(fields) if fields.first() == Some(&Value::Int(1))))
+            .chunks(calls)
+            .filter(|request| request.iter().all(admits))
             .count();
         Some(admitted as u64)
     }
 
-    /// Appends a command whose reply (read by `members_in`) is how many members key `index`
-    /// stores.
-    pub fn push_member_count(&self, pipe: &mut Pipeline, index: u64) {
-        let key = self.key(index);
+    /// Appends a command whose reply (read by `members_in`) is how many members `key` stores.
+    pub fn push_member_count(&self, pipe: &mut Pipeline, key: &str) {
         match self.shape {
             // Any storage of the module's: PEEK at time 0 trims nothing, and a cost above max
             // is never admitted, so its count is every member the key holds (no added one).
-            Shape::Allow => {
+            Shape::Allow | Shape::AllowEach => {
                 pipe.cmd("SLIDINGWINDOW.PEEK")
                     .arg(key)
                     .arg(self.workload.window_s)
@@ -252,7 +330,7 @@ impl<'a> Sender<'a> {
                     .arg("COST")
                     .arg(2);
             }
-            Shape::Script | Shape::Commands | Shape::Ping => {
+            Shape::Script | Shape::Commands | Shape::Ping | Shape::ScriptEach => {
                 pipe.cmd("ZCARD").arg(key);
             }
         }
@@ -261,7 +339,7 @@ impl<'a> Sender<'a> {
     /// The member count in a reply to `push_member_count`.
     pub fn members_in(&self, reply: &Value) -> Result<u64> {
         let count = match (self.shape, reply) {
-            (Shape::Allow, Value::Array(fields)) => fields.get(1),
+            (Shape::Allow | Shape::AllowEach, Value::Array(fields)) => fields.get(1),
             (_, int) => Some(int),
         };
         match count {

@@ -1,4 +1,4 @@
-//! The three workloads and their simulated request streams.
+//! The workloads and their simulated request streams.
 
 use crate::members::Rng;
 
@@ -20,7 +20,7 @@ pub struct Workload {
     pub extra_limits: &'static [(u64, u64)],
 }
 
-pub const WORKLOADS: [Workload; 3] = [
+pub const WORKLOADS: [Workload; 4] = [
     // 2000 requests per 10 s window against max 1000: about half rejected.
     Workload {
         name: "hot",
@@ -51,6 +51,17 @@ pub const WORKLOADS: [Workload; 3] = [
         step_den: 1,
         extra_limits: &[],
     },
+    // One hot key with a burst, a minute and an hour limit, offered 25 requests/s: each limit
+    // binds in turn, and the hour's log holds up to 20,000 members.
+    Workload {
+        name: "multi",
+        keys: 1,
+        window_s: 1,
+        max: 20,
+        step_num: 40,
+        step_den: 1,
+        extra_limits: &[(60, 600), (3600, 20_000)],
+    },
 ];
 
 impl Workload {
@@ -58,9 +69,15 @@ impl Workload {
         self.window_s * 1000
     }
 
-    /// Requests that span one full simulated window.
+    /// Every limit as (window s, max): the positional one, then the `LIMIT` options.
+    pub fn limits(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        std::iter::once((self.window_s, self.max)).chain(self.extra_limits.iter().copied())
+    }
+
+    /// Requests that span one full simulated window, the longest one.
     pub fn requests_per_window(&self) -> u64 {
-        self.window_ms() * self.step_den / self.step_num
+        let longest_ms = self.limits().map(|(w, _)| w * 1000).max().unwrap_or(0);
+        longest_ms * self.step_den / self.step_num
     }
 
     pub fn stream(&self) -> Stream<'_> {

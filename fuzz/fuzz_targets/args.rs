@@ -1,5 +1,7 @@
 //! Fuzzes `args::parse`: input byte 0 is the separator, the rest splits on it into argv words.
-//! Every answer is checked against an independent reading of the contract's ranges.
+//! Every answer is checked against an independent reading of the contract: its ranges, and its
+//! options (`COST n` once, `LIMIT window max` up to 16 limits in all, left to right, the first
+//! error wins).
 
 #![no_main]
 
@@ -10,10 +12,14 @@ mod args;
 #[allow(dead_code)]
 #[path = "../../src/core/error.rs"]
 mod error;
+#[allow(dead_code)]
+#[path = "../../src/core/limits.rs"]
+mod limits;
 
 use args::{Args, Now};
 use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
+use limits::{Limit, Limits};
 
 const TOP: u128 = 1 << 53;
 
@@ -53,22 +59,59 @@ fn cost(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP)
 }
 
-/// What the contract says the call means, or `None` if it must be refused.
-fn expected(argv: &[&[u8]]) -> Option<Args> {
-    let [_, _, w, m, n, options @ ..] = argv else {
-        return None;
+/// What the contract says the call means, or the error it must get: options read left to right
+/// by position, the first error winning.
+fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
+    let [name, _, w, m, n, options @ ..] = argv else {
+        let name = argv
+            .first()
+            .map_or("slidingwindow".into(), |n| error::token(n));
+        return Err(Error::WrongArity(name.to_ascii_lowercase()));
     };
-    // Options: exactly zero or one `COST n` pair.
-    let c = match options {
-        [] => 1,
-        [name, value] if name.eq_ignore_ascii_case(b"COST") => cost(value)?,
-        _ => return None,
-    };
-    Some(Args {
-        window_ms: window(w)? * 1000,
-        max: max(m)?,
-        now: now(n)?,
-        cost: c,
+    let _ = name;
+    let window_s = window(w).ok_or(Error::Invalid(Arg::Window))?;
+    let max_v = max(m).ok_or(Error::Invalid(Arg::Max))?;
+    let now = now(n).ok_or(Error::Invalid(Arg::Now))?;
+    let ms = |s: u64| s * 1000;
+    let mut limits = vec![(ms(window_s), max_v)];
+    let mut cost_v = None;
+    let mut i = 0;
+    while i < options.len() {
+        let word = options[i];
+        let values = &options[i + 1..];
+        if word.eq_ignore_ascii_case(b"COST") {
+            if cost_v.is_some() {
+                return Err(Error::RepeatedOption(error::token(word)));
+            }
+            let v = values
+                .first()
+                .ok_or(Error::MissingValue(error::token(word)))?;
+            cost_v = Some(cost(v).ok_or(Error::Invalid(Arg::Cost))?);
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"LIMIT") {
+            if limits.len() >= 16 {
+                return Err(Error::TooManyLimits);
+            }
+            if values.len() < 2 {
+                return Err(Error::MissingValues(error::token(word)));
+            }
+            let w = window(values[0]).ok_or(Error::Invalid(Arg::LimitWindow))?;
+            let m = max(values[1]).ok_or(Error::Invalid(Arg::LimitMax))?;
+            limits.push((ms(w), m));
+            i += 3;
+        } else {
+            return Err(Error::UnknownOption(error::token(word)));
+        }
+    }
+    let limit = |(window_ms, max)| Limit { window_ms, max };
+    let mut all = Limits::new(limit(limits[0]));
+    for l in &limits[1..] {
+        assert!(all.push(limit(*l)));
+    }
+    Ok(Args {
+        limits: all,
+        now,
+        cost: cost_v.unwrap_or(1),
     })
 }
 
@@ -81,47 +124,16 @@ fn show(argv: &[&[u8]]) -> String {
     words.join(" ")
 }
 
-/// An error must name something that is actually wrong with `argv`.
+/// Every error is one printable line starting with ERR, and names the argument or token.
 fn check_error(argv: &[&[u8]], err: &Error) {
     let text = err.to_string();
     assert!(text.starts_with("ERR"), "{text:?}");
     assert!(!text.contains(['\r', '\n']), "{text:?}");
     // User tokens are cut to 64 bytes of at most 4 characters each.
     assert!(text.len() < 400, "{} bytes", text.len());
-    let option_words = argv.get(5..).unwrap_or_default();
-    match err {
-        Error::WrongArity(name) => {
-            assert!(argv.len() < 5, "{}", show(argv));
-            assert!(!name.chars().any(|c| c.is_ascii_uppercase()), "{name:?}");
-        }
-        Error::Invalid(Arg::Window) => assert!(window(argv[2]).is_none()),
-        Error::Invalid(Arg::Max) => assert!(max(argv[3]).is_none()),
-        Error::Invalid(Arg::Now) => assert!(now(argv[4]).is_none()),
-        Error::Invalid(Arg::Cost) => assert!(
-            option_words
-                .windows(2)
-                .any(|pair| pair[0].eq_ignore_ascii_case(b"COST") && cost(pair[1]).is_none()),
-            "{}",
-            show(argv)
-        ),
-        Error::UnknownOption(_) => assert!(
-            option_words
-                .iter()
-                .any(|w| !w.eq_ignore_ascii_case(b"COST")),
-            "{}",
-            show(argv)
-        ),
-        Error::RepeatedOption(_) => assert!(
-            option_words
-                .iter()
-                .filter(|w| w.eq_ignore_ascii_case(b"COST"))
-                .count()
-                >= 2,
-            "{}",
-            show(argv)
-        ),
-        Error::MissingValue(_) => assert!(option_words.len() % 2 == 1, "{}", show(argv)),
-        other => panic!("parse cannot produce {other:?}"),
+    if let Error::WrongArity(name) = err {
+        assert!(argv.len() < 5, "{}", show(argv));
+        assert!(!name.chars().any(|c| c.is_ascii_uppercase()), "{name:?}");
     }
 }
 
@@ -131,18 +143,21 @@ fuzz_target!(|data: &[u8]| {
     };
     let argv: Vec<&[u8]> = rest.split(|b| *b == separator).collect();
     let got = args::parse(&argv);
-    match (&got, expected(&argv)) {
-        (Ok(got), Some(want)) => {
-            assert_eq!(*got, want, "{}", show(&argv));
-            assert!(got.window_ms >= 1000 && got.window_ms % 1000 == 0);
-            assert!(u128::from(got.window_ms) <= TOP);
-            assert!((1..=TOP).contains(&u128::from(got.max)));
+    assert_eq!(got, expected(&argv), "{}", show(&argv));
+    match &got {
+        Ok(got) => {
+            assert!((1..=16).contains(&got.limits.count()));
+            assert_eq!(got.limits.has_options(), got.limits.count() > 1);
+            for l in got.limits.iter() {
+                assert!(l.window_ms >= 1000 && l.window_ms % 1000 == 0);
+                assert!(u128::from(l.window_ms) <= TOP);
+                assert!((1..=TOP).contains(&u128::from(l.max)));
+            }
             assert!((1..=TOP).contains(&u128::from(got.cost)));
             if let Now::At(n) = got.now {
                 assert!(u128::from(n) <= TOP);
             }
         }
-        (Err(err), None) => check_error(&argv, err),
-        (got, want) => panic!("{}: parsed {got:?}, contract says {want:?}", show(&argv)),
+        Err(err) => check_error(&argv, err),
     }
 });

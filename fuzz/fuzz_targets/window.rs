@@ -1,6 +1,7 @@
 //! Fuzzes `window::allow` and `window::peek` over an in-memory log seeded with arbitrary scores
-//! (inf, -inf, huge, negative, fractional), then a sequence of requests and foreign writes.
-//! Each step checks PEEK against ALLOW, and both against the contract's formulas computed afresh.
+//! (inf, -inf, huge, negative, fractional), then a sequence of requests (one to sixteen limits)
+//! and foreign writes. Each step checks PEEK against ALLOW, and both against the contract's
+//! formulas computed afresh (several limits: trim by the longest, the binding limit, the retry).
 
 #![no_main]
 
@@ -9,15 +10,19 @@
 #[path = "../../src/core/error.rs"]
 mod error;
 #[allow(dead_code)]
+#[path = "../../src/core/limits.rs"]
+mod limits;
+#[allow(dead_code)]
 #[path = "../../src/core/reply.rs"]
 mod reply;
 #[allow(dead_code)]
 #[path = "../../src/core/window.rs"]
 mod window;
 
-use error::{Error, MAX_EXACT, MAX_WINDOW_SECONDS};
+use error::{Error, MAX_EXACT, MAX_LIMITS, MAX_WINDOW_SECONDS};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+use limits::{Limit, Limits};
 use reply::Reply;
 use window::{Log, Request};
 
@@ -110,6 +115,7 @@ struct Expected {
     remaining: u64,
     retry_after_ms: i128,
     reset_after_ms: i128,
+    binding: Option<usize>,
 }
 
 impl Expected {
@@ -119,44 +125,106 @@ impl Expected {
             && got.remaining == self.remaining
             && wait_matches(got.retry_after_ms, self.retry_after_ms)
             && wait_matches(got.reset_after_ms, self.reset_after_ms)
+            && got.binding == self.binding
     }
 }
 
-/// The contract's steps 1-3 and reply table, in exact integer arithmetic.
-fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
-    let cutoff = i128::from(req.now) - i128::from(req.window_ms);
-    let mut after = RunLog(
+/// What one limit says after the call, in exact arithmetic.
+#[derive(Debug, Clone, Copy)]
+struct Standing {
+    w: u128,
+    count: u128,
+    remaining: u128,
+    retry: i128,
+    reset: i128,
+}
+
+/// The runs of `log` scored after `cutoff` (a window's members).
+fn window_runs(log: &RunLog, cutoff: i128) -> RunLog {
+    RunLog(
         log.0
             .iter()
             .copied()
             .filter(|(s, _)| *s > cutoff as f64)
             .collect(),
-    );
-    let c = u128::from(after.total());
-    let (n, max) = (u128::from(req.cost), u128::from(req.max));
-    let allowed = c + n <= max;
+    )
+}
+
+/// The contract's steps 1-3 and reply, for several limits, in exact integer arithmetic.
+fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
+    let now = i128::from(req.now);
+    let limits: Vec<Limit> = req.limits.iter().copied().collect();
+    let wmax = limits.iter().map(|l| l.window_ms).max().expect("a limit");
+    let mut after = window_runs(log, now - i128::from(wmax));
+    let n = u128::from(req.cost);
+    let allowed = limits.iter().all(|l| {
+        let c = u128::from(window_runs(&after, now - i128::from(l.window_ms)).total());
+        c + n <= u128::from(l.max)
+    });
     if allowed {
         after.insert(req.now as f64, req.cost);
     }
-    let count = if allowed { c + n } else { c };
-    let retry_after_ms = if n > max {
-        -1
-    } else {
-        match (count + n).checked_sub(max) {
-            None | Some(0) => 0,
-            Some(need) => wait(kth(&after.0, need as u64).expect("need <= count"), cutoff),
+    let standings: Vec<Standing> = limits
+        .iter()
+        .map(|l| {
+            let cutoff = now - i128::from(l.window_ms);
+            let members = window_runs(&after, cutoff);
+            let count = u128::from(members.total());
+            let max = u128::from(l.max);
+            let retry = if n > max {
+                -1
+            } else {
+                match (count + n).checked_sub(max) {
+                    None | Some(0) => 0,
+                    Some(need) => {
+                        wait(kth(&members.0, need as u64).expect("need <= count"), cutoff)
+                    }
+                }
+            };
+            let reset = members.0.last().map_or(0, |(s, _)| wait(*s, cutoff));
+            Standing {
+                w: u128::from(l.window_ms),
+                count,
+                remaining: max.saturating_sub(count),
+                retry,
+                reset,
+            }
+        })
+        .collect();
+    // Least remaining, then the larger retry (-1 above all), then the longer window, then the
+    // earlier position: the first of the positions sorted by that order. Retries compare as
+    // replied, a wait past i64::MAX ms (a member scored +inf) being i64::MAX.
+    let never = |r: i128| {
+        if r < 0 {
+            i128::MAX
+        } else {
+            r.min(i128::from(i64::MAX))
         }
     };
-    let reset_after_ms = match after.0.last() {
-        None => 0,
-        Some((s, _)) => wait(*s, cutoff),
+    let mut order: Vec<usize> = (0..standings.len()).collect();
+    order.sort_by_key(|&i| {
+        let s = &standings[i];
+        (
+            s.remaining,
+            std::cmp::Reverse(never(s.retry)),
+            std::cmp::Reverse(s.w),
+            i,
+        )
+    });
+    let b = order[0];
+    let bound = standings[b];
+    let retry_after_ms = if standings.iter().any(|s| s.retry < 0) {
+        -1
+    } else {
+        standings.iter().map(|s| s.retry).max().unwrap_or(0)
     };
     let reply = Expected {
         allowed,
-        count: count as u64,
-        remaining: max.saturating_sub(count) as u64,
+        count: bound.count as u64,
+        remaining: bound.remaining as u64,
         retry_after_ms,
-        reset_after_ms,
+        reset_after_ms: bound.reset,
+        binding: (limits.len() > 1).then_some(b),
     };
     (reply, after)
 }
@@ -224,7 +292,11 @@ fn step(log: &mut RunLog, req: &Request) {
             cap: req.max_add,
         });
         assert_eq!(peeked, refused, "peek over the cap: {req:?}");
-        assert_eq!(allowed.map(|o| o.reply), refused, "allow over the cap: {req:?}");
+        assert_eq!(
+            allowed.map(|o| o.reply),
+            refused,
+            "allow over the cap: {req:?}"
+        );
         assert_eq!(*log, before, "a refused call changed the log: {req:?}");
         return;
     }
@@ -243,13 +315,43 @@ fn step(log: &mut RunLog, req: &Request) {
         out.trimmed + log.total(),
         before.total() + got.allowed as u64 * req.cost
     );
+    let limits: Vec<Limit> = req.limits.iter().copied().collect();
+    let bound = limits[got.binding.unwrap_or(0)];
+    assert_eq!(got.binding.is_some(), limits.len() > 1);
     assert!(got.retry_after_ms >= -1);
     assert!(got.reset_after_ms >= 0);
     assert_eq!(got.reset_after_ms == 0, got.count == 0);
-    assert_eq!(got.retry_after_ms == -1, req.cost > req.max);
-    assert!(got.count <= req.max || (!got.allowed && got.count <= before.total()));
-    assert_eq!(got.remaining, req.max.saturating_sub(got.count));
-    assert_eq!(got.count, log.total());
+    assert_eq!(
+        got.retry_after_ms == -1,
+        limits.iter().any(|l| req.cost > l.max)
+    );
+    assert!(got.count <= bound.max || (!got.allowed && got.count <= before.total()));
+    assert_eq!(got.remaining, bound.max.saturating_sub(got.count));
+    assert!(got.count <= log.total());
+    // The longest window holds every member kept.
+    if bound.window_ms == req.limits.longest_window_ms() {
+        assert_eq!(got.count, log.total());
+    }
+}
+
+/// One to four limits mostly (sometimes up to sixteen), windows often equal to each other.
+fn limits(u: &mut Unstructured) -> Result<Limits> {
+    let count = if u.ratio(1, 8)? {
+        u.int_in_range(1..=MAX_LIMITS)?
+    } else {
+        u.int_in_range(1..=4)?
+    };
+    let mut one = || -> Result<Limit> {
+        Ok(Limit {
+            window_ms: number(u, 1, 10, MAX_WINDOW_SECONDS)? * 1000,
+            max: number(u, 1, 16, MAX_EXACT)?,
+        })
+    };
+    let mut all = Limits::new(one()?);
+    for _ in 1..count {
+        all.push(one()?);
+    }
+    Ok(all)
 }
 
 fn run(data: &[u8]) -> Result<()> {
@@ -269,8 +371,7 @@ fn run(data: &[u8]) -> Result<()> {
         }
         now = next_now(&mut u, now)?;
         let req = Request {
-            window_ms: number(&mut u, 1, 10, MAX_WINDOW_SECONDS)? * 1000,
-            max: number(&mut u, 1, 16, MAX_EXACT)?,
+            limits: limits(&mut u)?,
             now,
             cost: number(&mut u, 1, 4, MAX_EXACT)?,
             max_add: number(&mut u, 1, 6, MAX_EXACT)?,

@@ -29,12 +29,12 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Ans
     }
 }
 
-/// The window decision on any storage, then the TTL of an admitted call: one window from the
-/// server's clock.
+/// The window decision on any storage, then the TTL of an admitted call: the longest window from
+/// the server's clock.
 fn decide<S: Store>(ctx: Ctx<'_>, store: &mut S, req: &Request) -> Result<Answer, Error> {
     let outcome = window::allow(store, req)?;
     if outcome.reply.allowed {
-        let window = i64::try_from(req.window_ms).unwrap_or(i64::MAX);
+        let window = i64::try_from(req.limits.longest_window_ms()).unwrap_or(i64::MAX);
         let now = i64::try_from(ctx.now_ms()).unwrap_or(i64::MAX);
         store.set_expiry(now.saturating_add(window))?;
     }

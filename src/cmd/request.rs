@@ -8,12 +8,19 @@ use crate::ffi::{Argv, Ctx};
 
 /// Parses without allocating for any well-formed call.
 fn parse(argv: Argv<'_>) -> Result<Args, Error> {
-    const INLINE: usize = 8;
-    if argv.len() > INLINE {
-        let words: Vec<&[u8]> = (0..argv.len()).map(|i| argv.bytes(i)).collect();
-        return args::parse(&words);
+    // The common short call fills a small array; one with LIMIT options a larger one.
+    match argv.len() {
+        0..=8 => parse_inline::<8>(argv),
+        9..=args::MOST_WORDS => parse_inline::<{ args::MOST_WORDS }>(argv),
+        _ => {
+            let words: Vec<&[u8]> = (0..argv.len()).map(|i| argv.bytes(i)).collect();
+            args::parse(&words)
+        }
     }
-    let mut words: [&[u8]; INLINE] = [&[]; INLINE];
+}
+
+fn parse_inline<const N: usize>(argv: Argv<'_>) -> Result<Args, Error> {
+    let mut words: [&[u8]; N] = [&[]; N];
     for (i, slot) in words.iter_mut().enumerate().take(argv.len()) {
         *slot = argv.bytes(i);
     }
@@ -28,8 +35,7 @@ pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
         Now::Server => ctx.now_ms().min(MAX_EXACT),
     };
     Ok(Request {
-        window_ms: args.window_ms,
-        max: args.max,
+        limits: args.limits,
         now,
         cost: args.cost,
         max_add: config::max_members_per_call(),

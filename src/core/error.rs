@@ -9,6 +9,8 @@ pub const MAX_WINDOW_SECONDS: u64 = MAX_EXACT / 1000;
 /// Default of the most members one admitted call may add: 100,000 inserts take ~0.15 s; a
 /// million took 6 s.
 pub const MAX_ADD_PER_CALL: u64 = 100_000;
+/// Most limits one call may name, the positional one included.
+pub const MAX_LIMITS: usize = 16;
 
 /// The numeric arguments, named as the user knows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,10 @@ pub enum Arg {
     Max,
     Now,
     Cost,
+    /// The window of a `LIMIT window max` option.
+    LimitWindow,
+    /// The max of a `LIMIT window max` option.
+    LimitMax,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +34,10 @@ pub enum Error {
     UnknownOption(String),
     RepeatedOption(String),
     MissingValue(String),
+    /// An option that takes two values (`LIMIT`) with fewer after it.
+    MissingValues(String),
+    /// A 17th limit.
+    TooManyLimits,
     /// An admitted call that would add more members than one call may (`cap`).
     TooManyMembers {
         cost: u64,
@@ -70,6 +80,14 @@ impl fmt::Display for Error {
             Error::Invalid(Arg::Cost) => {
                 write!(f, "ERR cost must be an integer between 1 and {MAX_EXACT}")
             }
+            Error::Invalid(Arg::LimitWindow) => write!(
+                f,
+                "ERR LIMIT window must be an integer between 1 and {MAX_WINDOW_SECONDS} (window * 1000 <= 2^53)"
+            ),
+            Error::Invalid(Arg::LimitMax) => write!(
+                f,
+                "ERR LIMIT max must be an integer between 1 and {MAX_EXACT}"
+            ),
             Error::UnknownOption(tok) => write!(f, "ERR syntax error, unknown option '{tok}'"),
             Error::RepeatedOption(tok) => {
                 write!(f, "ERR syntax error, option '{tok}' given twice")
@@ -77,6 +95,13 @@ impl fmt::Display for Error {
             Error::MissingValue(tok) => {
                 write!(f, "ERR syntax error, option '{tok}' needs a value")
             }
+            Error::MissingValues(tok) => {
+                write!(f, "ERR syntax error, option '{tok}' needs two values")
+            }
+            Error::TooManyLimits => write!(
+                f,
+                "ERR syntax error, at most {MAX_LIMITS} limits in one call"
+            ),
             Error::TooManyMembers { cost, cap } => write!(
                 f,
                 "ERR cost {cost} would add more than {cap} members in one call"
@@ -162,6 +187,22 @@ mod tests {
             (
                 Error::MissingValue("cost".into()),
                 "ERR syntax error, option 'cost' needs a value",
+            ),
+            (
+                Error::Invalid(Arg::LimitWindow),
+                "ERR LIMIT window must be an integer between 1 and 9007199254740 (window * 1000 <= 2^53)",
+            ),
+            (
+                Error::Invalid(Arg::LimitMax),
+                "ERR LIMIT max must be an integer between 1 and 9007199254740992",
+            ),
+            (
+                Error::MissingValues("limit".into()),
+                "ERR syntax error, option 'limit' needs two values",
+            ),
+            (
+                Error::TooManyLimits,
+                "ERR syntax error, at most 16 limits in one call",
             ),
             (
                 Error::TooManyMembers {

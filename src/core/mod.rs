@@ -5,6 +5,7 @@ pub mod args;
 pub mod error;
 #[cfg(feature = "panic-test")]
 pub mod fault;
+pub mod limits;
 pub mod member;
 pub mod reply;
 // The integration tests' seeded generator, for unit tests too.

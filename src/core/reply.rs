@@ -1,27 +1,50 @@
-//! The five-integer reply and the waits it carries.
+//! The reply (five integers, a sixth naming the binding limit) and the waits it carries.
+
+use std::ops::Deref;
 
 /// What both commands answer, in wire order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reply {
     pub allowed: bool,
+    /// The binding limit's count, remaining and reset.
     pub count: u64,
     pub remaining: u64,
     /// -1 when the cost can never fit; else ms until a request of the same cost would fit.
     pub retry_after_ms: i64,
     /// ms until the window is empty; 0 when it already is.
     pub reset_after_ms: i64,
+    /// The binding limit (0 = positional, i = i-th `LIMIT`), sent only when `LIMIT` was given.
+    pub binding: Option<usize>,
 }
 
 impl Reply {
-    /// The five integers, in the order the contract gives them.
-    pub fn fields(&self) -> [i64; 5] {
-        [
+    /// The integers, in the order the contract gives them: five, or six with `binding`.
+    pub fn fields(&self) -> Fields {
+        let values = [
             i64::from(self.allowed),
             clamp(self.count),
             clamp(self.remaining),
             self.retry_after_ms,
             self.reset_after_ms,
-        ]
+            self.binding.map_or(0, |b| clamp(b as u64)),
+        ];
+        let len = if self.binding.is_some() { 6 } else { 5 };
+        Fields { values, len }
+    }
+}
+
+/// The reply's integers, inline; reads as a slice.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields {
+    values: [i64; 6],
+    len: usize,
+}
+
+impl Deref for Fields {
+    type Target = [i64];
+
+    fn deref(&self) -> &[i64] {
+        self.values.get(..self.len).unwrap_or(&self.values)
     }
 }
 
@@ -73,12 +96,21 @@ mod tests {
             remaining: 7,
             retry_after_ms: 0,
             reset_after_ms: 60_000,
+            binding: None,
         };
-        assert_eq!(r.fields(), [1, 3, 7, 0, 60_000]);
+        assert_eq!(*r.fields(), [1, 3, 7, 0, 60_000]);
         let huge = Reply {
             count: u64::MAX,
             ..r
         };
         assert_eq!(huge.fields()[1], i64::MAX);
+        // With LIMIT options a sixth integer names the binding limit, 0 included.
+        for b in [0, 1, 15] {
+            let named = Reply {
+                binding: Some(b),
+                ..r
+            };
+            assert_eq!(*named.fields(), [1, 3, 7, 0, 60_000, b as i64]);
+        }
     }
 }

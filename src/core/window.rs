@@ -3,9 +3,10 @@
 //! Scores are ms timestamps. A member leaves the window once `score <= now - window`, exactly as the
 //! seed's `ZREMRANGEBYSCORE key -inf now-window*1000`.
 
-use super::error::Error;
+use super::error::{Error, MAX_LIMITS};
 #[cfg(feature = "panic-test")]
 use super::fault::{self, Point};
+use super::limits::{Limits, Standing, Tally};
 use super::reply::{Reply, wait_ms};
 
 /// A log of request timestamps, oldest first. Scores are `f64` because a key may have been written by
@@ -25,11 +26,11 @@ pub trait Log {
     fn newest(&mut self) -> Result<Option<f64>, Error>;
 }
 
-/// One call, with `now` resolved. Every field is at most 2^53 (checked by the parser).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One call, with `now` resolved. Every number is at most 2^53 (checked by the parser).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    pub window_ms: u64,
-    pub max: u64,
+    /// The positional limit first, then each `LIMIT` option.
+    pub limits: Limits,
     pub now: u64,
     pub cost: u64,
     /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
@@ -37,9 +38,9 @@ pub struct Request {
 }
 
 impl Request {
-    /// `now - window`: members scored at or before it have left the window. In `[-2^53, 2^53]`.
-    pub fn cutoff(&self) -> i64 {
-        to_i64(self.now).saturating_sub(to_i64(self.window_ms))
+    /// `now - window`: members scored at or before it have left that window. In `[-2^53, 2^53]`.
+    pub fn cutoff(&self, window_ms: u64) -> i64 {
+        to_i64(self.now).saturating_sub(to_i64(window_ms))
     }
 }
 
@@ -55,50 +56,82 @@ pub struct Outcome {
     pub trimmed: u64,
 }
 
-/// Trim, count, maybe add: one `SLIDINGWINDOW.ALLOW` against `log`.
+/// Trim by the longest window, count each window, maybe add: one `SLIDINGWINDOW.ALLOW` against
+/// `log`. Each window shorter than the longest costs one count through its cutoff, and one k-th
+/// oldest when it is full.
 ///
 /// An admission that would add more than `max_add` members is an error that changes nothing, for
 /// ALLOW and PEEK alike; a call that would be refused anyway just answers.
 pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
-    let cutoff = req.cutoff();
-    // Cutoffs are within +-2^53, so the conversion is exact.
-    if req.cost > req.max_add && fits(live(log, cutoff as f64)?, req.cost, req.max) {
+    let limits = &req.limits;
+    let longest = limits.longest_window_ms();
+    let trim_at = req.cutoff(longest);
+    if req.cost > req.max_add && admits_untrimmed(log, req)? {
         return Err(Error::TooManyMembers {
             cost: req.cost,
             cap: req.max_add,
         });
     }
-    let trimmed = log.trim(cutoff)?;
+    let trimmed = log.trim(trim_at)?;
     #[cfg(feature = "panic-test")]
     fault::hit(Point::AfterTrim);
     let before = log.count()?;
-    let allowed = fits(before, req.cost, req.max);
+    // Members left that are at or before each limit's cutoff; none for the longest window, which
+    // the trim just cut. Added members (scored `now`) never are.
+    let mut through = [0u64; MAX_LIMITS];
+    for (t, l) in through.iter_mut().zip(limits.iter()) {
+        if l.window_ms < longest {
+            // Cutoffs are within +-2^53, so the conversion is exact.
+            *t = log.count_through(req.cutoff(l.window_ms) as f64)?;
+        }
+    }
+    let allowed = limits
+        .iter()
+        .zip(&through)
+        .all(|(l, t)| fits(before.saturating_sub(*t), req.cost, l.max));
     if allowed {
         log.add(req.now, req.cost)?;
         #[cfg(feature = "panic-test")]
         fault::hit(Point::AfterAdd);
     }
-    let count = if allowed { before + req.cost } else { before };
-    let retry_after_ms = if req.cost > req.max {
-        -1
-    } else {
-        // Only the `need` oldest members have to leave before the same cost fits again.
-        match count.saturating_add(req.cost).checked_sub(req.max) {
-            None | Some(0) => 0,
-            Some(need) => log.kth_oldest(need)?.map_or(0, |s| wait_ms(s, cutoff)),
-        }
-    };
-    let reset_after_ms = match count {
+    let total = if allowed { before + req.cost } else { before };
+    let mut tally = Tally::default();
+    for (l, t) in limits.iter().zip(&through) {
+        let count = total.saturating_sub(*t);
+        let retry_ms = if req.cost > l.max {
+            -1
+        } else {
+            // Only the `need` oldest members of this window have to leave before the cost fits.
+            match count.saturating_add(req.cost).checked_sub(l.max) {
+                None | Some(0) => 0,
+                Some(need) => log
+                    .kth_oldest(t.saturating_add(need))?
+                    .map_or(0, |s| wait_ms(s, req.cutoff(l.window_ms))),
+            }
+        };
+        tally.push(Standing {
+            window_ms: l.window_ms,
+            count,
+            remaining: l.max.saturating_sub(count),
+            retry_ms,
+        });
+    }
+    let (b, bound) = tally.binding();
+    // The newest member is in every window that holds any member.
+    let reset_after_ms = match bound.count {
         0 => 0,
-        _ => log.newest()?.map_or(0, |s| wait_ms(s, cutoff)),
+        _ => log
+            .newest()?
+            .map_or(0, |s| wait_ms(s, req.cutoff(bound.window_ms))),
     };
     Ok(Outcome {
         reply: Reply {
             allowed,
-            count,
-            remaining: req.max.saturating_sub(count),
-            retry_after_ms,
+            count: bound.count,
+            remaining: bound.remaining,
+            retry_after_ms: tally.retry_ms(),
             reset_after_ms,
+            binding: limits.has_options().then_some(b),
         },
         trimmed,
     })
@@ -109,9 +142,20 @@ pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, Error> {
     allow(&mut Preview::new(log), req).map(|o| o.reply)
 }
 
-/// Members scored after `cutoff`, counted without trimming.
-fn live<L: Log>(log: &mut L, cutoff: f64) -> Result<u64, Error> {
-    Ok(log.count()?.saturating_sub(log.count_through(cutoff)?))
+/// Whether every limit would admit the call, counted before any trim.
+fn admits_untrimmed<L: Log>(log: &mut L, req: &Request) -> Result<bool, Error> {
+    if req.limits.iter().any(|l| req.cost > l.max) {
+        return Ok(false);
+    }
+    let all = log.count()?;
+    for l in req.limits.iter() {
+        // Cutoffs are within +-2^53, so the conversion is exact.
+        let live = all.saturating_sub(log.count_through(req.cutoff(l.window_ms) as f64)?);
+        if !fits(live, req.cost, l.max) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Whether `cost` more members fit under `max` next to `count`.
@@ -200,9 +244,16 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
+// The integration tests' contract model: an independent reading of the contract.
+#[cfg(test)]
+#[path = "../../tests/support/model.rs"]
+mod model;
+
 #[cfg(test)]
 mod tests {
+    use super::model::Model;
     use super::*;
+    use crate::core::limits::Limit;
     use crate::core::rng::Rng;
 
     /// The simplest log: a sorted vector of scores.
@@ -238,9 +289,21 @@ mod tests {
     }
 
     fn req(window_s: u64, max: u64, now: u64, cost: u64) -> Request {
-        Request {
+        multi(&[(window_s, max)], now, cost)
+    }
+
+    /// Limits as (window s, max), the positional one first.
+    fn multi(limits: &[(u64, u64)], now: u64, cost: u64) -> Request {
+        let limit = |&(window_s, max): &(u64, u64)| Limit {
             window_ms: window_s * 1000,
             max,
+        };
+        let mut all = Limits::new(limit(&limits[0]));
+        for l in &limits[1..] {
+            assert!(all.push(limit(l)));
+        }
+        Request {
+            limits: all,
             now,
             cost,
             max_add: u64::MAX,
@@ -254,12 +317,13 @@ mod tests {
             remaining,
             retry_after_ms: retry,
             reset_after_ms: reset,
+            binding: None,
         }
     }
 
-    fn run(log: &[f64], r: Request) -> (Reply, Vec<f64>, u64) {
+    fn run(log: &[f64], r: &Request) -> (Reply, Vec<f64>, u64) {
         let mut l = VecLog(log.to_vec());
-        let Ok(out) = allow(&mut l, &r) else {
+        let Ok(out) = allow(&mut l, r) else {
             panic!("{r:?} failed");
         };
         (out.reply, l.0, out.trimmed)
@@ -368,10 +432,223 @@ mod tests {
             ),
         ];
         for (i, (log, r, want, after, trimmed)) in cases.into_iter().enumerate() {
-            let (got, stored, t) = run(log, r);
+            let (got, stored, t) = run(log, &r);
             assert_eq!(got, want, "case {i}");
             assert_eq!(stored, after, "case {i} stored");
             assert_eq!(t, trimmed, "case {i} trimmed");
+        }
+    }
+
+    fn named(r: Reply, b: usize) -> Reply {
+        Reply {
+            binding: Some(b),
+            ..r
+        }
+    }
+
+    #[test]
+    fn several_limits() {
+        let sixteen: Vec<(u64, u64)> = (1..=16).map(|w| (w, 5)).collect();
+        // (stored scores, request, reply, stored after, trimmed)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&[f64], Request, Reply, Vec<f64>, u64)> = vec![
+            // The cost is above the 1 s limit but not the 10 s one: never admissible, bound by
+            // the 1 s limit (least remaining).
+            (
+                &[],
+                multi(&[(10, 5), (1, 2)], 100_000, 3),
+                named(reply(false, 0, 2, -1, 0), 1),
+                vec![],
+                0,
+            ),
+            // Above the positional limit only: -1, bound by it.
+            (
+                &[],
+                multi(&[(1, 2), (60, 10)], 100_000, 3),
+                named(reply(false, 0, 2, -1, 0), 0),
+                vec![],
+                0,
+            ),
+            // A member from the future counts in every window and sets the waits.
+            (
+                &[100_000.0, 200_000.0],
+                multi(&[(10, 3), (1, 1)], 101_000, 1),
+                named(reply(false, 1, 0, 100_000, 100_000), 1),
+                vec![100_000.0, 200_000.0],
+                0,
+            ),
+            // A LIMIT equal to the positional one: the same five integers, bound by position 0.
+            (
+                &[1000.0, 2000.0],
+                multi(&[(10, 3), (10, 3)], 5000, 1),
+                named(reply(true, 3, 0, 6000, 10_000), 0),
+                vec![1000.0, 2000.0, 5000.0],
+                0,
+            ),
+            // A limit longer than the positional one keeps what the positional would trim.
+            (
+                &[1000.0, 30_000.0, 59_500.0],
+                multi(&[(1, 10), (60, 3)], 60_000, 1),
+                named(reply(false, 3, 0, 1000, 59_500), 1),
+                vec![1000.0, 30_000.0, 59_500.0],
+                0,
+            ),
+            // The trim goes by the longest window; counts by each.
+            (
+                &[1000.0, 5000.0, 9000.0],
+                multi(&[(5, 10), (10, 10)], 12_000, 1),
+                named(reply(true, 3, 7, 0, 10_000), 1),
+                vec![5000.0, 9000.0, 12_000.0],
+                1,
+            ),
+            // A refused call still trims by the longest window.
+            (
+                &[1000.0, 15_000.0, 19_500.0],
+                multi(&[(10, 5), (1, 1)], 20_000, 1),
+                named(reply(false, 1, 0, 500, 500), 1),
+                vec![15_000.0, 19_500.0],
+                1,
+            ),
+            // Equal remaining: the larger retry binds, and is the call's retry.
+            (
+                &[1000.0, 9000.0],
+                multi(&[(10, 2), (5, 1)], 10_000, 1),
+                named(reply(false, 1, 0, 4000, 4000), 1),
+                vec![1000.0, 9000.0],
+                0,
+            ),
+            (
+                &[3000.0, 9500.0],
+                multi(&[(10, 2), (2, 1)], 10_000, 1),
+                named(reply(false, 2, 0, 3000, 9500), 0),
+                vec![3000.0, 9500.0],
+                0,
+            ),
+            // The call's retry is the longest wait, even when another limit binds: the 10 s
+            // limit has less left but the 60 s one makes the call wait longer.
+            (
+                &[20_000.0, 50_000.0, 55_000.0],
+                multi(&[(60, 5), (10, 3)], 58_000, 3),
+                named(reply(false, 2, 1, 22_000, 7000), 1),
+                vec![20_000.0, 50_000.0, 55_000.0],
+                0,
+            ),
+            // Equal remaining and retry: the longer window.
+            (
+                &[],
+                multi(&[(5, 3), (10, 3)], 1000, 1),
+                named(reply(true, 1, 2, 0, 10_000), 1),
+                vec![1000.0],
+                0,
+            ),
+            // 16 limits, all equal but their windows: the longest (the last) binds.
+            (
+                &[],
+                multi(&sixteen, 1000, 1),
+                named(reply(true, 1, 4, 0, 16_000), 15),
+                vec![1000.0],
+                0,
+            ),
+            // Cost fits one window's room only after the other's members leave.
+            (
+                &[500.0, 600.0, 9800.0],
+                multi(&[(1, 3), (10, 4)], 10_000, 2),
+                named(reply(false, 3, 1, 500, 9800), 1),
+                vec![500.0, 600.0, 9800.0],
+                0,
+            ),
+        ];
+        for (i, (log, r, want, after, trimmed)) in cases.into_iter().enumerate() {
+            let (got, stored, t) = run(log, &r);
+            assert_eq!(got, want, "case {i}");
+            assert_eq!(stored, after, "case {i} stored");
+            assert_eq!(t, trimmed, "case {i} trimmed");
+            let mut l = VecLog(log.to_vec());
+            assert_eq!(peek(&mut l, &r), Ok(want), "case {i} peek");
+            assert_eq!(l.0, log.to_vec(), "case {i}: peek changed the log");
+            // The independent model agrees.
+            let scores: Vec<u64> = log.iter().map(|s| *s as u64).collect();
+            let limits: Vec<(u64, u64)> = r
+                .limits
+                .iter()
+                .map(|l| (l.window_ms / 1000, l.max))
+                .collect();
+            let mut m = Model { scores };
+            assert_eq!(
+                m.allow_limits(&limits, r.now, r.cost),
+                &*want.fields(),
+                "case {i} model"
+            );
+        }
+    }
+
+    #[test]
+    fn several_limits_follow_the_model_and_peek_equals_allow() {
+        let mut rng = Rng::new(0x11_1175);
+        // Admitted, refused, and bound by a LIMIT option: each must happen.
+        let mut seen = [0u32; 3];
+        for stream in 0..300 {
+            let mut log = VecLog::default();
+            let mut model = Model::default();
+            // 1 to 4 limits, in any order, windows sometimes equal.
+            let limits: Vec<(u64, u64)> = (0..rng.range(1, 4))
+                .map(|_| (rng.pick(&[1, 2, 5, 10, 60]), rng.range(1, 12)))
+                .collect();
+            let longest = limits.iter().map(|l| l.0).max().unwrap_or(1) * 1000;
+            let mut now: u64 = 100_000;
+            for step in 0..150 {
+                now = match rng.range(0, 9) {
+                    0 => now.saturating_sub(rng.range(0, longest / 2)),
+                    1 => now + longest * rng.range(1, 2),
+                    _ => now + rng.range(0, longest / 20),
+                };
+                let cost = if rng.chance(70) { 1 } else { rng.range(1, 14) };
+                let r = multi(&limits, now, cost);
+                let before = log.clone();
+                let Ok(peeked) = peek(&mut log, &r) else {
+                    panic!("{r:?} failed");
+                };
+                assert_eq!(log, before, "peek changed the log");
+                let Ok(out) = allow(&mut log, &r) else {
+                    panic!("{r:?} failed");
+                };
+                assert_eq!(
+                    peeked, out.reply,
+                    "stream {stream} step {step}: {r:?} on {before:?}"
+                );
+                let want = model.allow_limits(&limits, now, cost);
+                assert_eq!(
+                    &*out.reply.fields(),
+                    want,
+                    "stream {stream} step {step}: {r:?} on {before:?}"
+                );
+                let stored: Vec<u64> = log.0.iter().map(|s| *s as u64).collect();
+                assert_eq!(stored, model.scores, "stream {stream} step {step}");
+                seen[usize::from(out.reply.allowed)] += 1;
+                seen[2] += u32::from(out.reply.binding.is_some_and(|b| b > 0));
+            }
+        }
+        assert!(seen.iter().all(|n| *n > 3000), "{seen:?}");
+    }
+
+    #[test]
+    fn limit_options_equal_to_the_positional_one_change_nothing_but_the_sixth_integer() {
+        let mut rng = Rng::new(0xE0_0A1);
+        let mut plain = VecLog::default();
+        let mut with = VecLog::default();
+        let mut now = 50_000;
+        for _ in 0..3000 {
+            now += rng.range(0, 700);
+            let (w, max, cost) = (rng.range(1, 5), rng.range(1, 8), rng.range(1, 3));
+            let copies = vec![(w, max); rng.range(2, 16) as usize];
+            let Ok(a) = allow(&mut plain, &req(w, max, now, cost)) else {
+                panic!("failed");
+            };
+            let Ok(b) = allow(&mut with, &multi(&copies, now, cost)) else {
+                panic!("failed");
+            };
+            assert_eq!(b.reply, named(a.reply, 0));
+            assert_eq!(plain, with);
         }
     }
 
@@ -391,7 +668,7 @@ mod tests {
             (&[1.0, 2.0], req(1, 2, 5000, 2)),
         ];
         for (log, r) in cases {
-            let (want, _, _) = run(log, *r);
+            let (want, _, _) = run(log, r);
             let mut l = VecLog(log.to_vec());
             let Ok(got) = peek(&mut l, r) else {
                 panic!("{r:?} failed");
@@ -420,6 +697,29 @@ mod tests {
             (capped(5, 5, 4), Ok(reply(false, 1, 4, 5000, 5000))),
             // At the cap: admitted.
             (capped(10, 4, 4), Ok(reply(true, 5, 5, 0, 10_000))),
+            // Several limits: the cap applies only when every limit would admit the call.
+            (
+                Request {
+                    max_add: 4,
+                    ..multi(&[(10, 10), (1, 6)], 20_000, 5)
+                },
+                Err(Error::TooManyMembers { cost: 5, cap: 4 }),
+            ),
+            (
+                Request {
+                    max_add: 4,
+                    ..multi(&[(10, 10), (1, 4)], 20_000, 5)
+                },
+                Ok(named(reply(false, 0, 4, -1, 0), 1)),
+            ),
+            // Refused by the longer limit (15000 is still in its window): no error.
+            (
+                Request {
+                    max_add: 4,
+                    ..multi(&[(1, 10), (10, 5)], 20_000, 5)
+                },
+                Ok(named(reply(false, 1, 4, 5000, 5000), 1)),
+            ),
         ];
         for (r, want) in cases {
             let mut l = VecLog(stored.to_vec());
@@ -442,21 +742,25 @@ mod tests {
             for window in [1, win] {
                 for cost in [1, top] {
                     for max in [1, top] {
-                        let r = req(window, max, now, cost);
-                        let (got, _, _) = run(&weird, r);
-                        assert!(got.retry_after_ms >= -1);
-                        assert!(got.reset_after_ms >= 0);
-                        let mut l = VecLog(weird.to_vec());
-                        let Ok(p) = peek(&mut l, &r) else {
-                            panic!("{r:?} failed");
-                        };
-                        assert_eq!(p, got, "peek {r:?}");
+                        for r in [
+                            req(window, max, now, cost),
+                            multi(&[(window, max), (1, top), (win, 1)], now, cost),
+                        ] {
+                            let (got, _, _) = run(&weird, &r);
+                            assert!(got.retry_after_ms >= -1);
+                            assert!(got.reset_after_ms >= 0);
+                            let mut l = VecLog(weird.to_vec());
+                            let Ok(p) = peek(&mut l, &r) else {
+                                panic!("{r:?} failed");
+                            };
+                            assert_eq!(p, got, "peek {r:?}");
+                        }
                     }
                 }
             }
         }
-        assert_eq!(req(win, 1, 0, 1).cutoff(), -9_007_199_254_740_000);
-        assert_eq!(req(1, 1, top, 1).cutoff(), 9_007_199_254_739_992);
+        assert_eq!(req(win, 1, 0, 1).cutoff(win * 1000), -9_007_199_254_740_000);
+        assert_eq!(req(1, 1, top, 1).cutoff(1000), 9_007_199_254_739_992);
     }
 
     #[test]
@@ -481,7 +785,14 @@ mod tests {
                 panic!("{r:?} failed");
             };
             assert_eq!(peeked, out.reply, "{r:?} on {before:?}");
-            assert!(out.reply.count <= r.max.max(before.0.len() as u64));
+            assert!(
+                out.reply.count
+                    <= r.limits
+                        .iter()
+                        .next()
+                        .map_or(0, |l| l.max)
+                        .max(before.0.len() as u64)
+            );
         }
     }
 }

@@ -55,6 +55,7 @@ table! {
     zset_last_in_score_range = RedisModule_ZsetLastInScoreRange: unsafe extern "C" fn(*mut RedisModuleKey, f64, f64, c_int, c_int) -> c_int;
     zset_range_current_element = RedisModule_ZsetRangeCurrentElement: unsafe extern "C" fn(*mut RedisModuleKey, *mut f64) -> *mut RedisModuleString;
     zset_range_next = RedisModule_ZsetRangeNext: unsafe extern "C" fn(*mut RedisModuleKey) -> c_int;
+    zset_range_prev = RedisModule_ZsetRangePrev: unsafe extern "C" fn(*mut RedisModuleKey) -> c_int;
     zset_range_stop = RedisModule_ZsetRangeStop: unsafe extern "C" fn(*mut RedisModuleKey);
     zset_range_end_reached = RedisModule_ZsetRangeEndReached: unsafe extern "C" fn(*mut RedisModuleKey) -> c_int;
     create_string = RedisModule_CreateString: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, usize) -> *mut RedisModuleString;

@@ -315,6 +315,12 @@ impl<'a> Range<'_, 'a> {
         // SAFETY: an active range on an open key.
         unsafe { (self.key.ctx.api.zset_range_next)(self.ptr) != 0 }
     }
+
+    /// Moves back; false past the start.
+    pub fn prev(&self) -> bool {
+        // SAFETY: an active range on an open key.
+        unsafe { (self.key.ctx.api.zset_range_prev)(self.ptr) != 0 }
+    }
 }
 
 impl Drop for Range<'_, '_> {

@@ -18,5 +18,5 @@ pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
 pub use datatype::{AofOut, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
 pub use info::{Report, Section};
-pub use key::{Key, Kind, Mode};
+pub use key::{Key, Kind, Mode, Range};
 pub use string::{Argv, OwnedString, RString};

@@ -11,10 +11,10 @@
 
 use super::compact::log::CompactLog;
 use super::{Expire, Store, expire};
-use crate::core::error::{Error, MAX_EXACT};
+use crate::core::error::{Error, MAX_EXACT, MAX_LIMITS};
 use crate::core::member::{MEMBER_LEN, fresh};
 use crate::core::window::Log;
-use crate::ffi::{Class, Ctx, Key, OwnedString, RString};
+use crate::ffi::{Class, Ctx, Key, OwnedString, RString, Range};
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
 const POS_INF: f64 = f64::INFINITY;
@@ -24,6 +24,84 @@ const NAME_TRIES: usize = 8;
 const LAZYFREE_THRESHOLD: u64 = 64;
 /// Most steps a walk takes before a rank or range command is cheaper.
 const WALK_MAX: usize = 64;
+/// A side of the set guessed to hold more members than this is not walked at all.
+const GUESS_MAX: f64 = 2.0 * WALK_MAX as f64;
+/// Steps of the first look from the head when the ends are not known yet.
+const PROBE: usize = 8;
+
+/// Which end of the set a walk starts from, stepping inwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Head,
+    Tail,
+}
+
+impl End {
+    fn step(self, range: &Range<'_, '_>) -> bool {
+        match self {
+            End::Head => range.next(),
+            End::Tail => range.prev(),
+        }
+    }
+}
+
+/// The score `steps` members on from where `range` stands, or None past its end.
+fn steps_then_score(range: &Range<'_, '_>, from: End, steps: u64) -> Option<f64> {
+    for _ in 0..steps {
+        if !from.step(range) {
+            return None;
+        }
+    }
+    range.score()
+}
+
+/// Ranks learnt during one call: `(score, members scored at or before it)`, exact until the set
+/// changes at or below that score. The k-th oldest just after one is a short walk from it.
+#[derive(Default)]
+struct Anchors {
+    items: [(f64, u64); MAX_LIMITS],
+    len: usize,
+}
+
+impl Anchors {
+    fn note(&mut self, score: f64, rank: u64) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = (score, rank);
+            self.len += 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Members added at `score` move the rank of every anchor at or after it.
+    fn forget_from(&mut self, score: f64) {
+        let mut kept = 0;
+        for i in 0..self.len {
+            if let Some(&(s, rank)) = self.items.get(i)
+                && s < score
+            {
+                if let Some(slot) = self.items.get_mut(kept) {
+                    *slot = (s, rank);
+                }
+                kept += 1;
+            }
+        }
+        self.len = kept;
+    }
+
+    /// The anchor closest below rank `k` (1-based): its score and the steps from the first
+    /// member after it to the k-th oldest.
+    fn nearest_below(&self, k: u64) -> Option<(f64, u64)> {
+        self.items
+            .get(..self.len)?
+            .iter()
+            .filter(|(_, rank)| *rank < k)
+            .map(|&(s, rank)| (s, k - rank - 1))
+            .min_by_key(|&(_, steps)| steps)
+    }
+}
 
 /// How the trim changed the key.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +223,7 @@ pub struct ZsetLog<'k, 'a> {
     newest: Option<Option<f64>>,
     /// Score of the members this call added, if any.
     added_at: Option<f64>,
+    anchors: Anchors,
 }
 
 impl<'k, 'a> ZsetLog<'k, 'a> {
@@ -156,6 +235,7 @@ impl<'k, 'a> ZsetLog<'k, 'a> {
             oldest: None,
             newest: None,
             added_at: None,
+            anchors: Anchors::default(),
         }
     }
 
@@ -189,6 +269,85 @@ impl<'k, 'a> ZsetLog<'k, 'a> {
         drop(range);
         self.oldest = Some(oldest);
         Ok(Some(expired))
+    }
+
+    /// Members in a score range, counted by stepping from one end without allocating; None when
+    /// there are more than `most`.
+    fn walk_count(
+        &mut self,
+        min: f64,
+        max: f64,
+        min_excl: bool,
+        from: End,
+        most: usize,
+    ) -> Result<Option<u64>, Error> {
+        let range = self.key.range(min, max, min_excl, from == End::Head)?;
+        if range.is_empty() {
+            return Ok(Some(0));
+        }
+        let mut n = 1u64;
+        while from.step(&range) {
+            n += 1;
+            if n > most as u64 {
+                return Ok(None);
+            }
+        }
+        Ok(Some(n))
+    }
+
+    /// The score `steps` members in from one end of the set (0 = the end itself).
+    fn score_after_steps(&mut self, from: End, steps: u64) -> Result<Option<f64>, Error> {
+        let range = self.key.range(NEG_INF, POS_INF, false, from == End::Head)?;
+        Ok(steps_then_score(&range, from, steps))
+    }
+
+    /// Members scored at or before `score`: from the ends when few (the side guessed from where
+    /// `score` falls in time between them), else the set's own O(log N) count.
+    fn count_through_uncached(&mut self, score: f64) -> Result<u64, Error> {
+        let len = self.key.len();
+        if len == 0 {
+            return Ok(0);
+        }
+        // Most counts are of the few members a trim would remove: a short look from the head
+        // before paying to read the ends (a walked trim already knows the oldest).
+        if self.oldest.is_none()
+            && let Some(n) = self.walk_count(NEG_INF, score, false, End::Head, PROBE)?
+        {
+            return Ok(n);
+        }
+        let (Some(oldest), Some(newest)) = (self.kth_oldest(1)?, self.newest()?) else {
+            return Ok(0);
+        };
+        if score < oldest {
+            return Ok(0);
+        }
+        if score >= newest {
+            return Ok(len);
+        }
+        // Walk the side that holds fewer members, guessed from where `score` falls in time
+        // between the ends; a side guessed far past a walk's reach goes to the set's own count.
+        let head = (score - oldest) / (newest - oldest) * len as f64;
+        let tail = len as f64 - head;
+        let sides = if head.is_nan() || head <= tail {
+            [(End::Head, head), (End::Tail, tail)]
+        } else {
+            [(End::Tail, tail), (End::Head, head)]
+        };
+        for (side, guess) in sides {
+            if guess > GUESS_MAX {
+                break;
+            }
+            let counted = match side {
+                End::Head => self.walk_count(NEG_INF, score, false, End::Head, WALK_MAX)?,
+                End::Tail => self
+                    .walk_count(score, POS_INF, true, End::Tail, WALK_MAX)?
+                    .map(|n| len.saturating_sub(n)),
+            };
+            if let Some(n) = counted {
+                return Ok(n);
+            }
+        }
+        self.key.closed(|set| set.count_through(score))
     }
 
     /// Adds one member at `score` under a fresh name.
@@ -275,22 +434,8 @@ impl Log for ZsetLog<'_, '_> {
     }
 
     fn count_through(&mut self, score: f64) -> Result<u64, Error> {
-        let len = self.key.len();
-        if len == 0 || !self.any_after(score)? {
-            return Ok(len);
-        }
-        let range = self.key.range(NEG_INF, score, false, true)?;
-        if range.is_empty() {
-            return Ok(0);
-        }
-        let mut n = 1u64;
-        while range.next() {
-            n += 1;
-            if n > WALK_MAX as u64 {
-                drop(range);
-                return self.key.closed(|set| set.count_through(score));
-            }
-        }
+        let n = self.count_through_uncached(score)?;
+        self.anchors.note(score, n);
         Ok(n)
     }
 
@@ -304,6 +449,7 @@ impl Log for ZsetLog<'_, '_> {
         // Check the fully expired large set first (from the tail, no descent), so a call never
         // walks it: unlinked, it is freed off the main thread.
         if len > LAZYFREE_THRESHOLD && self.key.range(at, POS_INF, true, true)?.is_empty() {
+            self.anchors.clear();
             self.key.unlink()?;
             self.fx.trim = Trim::Unlinked;
             self.oldest = Some(None);
@@ -312,6 +458,7 @@ impl Log for ZsetLog<'_, '_> {
         }
         let Some(expired) = self.expired_names(at)? else {
             // Many expired: the set's own range removal, O(log N + M).
+            self.anchors.clear();
             let removed = self.key.closed(|set| set.remove_through(cutoff))?;
             self.fx.trim = Trim::Called { cutoff };
             self.oldest = None;
@@ -321,6 +468,7 @@ impl Log for ZsetLog<'_, '_> {
         if expired.is_empty() {
             return Ok(0);
         }
+        self.anchors.clear();
         for member in expired {
             self.key.zrem(member)?;
         }
@@ -335,6 +483,8 @@ impl Log for ZsetLog<'_, '_> {
     }
 
     fn add(&mut self, score: u64, n: u64) -> Result<(), Error> {
+        // Scores are at most 2^53, exact in f64.
+        self.anchors.forget_from(score as f64);
         self.fx.added_at = i64::try_from(score).unwrap_or(i64::MAX);
         if n > 1 {
             self.fx.added = Members::Many(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
@@ -353,20 +503,23 @@ impl Log for ZsetLog<'_, '_> {
         if let (1, Some(oldest)) = (k, self.oldest) {
             return Ok(oldest);
         }
-        if k == 0 || k > self.key.len() {
+        let len = self.key.len();
+        if k == 0 || k > len {
             return Ok(None);
         }
-        if k > WALK_MAX as u64 {
-            return self.key.closed(|set| set.score_at_rank(k - 1));
-        }
-        let range = self.key.range(NEG_INF, POS_INF, false, true)?;
-        for _ in 1..k {
-            if !range.next() {
-                return Ok(None);
+        // Step from the nearest known place: the head, the tail, or just after a score whose rank
+        // a count learnt (a window's need-th oldest). Far from all, the set's own rank lookup.
+        let from_head = k - 1;
+        let from_tail = len - k;
+        let score = match self.anchors.nearest_below(k) {
+            Some((at, steps)) if steps < from_head.min(from_tail) && steps <= WALK_MAX as u64 => {
+                let range = self.key.range(at, POS_INF, true, true)?;
+                steps_then_score(&range, End::Head, steps)
             }
-        }
-        let score = range.score();
-        drop(range);
+            _ if from_head <= WALK_MAX as u64 => self.score_after_steps(End::Head, from_head)?,
+            _ if from_tail < WALK_MAX as u64 => self.score_after_steps(End::Tail, from_tail)?,
+            _ => return self.key.closed(|set| set.score_at_rank(k - 1)),
+        };
         if k == 1 {
             self.oldest = Some(score);
         }

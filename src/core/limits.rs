@@ -1,0 +1,206 @@
+//! The limits of one call (the positional `window max`, then each `LIMIT window max`), what each
+//! says after the call, and the choice of the one that binds the reply.
+
+pub use super::error::MAX_LIMITS;
+
+/// One `window max` pair, window already in ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limit {
+    pub window_ms: u64,
+    pub max: u64,
+}
+
+/// A call's limits: limit 0 is the positional one, then each `LIMIT` option in order. A call
+/// without options allocates nothing, and the struct stays small enough to move for free.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    first: Limit,
+    more: Vec<Limit>,
+}
+
+impl Limits {
+    /// The positional limit alone.
+    pub fn new(first: Limit) -> Limits {
+        Limits {
+            first,
+            more: Vec::new(),
+        }
+    }
+
+    /// Adds a `LIMIT` option; false (and nothing added) when there are already `MAX_LIMITS`.
+    pub fn push(&mut self, limit: Limit) -> bool {
+        if self.count() >= MAX_LIMITS {
+            return false;
+        }
+        self.more.push(limit);
+        true
+    }
+
+    /// Every limit, in position order.
+    pub fn iter(&self) -> impl Iterator<Item = &Limit> {
+        std::iter::once(&self.first).chain(&self.more)
+    }
+
+    /// How many limits, the positional one included (never 0).
+    pub fn count(&self) -> usize {
+        1 + self.more.len()
+    }
+
+    /// Whether the call named `LIMIT` options (its reply then carries the binding limit).
+    pub fn has_options(&self) -> bool {
+        !self.more.is_empty()
+    }
+
+    /// `Wmax`: the log keeps this much, and an admission sets the TTL to it.
+    pub fn longest_window_ms(&self) -> u64 {
+        self.iter().fold(0, |w, l| w.max(l.window_ms))
+    }
+}
+
+/// What one limit says after the call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    pub window_ms: u64,
+    pub count: u64,
+    pub remaining: u64,
+    /// -1 when the cost exceeds this limit's max; else ms until the cost fits this limit.
+    pub retry_ms: i64,
+}
+
+/// Orders retries with -1 (never) above every wait.
+fn retry_rank(retry_ms: i64) -> i128 {
+    if retry_ms < 0 {
+        i128::MAX
+    } else {
+        i128::from(retry_ms)
+    }
+}
+
+/// The call's answer, gathered one limit at a time in position order, with no list kept: the
+/// binding limit so far and the call's retry.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tally {
+    seen: usize,
+    binding: usize,
+    bound: Standing,
+    retry_ms: i64,
+}
+
+impl Tally {
+    pub fn push(&mut self, s: Standing) {
+        let key = |s: &Standing| {
+            (
+                std::cmp::Reverse(s.remaining),
+                retry_rank(s.retry_ms),
+                s.window_ms,
+            )
+        };
+        // Strictly better only: on a full tie the earlier position stays.
+        if self.seen == 0 || key(&s) > key(&self.bound) {
+            self.binding = self.seen;
+            self.bound = s;
+        }
+        self.retry_ms = if self.retry_ms < 0 || s.retry_ms < 0 {
+            -1
+        } else {
+            self.retry_ms.max(s.retry_ms)
+        };
+        self.seen += 1;
+    }
+
+    /// The binding limit: the least remaining; ties go to the larger retry (-1 counting as
+    /// infinite), then the longer window, then the earlier position. Its index and standing.
+    pub fn binding(&self) -> (usize, Standing) {
+        (self.binding, self.bound)
+    }
+
+    /// The call's `retry_after_ms`: -1 if any limit can never take the cost, else the longest
+    /// wait, so that a call of the same cost then fits every limit.
+    pub fn retry_ms(&self) -> i64 {
+        self.retry_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(window_s: u64, remaining: u64, retry_ms: i64) -> Standing {
+        Standing {
+            window_ms: window_s * 1000,
+            count: 0,
+            remaining,
+            retry_ms,
+        }
+    }
+
+    #[test]
+    fn the_binding_limit() {
+        // (standings, binding index, combined retry)
+        let cases: &[(&[Standing], usize, i64)] = &[
+            (&[st(10, 3, 0)], 0, 0),
+            // The least remaining wins, wherever it is.
+            (&[st(10, 3, 0), st(60, 1, 500)], 1, 500),
+            (&[st(10, 0, 900), st(60, 1, 0)], 0, 900),
+            // Equal remaining: the larger retry.
+            (&[st(60, 0, 100), st(1, 0, 800)], 1, 800),
+            // -1 counts as infinite, both for the tie and for the combined retry.
+            (&[st(60, 0, 100), st(1, 0, -1)], 1, -1),
+            (&[st(60, 0, -1), st(1, 0, 100)], 0, -1),
+            // -1 on a limit with more remaining: not binding, but the call can never pass.
+            (&[st(60, 0, 100), st(1, 5, -1)], 0, -1),
+            // Equal remaining and retry: the longer window.
+            (&[st(1, 2, 0), st(60, 2, 0), st(10, 2, 0)], 1, 0),
+            // Everything equal: the earlier position.
+            (&[st(60, 2, 0), st(60, 2, 0), st(60, 2, 0)], 0, 0),
+            (&[st(1, 9, 0), st(60, 2, 7), st(60, 2, 7)], 1, 7),
+            // Both -1: longer window, then position.
+            (&[st(1, 0, -1), st(5, 0, -1), st(5, 0, -1)], 1, -1),
+            (&[], 0, 0),
+        ];
+        for (standings, b, retry) in cases {
+            let mut tally = Tally::default();
+            for s in *standings {
+                tally.push(*s);
+            }
+            assert_eq!(tally.binding().0, *b, "{standings:?}");
+            assert_eq!(tally.retry_ms(), *retry, "{standings:?}");
+            if let Some(s) = standings.get(*b) {
+                assert_eq!(tally.binding().1, *s);
+            }
+        }
+    }
+
+    #[test]
+    fn at_most_sixteen_limits() {
+        let one = Limit {
+            window_ms: 1000,
+            max: 1,
+        };
+        let mut limits = Limits::new(Limit {
+            window_ms: 5000,
+            max: 3,
+        });
+        assert!(!limits.has_options());
+        assert_eq!(limits.longest_window_ms(), 5000);
+        for i in 1..MAX_LIMITS {
+            assert!(limits.push(Limit {
+                window_ms: 1000 * (i as u64 + 1) * 2,
+                ..one
+            }));
+        }
+        assert_eq!(limits.count(), MAX_LIMITS);
+        assert!(!limits.push(one));
+        assert_eq!(limits.count(), MAX_LIMITS);
+        assert!(limits.has_options());
+        assert_eq!(limits.longest_window_ms(), 32_000);
+        assert_eq!(limits.iter().next().map(|l| l.max), Some(3));
+        assert_eq!(limits.iter().count(), MAX_LIMITS);
+        // Equality looks at the limits only.
+        let mut a = Limits::new(one);
+        let b = Limits::new(one);
+        assert_eq!(a, b);
+        a.push(one);
+        assert_ne!(a, b);
+    }
+}
