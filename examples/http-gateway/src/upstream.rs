@@ -27,10 +27,15 @@ impl Upstream {
     pub fn new(base: Option<Uri>) -> Upstream {
         match base {
             None => Upstream::Ok,
-            Some(base) => Upstream::Proxy(Arc::new(Proxy {
-                client: Client::builder(TokioExecutor::new()).build_http(),
-                base,
-            })),
+            Some(base) => {
+                // As for the listener: no Nagle delay on small requests.
+                let mut connector = HttpConnector::new();
+                connector.set_nodelay(true);
+                Upstream::Proxy(Arc::new(Proxy {
+                    client: Client::builder(TokioExecutor::new()).build(connector),
+                    base,
+                }))
+            }
         }
     }
 
