@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 /// A request must not hang on a Redis that stopped answering: it fails after this and the
 /// --on-redis-error policy decides.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
-/// Reconnection is retried on the next request after this at most, so a Redis that comes back is
-/// used again within about that time.
-const RECONNECT_MAX_DELAY: Duration = Duration::from_millis(500);
+/// Longest wait before the cluster client's one retry of a failed request (a retry also follows
+/// a slot that moved), so an outage costs a request this much at most on top of the timeouts.
+const CLUSTER_RETRY_WAIT: Duration = Duration::from_millis(100);
 
 /// The reply, for the binding limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +75,7 @@ impl Limiter {
         let backend = if cfg.cluster {
             let client = ClusterClient::builder(cfg.redis.clone())
                 .retries(1)
-                .max_retry_wait(RECONNECT_MAX_DELAY.as_millis() as u64)
+                .max_retry_wait(CLUSTER_RETRY_WAIT.as_millis() as u64)
                 .build()?;
             let config = ClusterConfig::new()
                 .set_connection_timeout(REDIS_TIMEOUT)
@@ -87,9 +87,9 @@ impl Limiter {
                 .first()
                 .map_or("redis://127.0.0.1:6379", String::as_str);
             let config = ConnectionManagerConfig::new()
-                // One attempt per request that finds the link down: fail fast, try again next time.
-                .set_number_of_retries(1)
-                .set_max_delay(RECONNECT_MAX_DELAY)
+                // No retry inside a request: a request that finds the link down fails at once
+                // (a retry waits 100 ms or more) and the next one connects again.
+                .set_number_of_retries(0)
                 .set_connection_timeout(Some(REDIS_TIMEOUT))
                 .set_response_timeout(Some(REDIS_TIMEOUT));
             Backend::Single(ConnectionManager::new_lazy_with_config(

@@ -7,6 +7,7 @@ mod limiter;
 mod upstream;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use clap::Parser;
 use config::Config;
 use std::net::SocketAddr;
@@ -40,6 +41,10 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(cfg.listen).await?;
     // Tests and scripts read the address (the port may have been 0) from this first line.
     println!("listening on http://{}", listener.local_addr()?);
+    // Small responses go out at once rather than waiting for the client's delayed ACK (Nagle).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
