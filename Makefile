@@ -8,7 +8,8 @@ TEST_THREADS ?= 2
 # Servers `make test` runs the integration suites on (scripts/servers.sh); e.g. SERVERS=redis7.
 SERVERS ?= redis7 redis8 valkey8
 
-.PHONY: all setup build panic-module servers run test lint bench fuzz soak clean
+.PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
+	test-examples test-gateway test-python test-node bench-gateway
 
 all: build
 
@@ -37,10 +38,48 @@ panic-module: setup
 servers: setup
 	@bash scripts/servers.sh $(SERVERS)
 
-# Unit tests once, then every integration suite on each of $(SERVERS), then a summary table.
+# Unit tests once, every integration suite on each of $(SERVERS), the examples once (on the
+# default server), then a summary table.
 test: build panic-module
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
 		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh
+
+# The HTTP gateway example and the Python and Node.js helpers, each against a real redis-server
+# (run once, with the default server): the gateway's end-to-end tests, and each helper on both
+# paths (module loaded; plain Redis running the shared Lua script) plus script-vs-module streams.
+test-examples: test-gateway test-python test-node
+
+test-gateway: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test -p http-gateway --no-fail-fast -- --test-threads=$(TEST_THREADS)
+
+# A virtualenv under target/ with the helper installed editable and pytest.
+PY_VENV := $(CURDIR)/target/venv-python
+
+$(PY_VENV)/.installed: clients/python/pyproject.toml
+	@bash scripts/setup.sh python3-venv
+	python3 -m venv '$(PY_VENV)'
+	'$(PY_VENV)/bin/pip' install --quiet --disable-pip-version-check -e 'clients/python[test]'
+	touch '$@'
+
+test-python: build $(PY_VENV)/.installed
+	cd clients/python && SLIDINGWINDOW_MODULE='$(MODULE)' '$(PY_VENV)/bin/pytest' -p no:cacheprovider
+
+# npm writes node_modules/.package-lock.json on every install.
+clients/node/node_modules/.package-lock.json: clients/node/package-lock.json
+	@bash scripts/setup.sh npm
+	cd clients/node && npm ci --no-audit --no-fund
+
+test-node: build clients/node/node_modules/.package-lock.json
+	cd clients/node && SLIDINGWINDOW_MODULE='$(MODULE)' npm test
+
+# Requests/s through the gateway with and without the limiter (wrk; BENCH_DURATION per variant).
+BENCH_DURATION ?= 10s
+
+bench-gateway: build
+	@bash scripts/setup.sh wrk
+	cargo build --release -p http-gateway
+	SLIDINGWINDOW_MODULE='$(MODULE)' GATEWAY='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/http-gateway' \
+		bash examples/http-gateway/bench.sh $(BENCH_DURATION)
 
 lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true

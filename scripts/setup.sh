@@ -28,11 +28,14 @@ have_libclang || missing+=(libclang-dev)
 # rustc links through the system C compiler; a fresh machine may not have one.
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 
-# Extra tools a target asks for by name (e.g. `setup.sh valgrind` for `make soak`); `pip` is
-# Python's module (scripts/servers.sh fetches test servers with it), packaged as python3-pip.
+# Extra tools a target asks for by name (e.g. `setup.sh valgrind` for `make soak`). A package
+# that is not a command is checked by what it provides.
 for tool in "$@"; do
     case $tool in
+        # Python's module (scripts/servers.sh fetches test servers with it).
         pip) python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip) ;;
+        # Debian's python3 makes virtualenvs only with python3-venv (ensurepip).
+        python3-venv) python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv) ;;
         *) command -v "$tool" >/dev/null 2>&1 || missing+=("$tool") ;;
     esac
 done

@@ -3,7 +3,8 @@
 # against each server named in $SERVERS (scripts/servers.sh provides them), and ends with a
 # table of servers, versions and results. A failing or missing server fails the run, but only
 # after every other server has had its turn.
-# Takes from make: SLIDINGWINDOW_MODULE, SLIDINGWINDOW_PANIC_MODULE, SERVERS, TEST_THREADS.
+# Takes from make: SLIDINGWINDOW_MODULE, SLIDINGWINDOW_PANIC_MODULE, SERVERS, TEST_THREADS
+# (and EXAMPLES=no to leave the examples out of a quick run).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -77,6 +78,21 @@ for name in "${servers[@]}"; do
         "${server_of[$name]#"$PWD"/} + ${cli_of[$name]#"$PWD"/}" \
         --test '*' -- --test-threads="$threads"
 done
+
+# The examples (the HTTP gateway, the Python and Node.js helpers) once, on the default server;
+# their own test runners report in their logs.
+if [[ ${EXAMPLES:-yes} != no ]]; then
+    echo "=== examples: the HTTP gateway, the Python and Node.js helpers"
+    start=$SECONDS
+    make --no-print-directory test-examples TEST_THREADS="$threads" 2>&1 | tee "$logs/examples.log"
+    if ((PIPESTATUS[0] == 0)); then
+        result=ok
+    else
+        result=FAILED
+        status=1
+    fi
+    rows+=("examples|-|$result|-|-|-|$((SECONDS - start))s|redis-server + redis-cli from PATH")
+fi
 
 echo
 echo "=== test matrix (logs in $logs/)"

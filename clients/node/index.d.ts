@@ -1,0 +1,41 @@
+import type { Redis, Cluster } from 'ioredis';
+
+/** At most `max` requests (weighted by cost) in any `window` seconds. */
+export interface Limit {
+  window: number;
+  max: number;
+}
+
+export type LimitLike = Limit | [number, number];
+
+export interface Result {
+  allowed: boolean;
+  /** Members in the binding limit's window after the call. */
+  count: number;
+  remaining: number;
+  /** ms until a request of the same cost would be admitted; -1 if it never can be (cost > max). */
+  retryAfterMs: number;
+  /** ms until the binding limit's window is empty. */
+  resetAfterMs: number;
+  /** Index of the binding limit (0 with a single limit). */
+  limit: number;
+}
+
+export interface CallOptions {
+  cost?: number;
+  /** Unix time in ms; default: the server's clock. */
+  now?: number;
+}
+
+export declare const SCRIPT: string;
+export declare const CROCKFORD: string;
+export declare function toArgs(limits: LimitLike | LimitLike[], cost?: number, now?: number): (string | number)[];
+export declare function toResult(reply: number[]): Result;
+
+export declare class SlidingWindow {
+  constructor(redis: Redis | Cluster, options?: { use?: 'auto' | 'module' | 'lua' });
+  usesModule(): Promise<boolean>;
+  allow(key: string, limits: LimitLike | LimitLike[], options?: CallOptions): Promise<Result>;
+  peek(key: string, limits: LimitLike | LimitLike[], options?: CallOptions): Promise<Result>;
+  call(command: 'allow' | 'peek', key: string, args: (string | number | Buffer)[]): Promise<number[]>;
+}

@@ -1,0 +1,110 @@
+'use strict';
+// The Lua path against the module through this helper, on one server with the module loaded: the
+// same seeded random call streams (COST, PEEK, LIMIT, time going back, whole windows passing) go to
+// twin keys driven by the module and by the script, and to a third key driven by either at random.
+// The script's own logic is held to a model of the contract in clients/python/tests.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { SlidingWindow } = require('..');
+const { startServer } = require('./server');
+
+const START = 1_700_000_000_000;
+
+/** mulberry32: a seeded generator, so a failure reproduces. */
+function rng(seed) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const int = (lo, hi) => lo + Math.floor(next() * (hi - lo + 1));
+  return { int, pick: (xs) => xs[int(0, xs.length - 1)] };
+}
+
+async function outcome(promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    return `error: ${e.message}`;
+  }
+}
+
+let server;
+let c;
+before(async () => {
+  server = await startServer({ withModule: true });
+  c = server.client();
+});
+after(() => server.close());
+
+async function scores(key) {
+  const pairs = await c.zrange(key, 0, -1, 'WITHSCORES');
+  return pairs.filter((_, i) => i % 2 === 1);
+}
+
+async function run({ name, seed, steps, windows, maxes, most, back, jump, stride }) {
+  const module = new SlidingWindow(c, { use: 'module' });
+  const lua = new SlidingWindow(c, { use: 'lua' });
+  const r = rng(seed);
+  const keys = { module: `${name}:module:{${seed}}`, lua: `${name}:lua:{${seed}}`, mixed: `${name}:mixed:{${seed}}` };
+  let now = START;
+  let admitted = 0;
+  for (let step = 0; step < steps; step++) {
+    const limits = Array.from({ length: r.int(1, most) }, () => [r.pick(windows), r.pick(maxes)]);
+    // A window of a minute or more keeps every key alive (by the server's clock) during the run.
+    if (Math.max(...limits.map(([w]) => w)) < 60) limits[0] = [60, r.pick(maxes)];
+    const wmax = Math.max(...limits.map(([w]) => w)) * 1000;
+    const dice = r.int(0, 999);
+    if (dice < back) now -= r.int(0, wmax);
+    else if (dice < back + jump) now += r.int(1, 3) * wmax + r.int(-1, 1);
+    else now += r.int(0, stride);
+    const roll = r.int(0, 99);
+    const cost = roll < 10 ? r.int(2, 4) : roll < 13 ? Math.min(...limits.map(([, m]) => m)) + 1 : 1;
+    const command = r.int(0, 99) < 30 ? 'peek' : 'allow';
+    const args = [limits[0][0], limits[0][1], now, ...(cost === 1 ? [] : ['COST', cost])];
+    for (const [w, m] of limits.slice(1)) args.push('LIMIT', w, m);
+    const mixed = r.pick([module, lua]);
+    const what = `${name} step ${step}: ${command} ${args.join(' ')}`;
+
+    const want = await outcome(module.call(command, keys.module, args));
+    assert.deepEqual(await outcome(lua.call(command, keys.lua, args)), want, what);
+    assert.deepEqual(await outcome(mixed.call(command, keys.mixed, args)), want, what);
+    const expected = await scores(keys.module);
+    assert.deepEqual(await scores(keys.lua), expected, what);
+    assert.deepEqual(await scores(keys.mixed), expected, what);
+    const ttls = await Promise.all(Object.values(keys).map((k) => c.pttl(k)));
+    assert.deepEqual(ttls.map((t) => t > 0), ttls.map(() => ttls[0] > 0), `${what}: TTLs ${ttls}`);
+    if (command === 'allow' && Array.isArray(want) && want[0] === 1) admitted++;
+  }
+  assert.ok(admitted > 0 && admitted < steps, `${name}: ${admitted} admitted`);
+}
+
+test('one limit: script and module agree', () =>
+  run({ name: 'one', seed: 11, steps: 400, windows: [60, 120], maxes: [1, 3, 8], most: 1, back: 50, jump: 30, stride: 10_000 }));
+
+test('several limits: script and module agree', () =>
+  run({ name: 'several', seed: 12, steps: 400, windows: [1, 2, 10, 60], maxes: [1, 3, 7], most: 4, back: 50, jump: 30, stride: 600 }));
+
+const TOKENS = ['', '0', '1', '01', '-1', '1.5', 'inf', '*', 'x', '9007199254740993', '9007199254740992',
+  'COST', 'cost', 'FOO', Buffer.from([0, 255])];
+
+for (const [label, pool] of [['options', TOKENS], ['with LIMIT', [...TOKENS, 'LIMIT', 'limit']]]) {
+  test(`any arguments (${label}): the same reply or the same error text`, async () => {
+    const module = new SlidingWindow(c, { use: 'module' });
+    const lua = new SlidingWindow(c, { use: 'lua' });
+    const r = rng(13);
+    for (let i = 0; i < 2000; i++) {
+      const args = Array.from({ length: r.int(0, 10) }, () => r.pick(pool));
+      if (r.int(0, 2)) args.splice(0, 3, r.int(1, 100), r.int(1, 10), START + i);
+      const command = r.pick(['allow', 'peek']);
+      const key = `junk:${label}:${i}`;
+      const want = await outcome(module.call(command, `${key}:m`, args));
+      assert.deepEqual(await outcome(lua.call(command, `${key}:l`, args)), want, `${command} ${args.join(' ')}`);
+      assert.deepEqual(await scores(`${key}:l`), await scores(`${key}:m`), `${command} ${args.join(' ')}`);
+    }
+  });
+}

@@ -1,0 +1,89 @@
+'use strict';
+// Real redis-server processes for the tests, with or without the module, each on a free loopback
+// port in a fresh directory. Binaries: $REDIS_SERVER (else redis-server on PATH); module:
+// $SLIDINGWINDOW_MODULE, else the release build at the repository root.
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const Redis = require('ioredis');
+
+const REPO = path.resolve(__dirname, '../../..');
+const STARTUP_DEADLINE_MS = 10_000;
+
+function modulePath() {
+  const p = process.env.SLIDINGWINDOW_MODULE || path.join(REPO, 'target/release/libslidingwindow.so');
+  if (!fs.existsSync(p)) throw new Error(`module ${p} not found: run \`cargo build --release\` (or set SLIDINGWINDOW_MODULE)`);
+  return fs.realpathSync(p);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function client(port) {
+  // No retries: a test that loses its server should fail, not wait.
+  return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
+}
+
+async function ping(port) {
+  const c = client(port);
+  c.on('error', () => {}); // refused while the server starts: the poll answers false
+  try {
+    await c.connect();
+    return (await c.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    c.disconnect();
+  }
+}
+
+/** Starts a server; `close()` kills it and removes its directory. */
+async function startServer({ withModule }) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slidingwindow-node-'));
+  let lastLog = '';
+  // The probed port may be taken before redis binds it: try a few.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--logfile', 'redis.log'];
+    if (withModule) args.push('--loadmodule', modulePath());
+    const proc = spawn(process.env.REDIS_SERVER || 'redis-server', args, { stdio: 'ignore' });
+    let exited = false;
+    proc.on('exit', () => { exited = true; });
+    const deadline = Date.now() + STARTUP_DEADLINE_MS;
+    while (!exited && Date.now() < deadline) {
+      if (await ping(port)) {
+        const clients = [];
+        return {
+          port,
+          client() {
+            const c = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0 });
+            clients.push(c);
+            return c;
+          },
+          async close() {
+            for (const c of clients) c.disconnect();
+            proc.kill('SIGKILL');
+            fs.rmSync(dir, { recursive: true, force: true });
+          },
+        };
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    proc.kill('SIGKILL');
+    lastLog = fs.existsSync(path.join(dir, 'redis.log')) ? fs.readFileSync(path.join(dir, 'redis.log'), 'utf8').slice(-4000) : '';
+  }
+  throw new Error(`redis-server did not start:\n${lastLog}`);
+}
+
+module.exports = { startServer };

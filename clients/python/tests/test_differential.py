@@ -1,0 +1,205 @@
+"""The Lua path against the module, on one server that has the module loaded: the same seeded
+random call streams go to twin keys, one driven by SLIDINGWINDOW.*, one by the script, and a third
+by either at random (the keys are interchangeable). Replies, scores and TTLs must agree. The script
+is also held to a plain model of the contract, so its several-limit logic is checked on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import pytest
+import redis
+
+from slidingwindow import CROCKFORD, SlidingWindow
+
+START = 1_700_000_000_000
+
+
+@dataclass
+class Scenario:
+    name: str
+    seed: int
+    steps: int
+    #: Each step picks 1..most limits; windows in seconds. A window of at least 60 s is always
+    #: among them, so no key really expires (by the server's clock) during the run.
+    windows: Tuple[int, ...]
+    maxes: Tuple[int, ...]
+    most: int
+    #: Per mille of steps that move time backwards, and that jump over whole windows.
+    back: int
+    jump: int
+    stride: int
+
+
+SINGLE = [
+    Scenario("steady", 1, 500, (60,), (5,), 1, 0, 5, 20_000),
+    Scenario("varying", 2, 500, (60, 120, 300), (1, 3, 8), 1, 40, 30, 15_000),
+    Scenario("bursty", 3, 500, (60,), (10, 20), 1, 100, 20, 500),
+]
+MULTI = [
+    Scenario("two", 4, 500, (1, 2, 60), (2, 5, 10), 2, 40, 20, 400),
+    Scenario("many", 5, 400, (1, 5, 10, 60, 120), (1, 3, 7, 12), 5, 60, 30, 2_000),
+]
+
+
+def draw_limits(rng: random.Random, sc: Scenario) -> List[Tuple[int, int]]:
+    k = rng.randint(1, sc.most)
+    limits = [(rng.choice(sc.windows), rng.choice(sc.maxes)) for _ in range(k)]
+    if max(w for w, _ in limits) < 60:
+        limits[rng.randrange(k)] = (60, rng.choice(sc.maxes))
+    return limits
+
+
+def model(scores: List[int], limits, now: int, cost: int, several: bool):
+    """The contract's steps on a list of scores: (reply or error, scores after an ALLOW)."""
+    wmax = max(w for w, _ in limits) * 1000
+    live = [s for s in scores if s > now - wmax]
+    fits = all(cost <= m - sum(1 for s in live if s > now - w * 1000) for w, m in limits)
+    if fits and cost > 100_000:
+        return f"error: cost {cost} would add more than 100000 members in one call", scores
+    after = sorted(live + [now] * cost) if fits else live
+    per = []
+    for w, m in limits:
+        cutoff = now - w * 1000
+        inside = [s for s in after if s > cutoff]
+        need = len(inside) + cost - m
+        retry = -1 if cost > m else 0 if need <= 0 else max(0, math.ceil(inside[need - 1]) - cutoff)
+        reset = max(0, math.ceil(max(inside)) - cutoff) if inside else 0
+        per.append((max(0, m - len(inside)), retry, w, len(inside), reset))
+    b = min(range(len(per)), key=lambda i: (per[i][0], -(math.inf if per[i][1] == -1 else per[i][1]), -per[i][2], i))
+    retry = -1 if any(p[1] == -1 for p in per) else max(p[1] for p in per)
+    reply = [int(fits), per[b][3], per[b][0], retry, per[b][4]] + ([b] if several else [])
+    return reply, after
+
+
+def outcome(fn):
+    """A reply or the error text, so that errors compare too."""
+    try:
+        return list(fn())
+    except redis.ResponseError as e:
+        return f"error: {e}"
+
+
+def scores(c: redis.Redis, key: str) -> List[float]:
+    return [s for _, s in c.zrange(key, 0, -1, withscores=True)]
+
+
+def server_ms(c: redis.Redis) -> int:
+    secs, micros = c.time()
+    return secs * 1000 + micros // 1000
+
+
+def run(server, sc: Scenario, with_module: bool) -> None:
+    """Drives the script's key against the model and, `with_module`, the module's and the mixed key too."""
+    c = server.client()
+    module, lua = SlidingWindow(c, use="module"), SlidingWindow(c, use="lua")
+    rng = random.Random(sc.seed)
+    names = ("module", "lua", "mixed") if with_module else ("lua",)
+    keys = {k: f"{sc.name}:{k}:{with_module}:{{{sc.seed}}}" for k in names}
+    modelled: List[int] = []
+    now = START
+    expiry = (0, 0)
+    admitted = 0
+    for step in range(sc.steps):
+        limits = draw_limits(rng, sc)
+        wmax = max(w for w, _ in limits) * 1000
+        dice = rng.randrange(1000)
+        if dice < sc.back:
+            now -= rng.randint(0, wmax)
+        elif dice < sc.back + sc.jump:
+            now += rng.randint(1, 3) * wmax + rng.randint(-1, 1)
+        else:
+            now += rng.randint(0, sc.stride)
+        smallest = min(m for _, m in limits)
+        cost = 1
+        roll = rng.randrange(100)
+        if roll < 10:
+            cost = rng.randint(2, 4)
+        elif roll < 13:
+            cost = smallest + 1
+        command = "peek" if rng.randrange(100) < 30 else "allow"
+        args = [limits[0][0], limits[0][1], now] + (["COST", cost] if cost != 1 else [])
+        for w, m in limits[1:]:
+            args += ["LIMIT", w, m]
+        what = f"{sc.name} step {step}: {command} {args}"
+
+        # Drawn before the calls so that both runs of a scenario see the same stream.
+        mixed = rng.choice((module, lua))
+        before = server_ms(c)
+        got = {"lua": outcome(lambda: lua.call(command, keys["lua"], args))}
+        if with_module:
+            got["module"] = outcome(lambda: module.call(command, keys["module"], args))
+            got["mixed"] = outcome(lambda: mixed.call(command, keys["mixed"], args))
+        after = server_ms(c)
+        want, after_scores = model(modelled, limits, now, cost, len(limits) > 1)
+        if command == "allow":
+            modelled = after_scores
+        assert got["lua"] == want, f"{what}: script vs model"
+        assert scores(c, keys["lua"]) == modelled, f"{what}: script vs model"
+        for name in names:
+            assert got[name] == got["lua"], f"{what}: {name} vs script"
+            assert scores(c, keys[name]) == modelled, f"{what}: {name} scores"
+        if command == "allow" and isinstance(want, list) and want[0] == 1:
+            admitted += 1
+            expiry = (before + wmax, after + wmax)
+        for name, key in keys.items():
+            at = c.pexpiretime(key)
+            if c.exists(key):
+                assert expiry[0] <= at <= expiry[1], f"{what}: {name} expires at {at}, not in {expiry}"
+            else:
+                assert at == -2, what
+    assert 0 < admitted < sc.steps, f"{sc.name}: {admitted} admitted"
+    for key in keys.values():
+        for member, score in c.zrange(key, 0, -1, withscores=True):
+            text = member.decode()
+            assert len(text) == 26 and set(text) <= set(CROCKFORD), text
+            ms = 0
+            for ch in text[:10]:
+                ms = ms * 32 + CROCKFORD.index(ch)
+            assert ms == int(score) % (1 << 48), text
+
+
+@pytest.mark.parametrize("sc", SINGLE + MULTI, ids=lambda s: s.name)
+def test_script_follows_the_model(plain_server, sc):
+    run(plain_server, sc, with_module=False)
+
+
+@pytest.mark.parametrize("sc", SINGLE, ids=lambda s: s.name)
+def test_script_equals_module_with_one_limit(module_server, sc):
+    run(module_server, sc, with_module=True)
+
+
+@pytest.mark.parametrize("sc", MULTI, ids=lambda s: s.name)
+def test_script_equals_module_with_several_limits(module_server, sc):
+    run(module_server, sc, with_module=True)
+
+
+TOKENS = ["", "0", "1", "01", "7", "-1", "+1", "1.5", "1e3", "inf", "nan", "*", " 1", "x",
+          "9007199254740", "9007199254741", "9007199254740992", "9007199254740993",
+          "99999999999999999999999", "COST", "cost", "FOO", b"\x00\xff", "Z" * 70]
+LIMIT_TOKENS = TOKENS + ["LIMIT", "limit", "LiMiT"]
+
+
+@pytest.mark.parametrize("pool", [TOKENS, LIMIT_TOKENS], ids=["options", "with-limit"])
+def test_same_answer_to_any_arguments(module_server, pool):
+    """Malformed and odd argument lists: the same reply or the same error text, byte for byte."""
+    c = module_server.client()
+    module, lua = SlidingWindow(c, use="module"), SlidingWindow(c, use="lua")
+    rng = random.Random(len(pool))
+    errors = 0
+    for i in range(3000):
+        args = [rng.choice(pool) for _ in range(rng.randint(0, 11))]
+        # Mostly valid heads, so that the options get parsed too.
+        if rng.randrange(3):
+            args[:3] = [rng.randint(1, 100), rng.randint(1, 10), START + i]
+        command = rng.choice(("allow", "peek"))
+        want = outcome(lambda: module.call(command, f"junk:m{i}", args))
+        got = outcome(lambda: lua.call(command, f"junk:l{i}", args))
+        assert got == want, f"{command} {args!r}"
+        assert scores(c, f"junk:l{i}") == scores(c, f"junk:m{i}"), f"{command} {args!r}"
+        errors += isinstance(want, str)
+    assert 0 < errors < 3000

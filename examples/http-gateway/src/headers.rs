@@ -1,0 +1,108 @@
+//! The rate-limit headers (IETF httpapi RateLimit draft syntax) and the 429 body.
+
+use crate::config::Limit;
+use crate::limiter::Decision;
+use axum::http::HeaderValue;
+
+/// `"l0";q=10;w=1,"l1";q=100;w=60`: every limit, named by its position.
+pub fn policy(limits: &[Limit]) -> HeaderValue {
+    let items: Vec<String> = limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("\"l{i}\";q={};w={}", l.max, l.window_s))
+        .collect();
+    value(items.join(","))
+}
+
+/// `"l1";r=<remaining>;t=<seconds until its window is empty>` for the binding limit.
+pub fn ratelimit(d: &Decision) -> HeaderValue {
+    value(format!(
+        "\"l{}\";r={};t={}",
+        d.limit,
+        d.remaining,
+        seconds_up(d.reset_after_ms)
+    ))
+}
+
+/// `Retry-After` in whole seconds, rounded up; none when the request can never pass (-1).
+pub fn retry_after(d: &Decision) -> Option<HeaderValue> {
+    (d.retry_after_ms >= 0).then(|| value(seconds_up(d.retry_after_ms).to_string()))
+}
+
+/// The short JSON body of a 429.
+pub fn refused_body(d: &Decision) -> String {
+    format!(
+        "{{\"error\":\"rate limited\",\"limit\":\"l{}\",\"retry_after_ms\":{}}}\n",
+        d.limit, d.retry_after_ms
+    )
+}
+
+/// ms to whole seconds, rounded up (a client that waits that long is admitted).
+pub fn seconds_up(ms: i64) -> i64 {
+    if ms <= 0 {
+        0
+    } else {
+        ms / 1000 + i64::from(ms % 1000 != 0)
+    }
+}
+
+fn value(text: String) -> HeaderValue {
+    // Only digits, letters and ";=,\"" go in: always a valid header value.
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders() {
+        let limits = [
+            Limit {
+                max: 10,
+                window_s: 1,
+            },
+            Limit {
+                max: 100,
+                window_s: 60,
+            },
+        ];
+        assert_eq!(policy(&limits), "\"l0\";q=10;w=1,\"l1\";q=100;w=60");
+        let d = Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after_ms: 1001,
+            reset_after_ms: 59_000,
+            limit: 1,
+        };
+        assert_eq!(ratelimit(&d), "\"l1\";r=0;t=59");
+        assert_eq!(retry_after(&d).unwrap(), "2");
+        assert_eq!(
+            retry_after(&Decision {
+                retry_after_ms: -1,
+                ..d
+            }),
+            None
+        );
+        assert_eq!(
+            refused_body(&d),
+            "{\"error\":\"rate limited\",\"limit\":\"l1\",\"retry_after_ms\":1001}\n"
+        );
+    }
+
+    #[test]
+    fn rounding_up() {
+        for (ms, s) in [
+            (-1, 0),
+            (0, 0),
+            (1, 1),
+            (999, 1),
+            (1000, 1),
+            (1001, 2),
+            (60_000, 60),
+            (i64::MAX, i64::MAX / 1000 + 1),
+        ] {
+            assert_eq!(seconds_up(ms), s, "{ms}");
+        }
+    }
+}

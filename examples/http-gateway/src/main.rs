@@ -1,0 +1,71 @@
+//! An HTTP gateway that rate-limits every request with SLIDINGWINDOW.ALLOW: see README.md.
+
+mod config;
+mod headers;
+mod layer;
+mod limiter;
+mod upstream;
+
+use axum::Router;
+use axum::serve::ListenerExt;
+use clap::Parser;
+use config::Config;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use tokio::net::TcpListener;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cfg = Config::parse();
+    if let Err(e) = cfg.validate() {
+        eprintln!("gateway: {e}");
+        return ExitCode::from(2);
+    }
+    match run(cfg).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let target = upstream::Upstream::new(cfg.upstream.clone());
+    let mut app = Router::new().fallback(move |req| target.clone().handle(req));
+    if cfg.limits.is_empty() {
+        eprintln!("gateway: no --limit given: requests are not rate limited");
+    } else {
+        app = app.layer(layer::RateLimitLayer::new(limiter::Limiter::new(&cfg)?));
+    }
+    let listener = TcpListener::bind(cfg.listen).await?;
+    // Tests and scripts read the address (the port may have been 0) from this first line.
+    println!("listening on http://{}", listener.local_addr()?);
+    // Small responses go out at once rather than waiting for the client's delayed ACK (Nagle).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown())
+    .await?;
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.
+async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
