@@ -63,7 +63,11 @@ fn method_text() -> String {
          measured. Redis 7.0 times a call in whole µs, so 0 is under a µs and small figures are \
          coarse. bytes/member is `MEMORY USAGE key SAMPLES 0` over the members stored (`ZCARD`; \
          for the module `SLIDINGWINDOW.PEEK` at time 0, which any of its storages answers), \
-         summed over up to {MEMORY_SAMPLE_KEYS} keys.\n\
+         summed over up to {MEMORY_SAMPLE_KEYS} keys. used_memory/key is what the keys cost \
+         the server, TTLs and allocator slack included: the fall of `used_memory` when a \
+         workload of many keys is flushed, or its rise when a one-key workload's key is \
+         copied 64 times (Redis's own bookkeeping moves `used_memory` by tens of KB between \
+         readings, more than one small key weighs).\n\
          2. All variants side by side, each on a database of its own, on a flushed server: the \
          same warm-up, the variants taking turns of one pipeline, then {LATENCY_REQUESTS} \
          sequential round trips per variant (pipeline depth 1) timed by the client, the \

@@ -254,15 +254,33 @@ fn measure_memory(lane: &mut Lane) -> Result<Memory> {
         )
         .into());
     }
-    let filled = info::used_memory(con)?;
-    redis::cmd("FLUSHALL").arg("SYNC").exec(con)?;
-    let used = filled.saturating_sub(info::used_memory(con)?);
     let members_per_key = members as f64 / keys as f64;
-    let all_members = members_per_key * lane.workload.keys as f64;
+    // Redis's own bookkeeping moves used_memory by tens of KB between readings: enough keys
+    // must change for a difference to mean anything. Many keys are measured by flushing them;
+    // a workload of one key by copying it COPIES times (COPY makes an exact twin).
+    let used_per_key = if lane.workload.keys >= COPIES {
+        let filled = info::used_memory(con)?;
+        redis::cmd("FLUSHALL").arg("SYNC").exec(con)?;
+        filled.saturating_sub(info::used_memory(con)?) as f64 / lane.workload.keys as f64
+    } else {
+        let before = info::used_memory(con)?;
+        let mut copies = redis::pipe();
+        for c in 0..COPIES {
+            for key in lane.sender.keys(0) {
+                copies.cmd("COPY").arg(&key).arg(format!("{key}:copy:{c}"));
+            }
+        }
+        let _: Vec<Value> = copies.query(con)?;
+        let after = info::used_memory(con)?;
+        after.saturating_sub(before) as f64 / COPIES as f64 / keys as f64
+    };
     Ok(Memory {
         bytes_per_member: bytes as f64 / members as f64,
         members_per_key,
-        used_per_member: used as f64 / all_members,
-        used_per_key: used as f64 / lane.workload.keys as f64,
+        used_per_member: used_per_key / members_per_key,
+        used_per_key,
     })
 }
+
+/// Copies of a one-key workload's key whose used_memory is measured.
+const COPIES: u64 = 64;
