@@ -62,6 +62,12 @@ fn result_json(m: &Measurement) -> Value {
         "variant": m.variant.name,
         "server_cpu_us_per_request": m.cpu_us_per_req,
         "in_command_us_per_call": m.in_command_us_per_req,
+        // "paired": the two figures above are from the paired turns (second pass); "alone":
+        // keys expired while the variants took turns, and they are the first pass's.
+        "cpu_source": if m.paired { "paired" } else { "alone" },
+        // The same over the batch each variant ran alone (the first pass), for comparison.
+        "alone_server_cpu_us_per_request": m.alone_cpu_us_per_req,
+        "alone_in_command_us_per_call": m.alone_in_command_us_per_req,
         // One entry per command of a request (four for `commands`), as INFO latencystats
         // reports them over the measured batch.
         "in_command_percentiles_us": m.in_command_percentiles.iter().map(latency_json).collect::<Vec<_>>(),

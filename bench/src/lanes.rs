@@ -7,6 +7,7 @@ use std::time::Instant;
 use redis::{Connection, Pipeline, Value};
 
 use crate::Result;
+use crate::info;
 use crate::server::Server;
 use crate::settings::Settings;
 use crate::variants::{Sender, Shape, Variant};
@@ -18,6 +19,9 @@ pub const PIPELINE_DEPTH: u64 = 1000;
 pub const ROUND_TRIPS_PER_TURN: usize = 10;
 /// PING keeps no state; a short warm-up just settles the connection and caches.
 pub const PING_WARMUP: u64 = 10_000;
+/// Requests each lane sends per turn in the paired CPU measurement: two pipelines, so that a
+/// round of turns stays well under a second (`multi`'s split variants keep a 1 s key).
+pub const PAIRED_TURN: u64 = 2 * PIPELINE_DEPTH;
 
 pub struct Lane<'a> {
     pub variant: &'static Variant,
@@ -130,4 +134,53 @@ pub fn round_trips(
         s.sort_by(f64::total_cmp);
     }
     Ok(samples)
+}
+
+/// One lane's share of the paired measurement: the server's CPU and in-command time over the
+/// turns in which only that lane sent.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Paired {
+    pub cpu_us: f64,
+    pub in_command_us: f64,
+}
+
+/// Sends `count` more requests per lane in pipelines, the lanes taking turns of PAIRED_TURN
+/// with the first of each turn rotating, and reads `INFO cpu` and `INFO commandstats` around
+/// every turn. A turn is one lane alone on the server, so the deltas are that lane's; taking
+/// turns, a slower or faster spell of the machine (other tenants, frequency) falls on every
+/// lane alike, which compares variants far more steadily than batches run minutes apart.
+pub fn paired(lanes: &mut [Lane], settings: &mut Settings, count: u64) -> Result<Vec<Paired>> {
+    let mut totals = vec![Paired::default(); lanes.len()];
+    let mut sent = vec![0u64; lanes.len()];
+    let mut turn = 0;
+    while sent.iter().any(|&s| s < count) {
+        for k in 0..lanes.len() {
+            let i = (turn + k) % lanes.len();
+            let n = PAIRED_TURN.min(count - sent[i]);
+            if n == 0 {
+                continue;
+            }
+            let lane = &mut lanes[i];
+            settings.apply(&mut lane.con, lane.variant)?;
+            let names = lane.variant.shape.stat_names();
+            let before = info::command_stats(&mut lane.con, names)?;
+            let cpu_before = info::cpu_us(&mut lane.con)?;
+            lane.send_pipelined(n, PIPELINE_DEPTH)?;
+            let cpu_after = info::cpu_us(&mut lane.con)?;
+            let after = info::command_stats(&mut lane.con, names)?;
+            if after.iter().zip(&before).any(|(a, b)| a.failed > b.failed) {
+                return Err(format!("{} had failed calls", lane.variant.name).into());
+            }
+            let usec: u64 = after
+                .iter()
+                .zip(&before)
+                .map(|(a, b)| a.usec.saturating_sub(b.usec))
+                .sum();
+            totals[i].cpu_us += cpu_after - cpu_before;
+            totals[i].in_command_us += usec as f64;
+            sent[i] += n;
+        }
+        turn += 1;
+    }
+    Ok(totals)
 }

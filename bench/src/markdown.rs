@@ -4,9 +4,11 @@ use std::path::Path;
 
 use crate::Result;
 use crate::depth;
-use crate::lanes::{PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
+use crate::lanes::{PAIRED_TURN, PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
 use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
-use crate::report::{DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, worst_line};
+use crate::report::{
+    DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, source_line, worst_line,
+};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let rows: Vec<Vec<String>> = run.results.iter().map(row).collect();
@@ -15,7 +17,8 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
     out += &machine_text(run);
     out += &method_text();
     out += &markdown_table(&HEADER, &rows);
-    out += &format!("\n{}.\n\n", worst_line(&run.worst));
+    out += &format!("\n{}.\n\n", source_line(&run.results));
+    out += &format!("{}.\n\n", worst_line(&run.worst));
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
     out += &depth_text(run);
@@ -49,35 +52,42 @@ fn method_text() -> String {
         "Each workload runs on one private server with a simulated clock (the client sends \
          `now`), in two passes.\n\n\
          1. Each variant alone, one after the other, on a flushed server: one full window of \
-         requests as warm-up ({PING_WARMUP} for `ping`), then the measured batch of \
-         {MEASURED_REQUESTS} requests in pipelines of {PIPELINE_DEPTH} after `CONFIG RESETSTAT`. \
-         Server CPU is the `INFO cpu` delta over the batch; in-command µs/call is from `INFO \
-         commandstats` (for `commands`, the four commands' usec summed per request); the \
-         in-command p50/p99/p99.9 are from `INFO latencystats` over the same calls \
-         (`latency-tracking yes`). Alone, because these are server-wide totals kept per command \
-         name, and the script's `redis.call`s and the module's own `RedisModule_Call`s are \
-         counted under their own names (`zadd`, `zremrangebyscore`, ...): another variant \
-         running meanwhile would add to this one's CPU and to `commands`' figures. For \
-         `commands` the percentiles are each command's, joined by `+` \
-         (zremrangebyscore+zcard+zadd+expire): the percentile of a request's total is not \
-         measured. Redis 7.0 times a call in whole µs, so 0 is under a µs and small figures are \
-         coarse. bytes/member is `MEMORY USAGE key SAMPLES 0` over the members stored (`ZCARD`; \
-         for the module `SLIDINGWINDOW.PEEK` at time 0, which any of its storages answers), \
-         summed over up to {MEMORY_SAMPLE_KEYS} keys. used_memory/key is what the keys cost \
-         the server, TTLs and allocator slack included: the fall of `used_memory` when a \
-         workload of many keys is flushed, or its rise when a one-key workload's key is \
-         copied 64 times (Redis's own bookkeeping moves `used_memory` by tens of KB between \
-         readings, more than one small key weighs).\n\
+         requests as warm-up ({PING_WARMUP} for `ping`), then a batch of {MEASURED_REQUESTS} \
+         requests in pipelines of {PIPELINE_DEPTH} after `CONFIG RESETSTAT`. The in-command \
+         p50/p99/p99.9 are from `INFO latencystats` over that batch (`latency-tracking yes`), \
+         and so are throughput and the admitted share; memory is read after it. Alone, because \
+         latencystats are server-wide histograms kept per command name, and the script's \
+         `redis.call`s and the module's own `RedisModule_Call`s are counted under their own \
+         names (`zadd`, `zremrangebyscore`, ...). For `commands` the percentiles are each \
+         command's, joined by `+` (zremrangebyscore+zcard+zadd+expire): the percentile of a \
+         request's total is not measured. Redis 7.0 times a call in whole µs, so 0 is under a \
+         µs and small figures are coarse. bytes/member is `MEMORY USAGE key SAMPLES 0` over \
+         the members stored (`ZCARD`; for the module `SLIDINGWINDOW.PEEK` at time 0, which any \
+         of its storages answers), summed over up to {MEMORY_SAMPLE_KEYS} keys. \
+         used_memory/key is what the keys cost the server, TTLs and allocator slack included: \
+         the fall of `used_memory` when a workload of many keys is flushed, or its rise when a \
+         one-key workload's key is copied 64 times (Redis's own bookkeeping moves `used_memory` \
+         by tens of KB between readings, more than one small key weighs).\n\
          2. All variants side by side, each on a database of its own, on a flushed server: the \
-         same warm-up, the variants taking turns of one pipeline, then {LATENCY_REQUESTS} \
+         same warm-up, the variants taking turns of one pipeline. Then the paired measurement: \
+         {MEASURED_REQUESTS} more requests per variant in pipelines of {PIPELINE_DEPTH}, the \
+         variants taking turns of {PAIRED_TURN} with the first of each turn rotating, `INFO \
+         cpu` and `INFO commandstats` read around every turn. A turn is one variant alone on \
+         the server, so its deltas are that variant's; taking turns, a slower or faster spell \
+         of the machine (other tenants, clock frequency) falls on every variant alike, where \
+         batches run a minute apart moved ratios by up to 0.15 here. Server CPU (the `INFO \
+         cpu` delta) and in-command µs/call (`INFO commandstats`; for `commands`, the four \
+         commands' usec summed per request) in the table are these turns' totals per request, \
+         unless more than 1% of the workload's keys expired by then (a variant taking turns \
+         touches its keys less often than alone): then they are the first pass's, as the line \
+         under the table says. `bench.json` has both passes' figures. Last, {LATENCY_REQUESTS} \
          sequential round trips per variant (pipeline depth 1) timed by the client, the \
-         variants taking turns of {ROUND_TRIPS_PER_TURN} with the first of each turn rotating, \
-         so that the machine's hiccups fall on every variant alike and none pays for running \
-         first. A round trip is mostly the kernel and the event loop, not the command: compare \
-         with the in-command percentiles.\n\n\
+         variants taking turns of {ROUND_TRIPS_PER_TURN} the same way. A round trip is mostly \
+         the kernel and the event loop, not the command: compare with the in-command \
+         percentiles.\n\n\
          Keys expire on the server's clock (the TTL is the window, in real seconds), so a variant \
          idle for that long loses its state: the run stops if more than 1% of a workload's keys \
-         expire in the first pass, and warns if any do in either pass. `commands` (the script's four commands, pipelined, \
+         expire in the first pass, and says so if any do in the second. `commands` (the script's four commands, pipelined, \
          always adding) and `ping` are cost floors, not rate limiters. Identical sets differ by \
          a fraction of a byte per member, as skiplist node heights are random.\n\n\
          `multi` gives every request three limits: the module checks them in one call (`LIMIT` \

@@ -23,8 +23,15 @@ pub const MEMORY_SAMPLE_KEYS: u64 = 1000;
 pub struct Measurement {
     pub workload: &'static str,
     pub variant: &'static Variant,
+    /// Whether the CPU and in-command figures are the paired turns' (second pass); if not,
+    /// keys expired while the variants took turns, and they are the batch run alone's.
+    pub paired: bool,
+    /// Server CPU and in-command time per request.
     pub cpu_us_per_req: f64,
     pub in_command_us_per_req: f64,
+    /// The same over the batch run alone (first pass), kept for comparison in the JSON.
+    pub alone_cpu_us_per_req: f64,
+    pub alone_in_command_us_per_req: f64,
     /// One entry per command of a request (four for `commands`), over the measured batch.
     pub in_command_percentiles: Vec<CommandLatency>,
     pub throughput_rps: f64,
@@ -68,23 +75,38 @@ pub fn run(
     for &variant in &variants {
         alone.push(run_alone(server, sha, workload, variant, settings)?);
     }
-    let round_trips = run_interleaved(server, sha, workload, &variants, settings)?;
+    let SideBySide {
+        round_trips,
+        paired,
+    } = run_interleaved(server, sha, workload, &variants, settings)?;
+    let is_paired = paired.is_some();
+    let paired = paired.unwrap_or_default();
     let n = MEASURED_REQUESTS as f64;
     Ok(variants
         .into_iter()
         .zip(alone)
         .zip(round_trips)
-        .map(|((variant, (batch, memory)), samples)| Measurement {
-            workload: workload.name,
-            variant,
-            cpu_us_per_req: batch.cpu_us / n,
-            in_command_us_per_req: batch.in_command_us / n,
-            in_command_percentiles: batch.in_command_percentiles,
-            throughput_rps: n / batch.seconds,
-            round_trip_p50_us: percentile(&samples, 0.50),
-            round_trip_p99_us: percentile(&samples, 0.99),
-            memory,
-            admitted: batch.admitted.map(|a| a as f64 / n),
+        .enumerate()
+        .map(|(i, ((variant, (batch, memory)), samples))| {
+            let (cpu_us, in_command_us) = match paired.get(i) {
+                Some(p) => (p.cpu_us, p.in_command_us),
+                None => (batch.cpu_us, batch.in_command_us),
+            };
+            Measurement {
+                workload: workload.name,
+                variant,
+                paired: is_paired,
+                cpu_us_per_req: cpu_us / n,
+                in_command_us_per_req: in_command_us / n,
+                alone_cpu_us_per_req: batch.cpu_us / n,
+                alone_in_command_us_per_req: batch.in_command_us / n,
+                in_command_percentiles: batch.in_command_percentiles,
+                throughput_rps: n / batch.seconds,
+                round_trip_p50_us: percentile(&samples, 0.50),
+                round_trip_p99_us: percentile(&samples, 0.99),
+                memory,
+                admitted: batch.admitted.map(|a| a as f64 / n),
+            }
         })
         .collect())
 }
@@ -125,30 +147,44 @@ fn run_alone(
     Ok((batch, memory))
 }
 
-/// Every variant side by side on a flushed server (each in its own database): a warm-up and
-/// then the round trips, both taking turns, so that no variant pays for running first.
-/// Returns each variant's round-trip times (µs), sorted.
+/// Every variant side by side on a flushed server (each in its own database): a warm-up, the
+/// paired CPU measurement and the round trips, all taking turns, so that no variant pays for
+/// running first or at a slower spell of the machine.
 fn run_interleaved(
     server: &Server,
     sha: &str,
     workload: &Workload,
     variants: &[&'static Variant],
     settings: &mut Settings,
-) -> Result<Vec<Vec<f64>>> {
+) -> Result<SideBySide> {
     let mut lanes = Vec::new();
     for &variant in variants {
         lanes.push(Lane::open(server, variant, workload, sha)?);
     }
     let Some(first) = lanes.first_mut() else {
-        return Ok(Vec::new());
+        return Ok(SideBySide {
+            round_trips: Vec::new(),
+            paired: None,
+        });
     };
     redis::cmd("FLUSHALL").exec(&mut first.con)?;
     info::reset_stats(&mut first.con)?;
     lanes::warm_up(&mut lanes, settings)?;
+    let paired = lanes::paired(&mut lanes, settings, MEASURED_REQUESTS)?;
+    // Taking turns, each variant touches its keys less often than alone: on a busy machine some
+    // of `wide`'s expire, and the paired figures would not be the steady state's.
+    let expired = info::expired_keys(&mut lanes[0].con)?;
+    let paired = if expired > workload.keys / 100 {
+        println!(
+            "  note: {}; CPU and in-command figures come from the variants run alone",
+            expired_message(workload, "the variants taking turns", expired)
+        );
+        None
+    } else {
+        Some(paired)
+    };
     let samples = lanes::round_trips(&mut lanes, settings, LATENCY_REQUESTS)?;
-    // Taking turns, each variant touches its keys less often than alone, so on a busy machine
-    // some of `wide`'s may expire; a round trip costs about the same on a rebuilt key, so this
-    // only warns.
+    // A round trip costs about the same on a rebuilt key, so this only warns.
     let expired = info::expired_keys(&mut lanes[0].con)?;
     if expired > 0 {
         println!(
@@ -156,7 +192,17 @@ fn run_interleaved(
             expired_message(workload, "the variants", expired)
         );
     }
-    Ok(samples)
+    Ok(SideBySide {
+        round_trips: samples,
+        paired,
+    })
+}
+
+/// What the variants give taking turns: each one's round-trip times (µs, sorted), and its
+/// paired CPU and in-command time unless keys expired meanwhile.
+struct SideBySide {
+    round_trips: Vec<Vec<f64>>,
+    paired: Option<Vec<lanes::Paired>>,
 }
 
 /// Keys the server expired on its own clock (their TTL is the window, in real seconds): their

@@ -127,6 +127,7 @@ pub fn print(run: &Run) {
     println!();
     print!("{}", text_table(&HEADER, &rows));
     println!();
+    println!("{}", source_line(&run.results));
     println!("{}", worst_line(&run.worst));
     println!();
     for check in &run.checks {
@@ -163,6 +164,38 @@ fn text_table(header: &[&str], rows: &[Vec<String>]) -> String {
         out += &line(r.iter().map(String::as_str).collect());
     }
     out
+}
+
+/// Which pass each workload's CPU and in-command figures come from.
+pub fn source_line(results: &[Measurement]) -> String {
+    let mut paired: Vec<&str> = Vec::new();
+    let mut alone: Vec<&str> = Vec::new();
+    for m in results {
+        let list = if m.paired { &mut paired } else { &mut alone };
+        if !list.contains(&m.workload) {
+            list.push(m.workload);
+        }
+    }
+    let mut line = format!(
+        "Server CPU and in-command µs/call are from the paired turns (second pass) on: {}",
+        list_or_none(&paired)
+    );
+    if !alone.is_empty() {
+        line += &format!(
+            "; from the variants run alone (first pass) on: {} (keys expired while the \
+             variants took turns)",
+            alone.join(", ")
+        );
+    }
+    line
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
 }
 
 pub fn worst_line(worst: &Worst) -> String {

@@ -78,17 +78,34 @@ pub fn write_change(
     Ok(())
 }
 
-/// `v` in decimal, written at the end of `buf`.
+/// Two ASCII digits for each of 0..100.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// `v` in decimal, written at the end of `buf`, two digits a step (a timestamp has 13).
 fn decimal(mut v: u64, buf: &mut [u8; 21]) -> &[u8] {
     let mut at = buf.len();
-    loop {
+    while v >= 100 && at >= 2 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        at -= 2;
+        if let (Some(to), Some(from)) = (buf.get_mut(at..at + 2), PAIRS.get(pair..pair + 2)) {
+            to.copy_from_slice(from);
+        }
+    }
+    if v >= 10 && at >= 2 {
+        let pair = v as usize * 2;
+        at -= 2;
+        if let (Some(to), Some(from)) = (buf.get_mut(at..at + 2), PAIRS.get(pair..pair + 2)) {
+            to.copy_from_slice(from);
+        }
+    } else if at >= 1 {
         at -= 1;
         if let Some(d) = buf.get_mut(at) {
-            *d = b'0' + (v % 10) as u8;
-        }
-        v /= 10;
-        if v == 0 || at == 0 {
-            break;
+            *d = b'0' + v as u8;
         }
     }
     buf.get(at..).unwrap_or_default()
@@ -147,6 +164,17 @@ mod tests {
         ];
         for (change, want) in cases {
             assert_eq!(run(change), want, "{change:?}");
+        }
+        let mut buf = [0u8; 21];
+        let mut powers: Vec<u64> = (0..20).map(|e| 10u64.pow(e)).collect();
+        powers.extend([1_700_000_000_000, MAX_EXACT, u64::MAX - 1, u64::MAX]);
+        for v in (0..20_000).chain((0..64).map(|i| 0x9E37_79B9_7F4A_7C15u64.rotate_left(i))) {
+            assert_eq!(decimal(v, &mut buf), v.to_string().as_bytes(), "{v}");
+        }
+        for p in powers {
+            for v in [p.saturating_sub(1), p, p.saturating_add(1), p / 2 + 7] {
+                assert_eq!(decimal(v, &mut buf), v.to_string().as_bytes(), "{v}");
+            }
         }
         let mut out = Vec::new();
         assert!(write_change(&mut out, -3, 0, &[(7, 2), (9, 1)]).is_ok());
