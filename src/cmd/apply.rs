@@ -30,5 +30,5 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Ans
     if apply.pexpireat > 0 && count > 0 {
         log.expire_at(apply.pexpireat)?;
     }
-    Ok(Answer::Integer(i64::try_from(count).unwrap_or(i64::MAX)))
+    Ok(Answer::count(count))
 }

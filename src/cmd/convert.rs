@@ -22,17 +22,15 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, _fx: &mut Effects<'a>) -> Result<An
     let (from, log) = match key.kind::<CompactLog>() {
         Kind::Empty => return Err(Error::NoSuchKey),
         Kind::Other => return Err(Error::WrongType),
-        Kind::Zset if target == Storage::Zset => return count(key.len()),
+        Kind::Zset if target == Storage::Zset => return Ok(Answer::count(key.len())),
         Kind::Zset => (Storage::Zset, zset::export(&mut key)?),
         Kind::Native => {
-            let log = key
-                .native::<CompactLog>()
-                .map(|l| l.clone())
-                .unwrap_or_default();
+            let log = key.native::<CompactLog>();
             if target == Storage::Compact {
-                return count(log.len());
+                return Ok(Answer::count(log.map_or(0, |l| l.len())));
             }
-            (Storage::Compact, log)
+            // Unlinking the key frees its value: the log goes on as a copy.
+            (Storage::Compact, log.cloned().unwrap_or_default())
         }
     };
     // Everything is read and checked; from here on the key changes, and each step is sent on.
@@ -51,9 +49,5 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, _fx: &mut Effects<'a>) -> Result<An
         ctx.notify(Class::Generic, c"expire", name);
     }
     ctx.signal_modified(name);
-    count(len)
-}
-
-fn count(n: u64) -> Result<Answer, Error> {
-    Ok(Answer::Integer(i64::try_from(n).unwrap_or(i64::MAX)))
+    Ok(Answer::count(len))
 }

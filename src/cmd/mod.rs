@@ -26,6 +26,13 @@ pub enum Answer {
     Integer(i64),
 }
 
+impl Answer {
+    /// A count of logged requests (at most 2^53 in practice; saturated, never wrapped).
+    fn count(n: u64) -> Answer {
+        Answer::Integer(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
 type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
 
 /// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and

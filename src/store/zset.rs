@@ -188,12 +188,8 @@ impl<'a> Effects<'a> {
             [one] => ctx.replicate_key_int_string(c"ZADD", key, fx.added_at, one)?,
             many => {
                 let score = ctx.string(fx.added_at.to_string().as_bytes())?;
-                let mut args = Vec::with_capacity(many.len().saturating_mul(2));
-                for m in many {
-                    args.push(score.as_rstring());
-                    args.push(m.as_rstring());
-                }
-                ctx.replicate_key_args(c"ZADD", key, &args)?;
+                let pairs = many.iter().map(|m| (score.as_rstring(), m.as_rstring()));
+                replicate_zadd(ctx, key, pairs)?;
             }
         }
         if !fx.added.as_slice().is_empty() {
@@ -372,6 +368,20 @@ fn add_fresh<'a>(key: &mut Key<'a>, score: u64) -> Result<OwnedString<'a>, Error
     Err(Error::Server("a fresh member name"))
 }
 
+/// Propagates `ZADD key score member ...`, one pair per member.
+fn replicate_zadd<'a, 's>(
+    ctx: Ctx<'a>,
+    key: RString<'a>,
+    pairs: impl ExactSizeIterator<Item = (RString<'s>, RString<'s>)>,
+) -> Result<(), Error> {
+    let mut args = Vec::with_capacity(pairs.len().saturating_mul(2));
+    for (score, member) in pairs {
+        args.push(score);
+        args.push(member);
+    }
+    ctx.replicate_key_args(c"ZADD", key, &args)
+}
+
 /// Members per `ZADD` when a whole log is written.
 const MEMBERS_PER_ZADD: usize = 512;
 
@@ -404,12 +414,12 @@ pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: &CompactLog) -> Result<(
             .iter()
             .map(|(ts, _)| ctx.string(ts.to_string().as_bytes()))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut args = Vec::with_capacity(batch.len() * 2);
-        for (score, (_, member)) in scores.iter().zip(batch.iter()) {
-            args.push(score.as_rstring());
-            args.push(member.as_rstring());
-        }
-        ctx.replicate_key_args(c"ZADD", name, &args)?;
+        let pairs = scores.iter().zip(batch.iter());
+        replicate_zadd(
+            ctx,
+            name,
+            pairs.map(|(s, (_, m))| (s.as_rstring(), m.as_rstring())),
+        )?;
         batch.clear();
         Ok(())
     };

@@ -411,16 +411,20 @@ impl Iterator for Runs<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn log_of(ts: &[u64]) -> CompactLog {
+impl CompactLog {
+    /// A log of these timestamps, one request each (for the tests of this folder).
+    pub(super) fn of(ts: &[u64]) -> CompactLog {
         let mut log = CompactLog::default();
         for &t in ts {
             log.add(t, 1);
         }
         log
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn all(log: &CompactLog) -> Vec<u64> {
         log.iter().collect()
@@ -440,7 +444,7 @@ mod tests {
             (&[1 << 33, 5, 1 << 33], &[5, 1 << 33, 1 << 33]),
         ];
         for (added, want) in cases {
-            assert_eq!(all(&log_of(added)), *want, "{added:?}");
+            assert_eq!(all(&CompactLog::of(added)), *want, "{added:?}");
         }
     }
 
@@ -456,10 +460,10 @@ mod tests {
             (&[0, MAX_TS], 7),
         ];
         for (ts, width) in cases {
-            assert_eq!(log_of(ts).width(), *width, "{ts:?}");
+            assert_eq!(CompactLog::of(ts).width(), *width, "{ts:?}");
         }
         // Trimmed back to a day, a wide log narrows again.
-        let mut log = log_of(&[t, t + (1 << 40), t + (1 << 40) + 1000]);
+        let mut log = CompactLog::of(&[t, t + (1 << 40), t + (1 << 40) + 1000]);
         assert_eq!(log.width(), 6);
         log.trim((t + 1) as i64);
         assert_eq!(log.width(), 4);
@@ -513,7 +517,7 @@ mod tests {
 
     #[test]
     fn trims_count_and_rank() {
-        let mut log = log_of(&[100, 200, 200, 300, 400]);
+        let mut log = CompactLog::of(&[100, 200, 200, 300, 400]);
         // (query, count_through)
         for (score, want) in [
             (f64::NEG_INFINITY, 0),
@@ -540,7 +544,7 @@ mod tests {
 
     #[test]
     fn runs_group_equal_timestamps() {
-        let mut log = log_of(&[1, 1, 2, 5, 5, 5]);
+        let mut log = CompactLog::of(&[1, 1, 2, 5, 5, 5]);
         log.add(9, 1000);
         let runs: Vec<(u64, u64)> = log.runs().collect();
         assert_eq!(runs, [(1, 2), (2, 1), (5, 3), (9, 1000)]);
