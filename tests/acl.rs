@@ -232,25 +232,23 @@ fn the_module_role_grants_only_this_module() {
     let s = Server::start();
     let support = support(&s);
     let rule = Role::Module.documented(support);
-    let check = |user: &str| {
-        assert_eq!(set_user(&s, user, "~*", rule), redis::Value::Okay, "{rule}");
-        assert_eq!(
-            may(&s, user, "rate:x"),
-            (true, true),
-            "{support:?}: `{rule}`"
-        );
-        let mut con = client_as(&s, user);
-        for other in [
-            &["ZCARD", "rate:x"][..],
-            &["SET", "rate:y", "1"],
-            &["DBSIZE"],
-            &["SLIDINGWINDOW.APPLY", "rate:x", "-1 0"],
-        ] {
-            let v = call(&mut con, other);
-            assert_eq!(error_code(&v), "NOPERM", "{rule}: {other:?}: {v:?}");
-        }
-    };
-    check("module1");
+    let user = "module1";
+    assert_eq!(set_user(&s, user, "~*", rule), redis::Value::Okay, "{rule}");
+    assert_eq!(
+        may(&s, user, "rate:x"),
+        (true, true),
+        "{support:?}: `{rule}`"
+    );
+    let mut con = client_as(&s, user);
+    for other in [
+        &["ZCARD", "rate:x"][..],
+        &["SET", "rate:y", "1"],
+        &["DBSIZE"],
+        &["SLIDINGWINDOW.APPLY", "rate:x", "-1 0"],
+    ] {
+        let v = call(&mut con, other);
+        assert_eq!(error_code(&v), "NOPERM", "{rule}: {other:?}: {v:?}");
+    }
 }
 
 /// Categories grant commands; key patterns still decide which keys, and `%R~` (read-only keys)

@@ -17,39 +17,33 @@ mod traffic;
 
 use cluster::{CONVERGE_DEADLINE, Cluster, calls_of};
 use common::{Server, call, error_line, wait_until};
-use kit::{q, sw5_with};
+use kit::{STORAGES, q, sw5_with};
 use std::collections::BTreeSet;
 use traffic::{Outcome, State, Traffic, Workload, assert_keys_match_on};
 
-/// Extra server arguments of each storage; every scenario runs once per entry.
-const STORAGES: &[&[&str]] = &[
-    &["--slidingwindow.storage", "zset"],
-    &["--slidingwindow.storage", "compact"],
-];
-
 #[test]
 fn replies_match_the_model_on_every_master() {
-    for extra in STORAGES {
-        replies_match_the_model(extra);
+    for storage in STORAGES {
+        replies_match_the_model(storage);
     }
 }
 
 #[test]
 fn a_slot_moves_to_another_master_under_traffic() {
-    for extra in STORAGES {
-        slot_moves_under_traffic(extra);
+    for storage in STORAGES {
+        slot_moves_under_traffic(storage);
     }
 }
 
 #[test]
 fn a_replica_takes_over_its_master_under_traffic() {
-    for extra in STORAGES {
-        failover_under_traffic(extra);
+    for storage in STORAGES {
+        failover_under_traffic(storage);
     }
 }
 
-fn replies_match_the_model(extra: &[&str]) {
-    let cluster = Cluster::start(extra);
+fn replies_match_the_model(storage: &str) {
+    let cluster = Cluster::start(storage);
     let w = Workload::new("spread:", 12, 0x5EED);
     let owners: BTreeSet<usize> = (0..w.keys)
         .map(|i| cluster.master_of_slot(cluster.keyslot(&w.key(i))))
@@ -81,8 +75,8 @@ fn replies_match_the_model(extra: &[&str]) {
 /// All keys share one slot (their hash tag); it moves key by key from its master to another,
 /// the operator's way, while the traffic keeps calling: keys already moved are reached through
 /// ASK, and through MOVED once the slot belongs to the target.
-fn slot_moves_under_traffic(extra: &[&str]) {
-    let cluster = Cluster::start(extra);
+fn slot_moves_under_traffic(storage: &str) {
+    let cluster = Cluster::start(storage);
     let w = Workload::new("{hot}:", 4, 0xA5C);
     let slot = cluster.keyslot(&w.key(0));
     let src = cluster.master_of_slot(slot);
@@ -177,8 +171,8 @@ fn slot_moves_under_traffic(extra: &[&str]) {
 
 /// `CLUSTER FAILOVER` on the replica of a master the traffic is writing to; every admitted call
 /// is acknowledged by a replica (`WAIT 1`), and the new master continues every key's count.
-fn failover_under_traffic(extra: &[&str]) {
-    let cluster = Cluster::start(extra);
+fn failover_under_traffic(storage: &str) {
+    let cluster = Cluster::start(storage);
     let w = Workload::new("fo:", 12, 0xF0F0);
     let slot = cluster.keyslot(&w.key(0));
     let old = cluster.master_of_slot(slot);

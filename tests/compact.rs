@@ -13,7 +13,7 @@ mod model;
 mod rng;
 
 use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
-use kit::{info_u64, pexpiretime, q, scores, snapshot, sw, sw5};
+use kit::{Events, info_u64, pexpiretime, q, scores, snapshot, sw, sw5};
 use model::Model;
 use redis::{Connection, Value};
 use rng::Rng;
@@ -73,10 +73,7 @@ fn replies_equal_a_sorted_sets_and_the_models() {
         } else {
             models[i].allow(window, max, now, cost)
         };
-        for (n, (s, con)) in [(&zset, &mut z), (&compact, &mut c)]
-            .into_iter()
-            .enumerate()
-        {
+        for (n, con) in [&mut z, &mut c].into_iter().enumerate() {
             let before = server_time_ms(con);
             let got = sw5(con, &line);
             let after = server_time_ms(con);
@@ -90,7 +87,6 @@ fn replies_equal_a_sorted_sets_and_the_models() {
                 let w = window as i64 * 1000;
                 expiry[i][n] = (before + w, after + w);
             }
-            let _ = s;
         }
         if step % 25 == 0 || step == 3999 {
             for (k, key) in keys.iter().enumerate() {
@@ -569,14 +565,7 @@ fn the_golden_rdb_loads_to_the_same_logs() {
 fn events_and_watch() {
     let s = compact_server();
     let mut c = s.client();
-    let _: () = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
-    let mut sub = s.client();
-    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    sub.send_packed_command(&kit::packed(&["SUBSCRIBE", "__keyspace@0__:ev", "marker"]))
-        .unwrap();
-    for _ in 0..2 {
-        sub.recv_response().unwrap();
-    }
+    let mut events = Events::watch(&s, "ev");
     // (call, its events, whether it wakes a WATCH)
     let steps: [(String, &[&str], bool); 6] = [
         (
@@ -602,23 +591,14 @@ fn events_and_watch() {
             true,
         ),
     ];
-    for (n, (line, events, wakes)) in steps.iter().enumerate() {
+    for (n, (line, want, wakes)) in steps.iter().enumerate() {
         let _: () = q(&mut c, &["WATCH", "ev"]);
         sw(&mut c, line);
         let tx = kit::pipeline(&mut c, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
         assert_eq!(tx[2] == Value::Nil, *wakes, "{line}: WATCH");
         let marker = n.to_string();
         let _: i64 = q(&mut c, &["PUBLISH", "marker", &marker]);
-        let mut seen = Vec::new();
-        loop {
-            let msg: Vec<String> = redis::from_redis_value(sub.recv_response().unwrap()).unwrap();
-            if msg[1] == "marker" {
-                assert_eq!(msg[2], marker);
-                break;
-            }
-            seen.push(msg[2].clone());
-        }
-        assert_eq!(seen, *events, "{line}: events");
+        assert_eq!(events.until(&marker), *want, "{line}: events");
     }
 }
 

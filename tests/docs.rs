@@ -242,7 +242,7 @@ fn cli_matches_arguments(cli: &str) -> bool {
 #[test]
 fn the_interactive_cli_hints_the_arguments() {
     let s = Server::start();
-    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let cli = common::redis_cli_bin();
     let mut term = Terminal::start(&cli, s.port());
     let prompt = format!("127.0.0.1:{}> ", s.port());
     // Typed before the prompt, keys would be flushed when the cli switches the terminal to raw.

@@ -12,7 +12,7 @@ mod rng;
 #[path = "support/traffic.rs"]
 mod traffic;
 
-use common::{Server, call, error_line, start_replica, wait_in_sync, wait_until};
+use common::{Server, call, error_line, ints, start_replica, wait_in_sync, wait_until};
 use kit::{STORAGES, attach_replica, info_u64, q, sw5_with, wait_link_up, wait_persistence_idle};
 use std::time::Duration;
 use traffic::{State, Traffic, Workload, assert_keys_match};
@@ -151,8 +151,9 @@ fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
             .args(["--appendonly", "yes", "--appendfsync", "always"])
             .start();
         let mut con = s.client();
-        // Enough keys, each saved slowly, that the rewrite is surely still running at the kill.
-        let _: () = q(&mut con, &["DEBUG", "POPULATE", "2000", "filler", "10"]);
+        // Enough keys, each saved slowly (20 s in all), that the rewrite is surely still running
+        // at the kill, even with a slow fsync under every traffic call.
+        let _: () = q(&mut con, &["DEBUG", "POPULATE", "20000", "filler", "10"]);
         let _: () = q(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
         let w = Workload::new("aofrw:", 16, 7);
         let mut traffic = Traffic::start(&s, &w);
@@ -357,38 +358,74 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
         assert!(offset0 > 0, "the master has no replication backlog offset");
 
         let noop_script = "return redis.call('SLIDINGWINDOW.ALLOW', KEYS[1], 3600, 3, 1003)";
-        let noops: Vec<Vec<&str>> = vec![
-            vec!["SLIDINGWINDOW.PEEK", "full", "3600", "3", "5000"],
-            vec!["SLIDINGWINDOW.PEEK", "full", "1", "3", "9000000"],
-            vec!["SLIDINGWINDOW.PEEK", "missing", "3600", "3", "5000"],
+        // Each no-op with what it answers, so that one failing (and so changing nothing) for the
+        // wrong reason fails the test too: `Ok(allowed)` for the five integers, else the error.
+        let noops: Vec<(Vec<&str>, Result<i64, &str>)> = vec![
+            (
+                vec!["SLIDINGWINDOW.PEEK", "full", "3600", "3", "5000"],
+                Ok(0),
+            ),
+            (
+                vec!["SLIDINGWINDOW.PEEK", "full", "1", "3", "9000000"],
+                Ok(1),
+            ),
+            (
+                vec!["SLIDINGWINDOW.PEEK", "missing", "3600", "3", "5000"],
+                Ok(1),
+            ),
             // Full, nothing old enough to trim.
-            vec!["SLIDINGWINDOW.ALLOW", "full", "3600", "3", "1003"],
-            vec![
-                "SLIDINGWINDOW.ALLOW",
-                "full",
-                "3600",
-                "2",
-                "1003",
-                "COST",
-                "2",
-            ],
+            (
+                vec!["SLIDINGWINDOW.ALLOW", "full", "3600", "3", "1003"],
+                Ok(0),
+            ),
+            (
+                vec![
+                    "SLIDINGWINDOW.ALLOW",
+                    "full",
+                    "3600",
+                    "2",
+                    "1003",
+                    "COST",
+                    "2",
+                ],
+                Ok(0),
+            ),
             // A missing key and a cost that can never fit: nothing to trim, nothing to add.
-            vec![
-                "SLIDINGWINDOW.ALLOW",
-                "missing",
-                "3600",
-                "3",
-                "1003",
-                "COST",
-                "4",
-            ],
-            vec!["SLIDINGWINDOW.ALLOW", "full", "x", "3", "1003"],
-            vec!["SLIDINGWINDOW.ALLOW", "full"],
-            vec!["SLIDINGWINDOW.ALLOW", "str", "3600", "3", "1003"],
-            vec!["EVAL", noop_script, "1", "full"],
+            (
+                vec![
+                    "SLIDINGWINDOW.ALLOW",
+                    "missing",
+                    "3600",
+                    "3",
+                    "1003",
+                    "COST",
+                    "4",
+                ],
+                Ok(0),
+            ),
+            (
+                vec!["SLIDINGWINDOW.ALLOW", "full", "x", "3", "1003"],
+                Err("ERR window must be"),
+            ),
+            (
+                vec!["SLIDINGWINDOW.ALLOW", "full"],
+                Err("ERR wrong number of arguments"),
+            ),
+            (
+                vec!["SLIDINGWINDOW.ALLOW", "str", "3600", "3", "1003"],
+                Err("WRONGTYPE"),
+            ),
+            (vec!["EVAL", noop_script, "1", "full"], Ok(0)),
         ];
-        for c in &noops {
-            let _ = call(&mut con, c);
+        for (c, want) in &noops {
+            let reply = call(&mut con, c);
+            match want {
+                Ok(allowed) => assert_eq!(ints(&reply)[0], *allowed, "{c:?}: {reply:?}"),
+                Err(prefix) => assert!(
+                    error_line(&reply).is_some_and(|e| e.starts_with(prefix)),
+                    "{c:?}: {reply:?}"
+                ),
+            }
         }
         // The same no-op inside a transaction.
         let replies = kit::pipeline(

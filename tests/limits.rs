@@ -73,11 +73,6 @@ impl Call<'_> {
     }
 }
 
-/// What a call could change: the key's value and absolute expiry.
-fn key_state(con: &mut Connection, key: &str) -> (Option<Vec<u8>>, i64) {
-    snapshot(con, key)
-}
-
 /// Drives one key with PEEK then ALLOW, checking each against the model, the stored scores, and
 /// the TTL: `Wmax` from the server's clock after an admission, untouched otherwise.
 struct Driver {
@@ -106,10 +101,10 @@ impl Driver {
             ..*call
         };
         peek.lower = !call.lower;
-        let before = key_state(con, call.key);
+        let before = snapshot(con, call.key);
         let peeked = peek.send(con);
         assert_eq!(
-            key_state(con, call.key),
+            snapshot(con, call.key),
             before,
             "{what}: PEEK changed the key"
         );
@@ -432,7 +427,7 @@ fn bad_limit_options_are_refused_and_change_nothing() {
             ));
             assert_eq!(r[0], 1);
         }
-        let before = (s.digest(), key_state(&mut c, "k"));
+        let before = (s.digest(), snapshot(&mut c, "k"));
         let mut checked = 0;
         for cmd in ["ALLOW", "PEEK"] {
             for (options, want) in bad_limit_calls() {
@@ -442,7 +437,7 @@ fn bad_limit_options_are_refused_and_change_nothing() {
                 let reply = call(&mut c, &args);
                 assert_eq!(error_line(&reply).as_deref(), Some(want), "{line}");
                 assert_eq!(
-                    (s.digest(), key_state(&mut c, "k")),
+                    (s.digest(), snapshot(&mut c, "k")),
                     before,
                     "{line} changed the data"
                 );

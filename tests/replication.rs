@@ -12,6 +12,7 @@ use std::fs;
 use std::path::Path;
 
 use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
+use kit::{Events, members, pexpiretime};
 use redis::Connection;
 
 const KEYS: [&str; 5] = ["rl:a", "rl:b", "rl:c", "rl:{x}d", "rl:e"];
@@ -70,21 +71,11 @@ fn workload(con: &mut Connection, seed: u64, steps: usize) {
 }
 
 /// One key as compared between copies: name, (member, score) pairs, absolute expiry in ms.
-type KeyState = (String, Vec<(String, String)>, i64);
+type KeyState = (String, Vec<(String, u64)>, i64);
 
 fn keys_state(con: &mut Connection) -> Vec<KeyState> {
     KEYS.iter()
-        .map(|k| {
-            let members: Vec<(String, String)> = redis::cmd("ZRANGE")
-                .arg(*k)
-                .arg(0)
-                .arg(-1)
-                .arg("WITHSCORES")
-                .query(con)
-                .unwrap();
-            let at: i64 = redis::cmd("PEXPIRETIME").arg(*k).query(con).unwrap();
-            (k.to_string(), members, at)
-        })
+        .map(|k| (k.to_string(), members(con, k), pexpiretime(con, k)))
         .collect()
 }
 
@@ -220,17 +211,8 @@ fn trims_of_every_size_replicate_exactly() {
     assert_eq!(allow(&mut c, "trim:k", t0 + 50_000, 2)[1], 2);
 
     wait_in_sync(&s, &replica);
-    let members = |con: &mut Connection| -> Vec<(String, String)> {
-        redis::cmd("ZRANGE")
-            .arg("trim:k")
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .query(con)
-            .unwrap()
-    };
-    let on_master = members(&mut c);
-    assert_eq!(members(&mut replica.client()), on_master);
+    let on_master = members(&mut c, "trim:k");
+    assert_eq!(members(&mut replica.client(), "trim:k"), on_master);
     assert_eq!(replica.digest(), s.digest());
     let aof = aof_bytes(s.dir());
     for command in ["zremrangebyscore", "unlink", "pexpireat"] {
@@ -246,48 +228,7 @@ fn trims_of_every_size_replicate_exactly() {
     let digest = s.digest();
     s.restart();
     assert_eq!(s.digest(), digest);
-    assert_eq!(members(&mut s.client()), on_master);
-}
-
-/// Keyspace events of one key on one server, read up to a marker published after each step.
-/// Subscribed with plain commands so the subscription lives as long as the connection.
-struct Events {
-    con: Connection,
-}
-
-impl Events {
-    fn watch(s: &Server, key: &str) -> Events {
-        let _: () = redis::cmd("CONFIG")
-            .arg(&["SET", "notify-keyspace-events", "KEA"])
-            .query(&mut s.client())
-            .unwrap();
-        let mut con = s.client();
-        let channel = format!("__keyspace@0__:{key}");
-        con.send_packed_command(&kit::packed(&["SUBSCRIBE", &channel, "marker"]))
-            .unwrap();
-        for _ in 0..2 {
-            con.recv_response().expect("subscription confirmed");
-        }
-        Events { con }
-    }
-
-    /// The events seen before `marker` arrives.
-    fn until(&mut self, marker: &str) -> Vec<String> {
-        let mut seen = Vec::new();
-        loop {
-            let msg: Vec<String> =
-                redis::from_redis_value(self.con.recv_response().expect("pubsub message")).unwrap();
-            let [kind, channel, payload] = &msg[..] else {
-                panic!("not a pubsub message: {msg:?}");
-            };
-            assert_eq!(kind, "message");
-            if channel == "marker" {
-                assert_eq!(payload, marker, "markers out of order");
-                return seen;
-            }
-            seen.push(payload.clone());
-        }
-    }
+    assert_eq!(members(&mut s.client(), "trim:k"), on_master);
 }
 
 /// A replica's subscribers see the same keyspace events as the master's, trims included; the

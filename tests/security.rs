@@ -6,7 +6,7 @@ mod common;
 mod kit;
 
 use common::{Server, call, error_line, wait_until};
-use kit::{client_as, error_code, five, info_u64, q, snapshot, sw5_with};
+use kit::{Events, client_as, error_code, five, info_u64, q, snapshot, sw5_with};
 use redis::{Connection, Value};
 use std::time::Duration;
 
@@ -282,18 +282,8 @@ fn watch_aborts_only_when_the_key_really_changed() {
 fn keyspace_events_only_for_real_changes() {
     let s = Server::start();
     let mut con = s.client();
-    let _: () = q(
-        &mut con,
-        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
-    );
     full_window(&mut con, "ev");
-
-    let mut sub = s.client();
-    sub.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let mut ps = sub.as_pubsub();
-    ps.subscribe("__keyspace@0__:ev").expect("subscribe");
-    ps.subscribe("marker").expect("subscribe");
+    let mut events = Events::watch(&s, "ev");
     let steps: [(&[&str], &[&str]); 7] = [
         (&["SLIDINGWINDOW.PEEK", "ev", "10", "3", "99999"], &[]),
         (&["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "1003"], &[]),
@@ -319,16 +309,6 @@ fn keyspace_events_only_for_real_changes() {
         let _ = call(&mut con, c);
         let marker = n.to_string();
         let _: i64 = q(&mut con, &["PUBLISH", "marker", &marker]);
-        let mut seen = Vec::new();
-        loop {
-            let msg = ps.get_message().expect("pubsub message");
-            let payload: String = msg.get_payload().expect("payload");
-            if msg.get_channel_name() == "marker" {
-                assert_eq!(payload, marker, "markers out of order");
-                break;
-            }
-            seen.push(payload);
-        }
-        assert_eq!(seen, *want, "keyspace events of {c:?}");
+        assert_eq!(events.until(&marker), *want, "keyspace events of {c:?}");
     }
 }

@@ -166,6 +166,19 @@ fn memory_returns_after_1m_mixed_calls_and_flushall() {
     memory_returns_after(1_000_000);
 }
 
+/// Five keys `prefix:0..5`, each given `cost` requests at once (window 1 s, `max`), then one
+/// more request whose whole window has passed: the path that frees a large log.
+fn grow_then_expire(con: &mut Connection, prefix: &str, max: u64, cost: u64) {
+    for k in 0..5 {
+        let key = format!("{prefix}:{k}");
+        let grow = kit::sw_line("ALLOW", &key, 1, max, 1000, cost);
+        let expire = kit::sw_line("ALLOW", &key, 1, 1000, 5000, 1);
+        for r in kit::pipeline(con, &[grow, expire]) {
+            assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs valgrind and a few minutes: run by `make soak`"]
 fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
@@ -176,28 +189,14 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
         let _: () = q(&mut con, &["SET", "wrongtype", "x"]);
         run_mix(&mut con, 3, 0, calls);
         // Whole windows expiring on big sets: the background free path.
-        for k in 0..5 {
-            let key = format!("big:{k}");
-            let grow = kit::sw_line("ALLOW", &key, 1, 1000, 1000, 500);
-            let expire = kit::sw_line("ALLOW", &key, 1, 1000, 5000, 1);
-            for r in kit::pipeline(&mut con, &[grow, expire]) {
-                assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
-            }
-        }
+        grow_then_expire(&mut con, "big", 1000, 500);
         // The same with compact logs, then every path of the data type that runs in the server
         // itself: conversions both ways, COPY, DUMP/RESTORE, an RDB save and load. (An AOF
         // rewrite runs in a forked child, which valgrind's address space often keeps from
         // forking at all; `tests/compact.rs` covers it.)
         storage(&mut con, "compact");
         run_mix(&mut con, 4, calls, calls / 2);
-        for k in 0..5 {
-            let key = format!("cbig:{k}");
-            let grow = kit::sw_line("ALLOW", &key, 1, 100_000, 1000, 80_000);
-            let expire = kit::sw_line("ALLOW", &key, 1, 1000, 5000, 1);
-            for r in kit::pipeline(&mut con, &[grow, expire]) {
-                assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
-            }
-        }
+        grow_then_expire(&mut con, "cbig", 100_000, 80_000);
         let _: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "zset"]);
         let _: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "compact"]);
         let _: i64 = q(&mut con, &["COPY", "cbig:1", "copy"]);

@@ -35,7 +35,8 @@ fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
 }
 
-fn redis_cli_bin() -> String {
+/// The redis-cli to drive: `$REDIS_CLI`, else the one on PATH.
+pub fn redis_cli_bin() -> String {
     std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string())
 }
 

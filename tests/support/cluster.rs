@@ -36,13 +36,13 @@ pub struct Cluster {
 impl Cluster {
     /// Six nodes with the module loaded and `extra` arguments each, made into a cluster of
     /// 3 masters and 3 replicas; returns once every node agrees on a healthy topology.
-    pub fn start(extra: &[&str]) -> Cluster {
+    pub fn start(storage: &str) -> Cluster {
         let nodes: Vec<Server> = (0..6)
             .map(|_| {
                 Server::builder()
                     .cluster()
                     .args(NODE_ARGS)
-                    .args(extra.iter().copied())
+                    .storage(storage)
                     .start()
             })
             .collect();

@@ -283,3 +283,47 @@ pub fn wait_persistence_idle(s: &Server, field: &str) {
         info_u64(s, "persistence", field) == 0
     });
 }
+
+/// Keyspace events of one key on one server (turned on with `KEA`), read up to a marker that the
+/// test publishes on channel `marker` after each step. Subscribed with plain commands so the
+/// subscription lives as long as the connection; an event that never comes fails in 10 s.
+pub struct Events {
+    con: Connection,
+}
+
+impl Events {
+    pub fn watch(s: &Server, key: &str) -> Events {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "notify-keyspace-events", "KEA"])
+            .query(&mut s.client())
+            .unwrap();
+        let mut con = s.client();
+        con.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let channel = format!("__keyspace@0__:{key}");
+        con.send_packed_command(&packed(&["SUBSCRIBE", &channel, "marker"]))
+            .unwrap();
+        for _ in 0..2 {
+            con.recv_response().expect("subscription confirmed");
+        }
+        Events { con }
+    }
+
+    /// The events seen before `marker` arrives.
+    pub fn until(&mut self, marker: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let msg: Vec<String> =
+                redis::from_redis_value(self.con.recv_response().expect("pubsub message")).unwrap();
+            let [kind, channel, payload] = &msg[..] else {
+                panic!("not a pubsub message: {msg:?}");
+            };
+            assert_eq!(kind, "message");
+            if channel == "marker" {
+                assert_eq!(payload, marker, "markers out of order");
+                return seen;
+            }
+            seen.push(payload.clone());
+        }
+    }
+}
