@@ -136,21 +136,53 @@ pub fn round_trips(
     Ok(samples)
 }
 
-/// One lane's share of the paired measurement: the server's CPU and in-command time over the
-/// turns in which only that lane sent.
+/// What the server spent on some of one lane's requests: its CPU and the requests' commands'
+/// in-command time, from the differences of `INFO cpu` and `INFO commandstats` around them.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Paired {
+pub struct Spent {
     pub cpu_us: f64,
     pub in_command_us: f64,
 }
 
+impl Lane<'_> {
+    /// Sends the next `count` requests in pipelines of `depth`, alone on the server, and returns
+    /// what the server spent on them (and how many were admitted, where the replies say so).
+    pub fn send_accounted(
+        &mut self,
+        settings: &mut Settings,
+        count: u64,
+        depth: u64,
+    ) -> Result<(Spent, Option<u64>)> {
+        settings.apply(&mut self.con, self.variant)?;
+        let names = self.variant.shape.stat_names();
+        let before = info::command_stats(&mut self.con, names)?;
+        let cpu_before = info::cpu_us(&mut self.con)?;
+        let admitted = self.send_pipelined(count, depth)?;
+        let cpu_after = info::cpu_us(&mut self.con)?;
+        let after = info::command_stats(&mut self.con, names)?;
+        if after.iter().zip(&before).any(|(a, b)| a.failed > b.failed) {
+            return Err(format!("{} had failed calls", self.variant.name).into());
+        }
+        let usec: u64 = after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a.usec.saturating_sub(b.usec))
+            .sum();
+        let spent = Spent {
+            cpu_us: cpu_after - cpu_before,
+            in_command_us: usec as f64,
+        };
+        Ok((spent, admitted))
+    }
+}
+
 /// Sends `count` more requests per lane in pipelines, the lanes taking turns of PAIRED_TURN
-/// with the first of each turn rotating, and reads `INFO cpu` and `INFO commandstats` around
-/// every turn. A turn is one lane alone on the server, so the deltas are that lane's; taking
-/// turns, a slower or faster spell of the machine (other tenants, frequency) falls on every
-/// lane alike, which compares variants far more steadily than batches run minutes apart.
-pub fn paired(lanes: &mut [Lane], settings: &mut Settings, count: u64) -> Result<Vec<Paired>> {
-    let mut totals = vec![Paired::default(); lanes.len()];
+/// with the first of each turn rotating, and adds up what each turn cost the server. A turn is
+/// one lane alone on the server, so its figures are that lane's; taking turns, a slower or
+/// faster spell of the machine (other tenants, frequency) falls on every lane alike, which
+/// compares variants far more steadily than batches run minutes apart.
+pub fn paired(lanes: &mut [Lane], settings: &mut Settings, count: u64) -> Result<Vec<Spent>> {
+    let mut totals = vec![Spent::default(); lanes.len()];
     let mut sent = vec![0u64; lanes.len()];
     let mut turn = 0;
     while sent.iter().any(|&s| s < count) {
@@ -160,24 +192,9 @@ pub fn paired(lanes: &mut [Lane], settings: &mut Settings, count: u64) -> Result
             if n == 0 {
                 continue;
             }
-            let lane = &mut lanes[i];
-            settings.apply(&mut lane.con, lane.variant)?;
-            let names = lane.variant.shape.stat_names();
-            let before = info::command_stats(&mut lane.con, names)?;
-            let cpu_before = info::cpu_us(&mut lane.con)?;
-            lane.send_pipelined(n, PIPELINE_DEPTH)?;
-            let cpu_after = info::cpu_us(&mut lane.con)?;
-            let after = info::command_stats(&mut lane.con, names)?;
-            if after.iter().zip(&before).any(|(a, b)| a.failed > b.failed) {
-                return Err(format!("{} had failed calls", lane.variant.name).into());
-            }
-            let usec: u64 = after
-                .iter()
-                .zip(&before)
-                .map(|(a, b)| a.usec.saturating_sub(b.usec))
-                .sum();
-            totals[i].cpu_us += cpu_after - cpu_before;
-            totals[i].in_command_us += usec as f64;
+            let (spent, _) = lanes[i].send_accounted(settings, n, PIPELINE_DEPTH)?;
+            totals[i].cpu_us += spent.cpu_us;
+            totals[i].in_command_us += spent.in_command_us;
             sent[i] += n;
         }
         turn += 1;

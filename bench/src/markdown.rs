@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::Result;
 use crate::depth;
 use crate::lanes::{PAIRED_TURN, PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
-use crate::measure::{LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
+use crate::measure::{COPIES, LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
 use crate::report::{
     DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, source_line, worst_line,
 };
@@ -66,7 +66,7 @@ fn method_text() -> String {
          of its storages answers), summed over up to {MEMORY_SAMPLE_KEYS} keys. \
          used_memory/key is what the keys cost the server, TTLs and allocator slack included: \
          the fall of `used_memory` when a workload of many keys is flushed, or its rise when a \
-         one-key workload's key is copied 64 times (Redis's own bookkeeping moves `used_memory` \
+         one-key workload's key is copied {COPIES} times (Redis's own bookkeeping moves `used_memory` \
          by tens of KB between readings, more than one small key weighs).\n\
          2. All variants side by side, each on a database of its own, on a flushed server: the \
          same warm-up, the variants taking turns of one pipeline. Then the paired measurement: \

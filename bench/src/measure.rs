@@ -133,8 +133,8 @@ fn run_alone(
     } else {
         None
     };
-    // The batch reset the count: this reads what expired since.
-    expired += batch.expired_keys + info::expired_keys(&mut lane.con)?;
+    // The batch reset the count: this reads what expired since it began.
+    expired += info::expired_keys(&mut lane.con)?;
     if expired > 0 {
         let message = expired_message(workload, variant.name, expired);
         // A few of `wide`'s keys, each touched now and then (the script's only when it admits),
@@ -173,11 +173,11 @@ fn run_interleaved(
     let paired = lanes::paired(&mut lanes, settings, MEASURED_REQUESTS)?;
     // Taking turns, each variant touches its keys less often than alone: on a busy machine some
     // of `wide`'s expire, and the paired figures would not be the steady state's.
-    let expired = info::expired_keys(&mut lanes[0].con)?;
-    let paired = if expired > workload.keys / 100 {
+    let expired_before = info::expired_keys(&mut lanes[0].con)?;
+    let paired = if expired_before > workload.keys / 100 {
         println!(
             "  note: {}; CPU and in-command figures come from the variants run alone",
-            expired_message(workload, "the variants taking turns", expired)
+            expired_message(workload, "the variants taking turns", expired_before)
         );
         None
     } else {
@@ -185,7 +185,7 @@ fn run_interleaved(
     };
     let samples = lanes::round_trips(&mut lanes, settings, LATENCY_REQUESTS)?;
     // A round trip costs about the same on a rebuilt key, so this only warns.
-    let expired = info::expired_keys(&mut lanes[0].con)?;
+    let expired = info::expired_keys(&mut lanes[0].con)?.saturating_sub(expired_before);
     if expired > 0 {
         println!(
             "  warning: round trips: {}",
@@ -202,7 +202,7 @@ fn run_interleaved(
 /// paired CPU and in-command time unless keys expired meanwhile.
 struct SideBySide {
     round_trips: Vec<Vec<f64>>,
-    paired: Option<Vec<lanes::Paired>>,
+    paired: Option<Vec<lanes::Spent>>,
 }
 
 /// Keys the server expired on its own clock (their TTL is the window, in real seconds): their
@@ -221,8 +221,6 @@ pub struct Batch {
     pub in_command_percentiles: Vec<CommandLatency>,
     pub seconds: f64,
     pub admitted: Option<u64>,
-    /// Keys the server expired during the batch (the stats reset forgets earlier ones).
-    pub expired_keys: u64,
 }
 
 /// The measured phase of one lane, alone on the server: server CPU, in-command time and its
@@ -233,22 +231,16 @@ pub fn measure_batch(
     count: u64,
     depth: u64,
 ) -> Result<Batch> {
-    settings.apply(&mut lane.con, lane.variant)?;
-    let names = lane.variant.shape.stat_names();
+    // Reset first, for the latency histograms; CPU and commandstats count differences.
     info::reset_stats(&mut lane.con)?;
-    let cpu_before = info::cpu_us(&mut lane.con)?;
     let started = Instant::now();
-    let admitted = lane.send_pipelined(count, depth)?;
+    let (spent, admitted) = lane.send_accounted(settings, count, depth)?;
     let seconds = started.elapsed().as_secs_f64();
-    let cpu_us = info::cpu_us(&mut lane.con)? - cpu_before;
-    let stats = info::command_stats(&mut lane.con, names)?;
-    if let Some(bad) = stats.iter().find(|s| s.failed > 0) {
-        return Err(format!("{} had {} failed calls", lane.variant.name, bad.failed).into());
-    }
+    let names = lane.variant.shape.stat_names();
     let percentiles = info::latency_percentiles(&mut lane.con, names)?;
     Ok(Batch {
-        cpu_us,
-        in_command_us: stats.iter().map(|s| s.usec as f64).sum(),
+        cpu_us: spent.cpu_us,
+        in_command_us: spent.in_command_us,
         in_command_percentiles: names
             .iter()
             .zip(percentiles)
@@ -256,7 +248,6 @@ pub fn measure_batch(
             .collect(),
         seconds,
         admitted,
-        expired_keys: info::expired_keys(&mut lane.con)?,
     })
 }
 
@@ -318,7 +309,8 @@ fn measure_memory(lane: &mut Lane) -> Result<Memory> {
         }
         let _: Vec<Value> = copies.query(con)?;
         let after = info::used_memory(con)?;
-        after.saturating_sub(before) as f64 / COPIES as f64 / keys as f64
+        // One request key copied (with its key per limit, for the split variants).
+        after.saturating_sub(before) as f64 / COPIES as f64
     };
     Ok(Memory {
         bytes_per_member: bytes as f64 / members as f64,
@@ -329,4 +321,4 @@ fn measure_memory(lane: &mut Lane) -> Result<Memory> {
 }
 
 /// Copies of a one-key workload's key whose used_memory is measured.
-const COPIES: u64 = 64;
+pub const COPIES: u64 = 64;

@@ -138,8 +138,8 @@ fn fill_compact(con: &mut Connection, key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Members a key logs, whatever its storage: a PEEK at time 0 trims nothing and, its cost
-/// above max, adds nothing, so its count is every member.
+/// Members a key logs, whatever its storage (the script's sorted sets included): a PEEK at
+/// time 0 trims nothing and, its cost above max, adds nothing, so its count is every member.
 fn logged(con: &mut Connection, key: &str) -> Result<u64> {
     let reply: Vec<u64> = redis::cmd("SLIDINGWINDOW.PEEK")
         .arg(key)
@@ -148,14 +148,11 @@ fn logged(con: &mut Connection, key: &str) -> Result<u64> {
         .arg(0)
         .arg("COST")
         .arg(2)
-        .query(con)
-        .or_else(|_| {
-            redis::cmd("ZCARD")
-                .arg(key)
-                .query(con)
-                .map(|n: u64| vec![0, n])
-        })?;
-    Ok(reply.get(1).copied().unwrap_or(0))
+        .query(con)?;
+    reply
+        .get(1)
+        .copied()
+        .ok_or_else(|| format!("{key}: PEEK answered {reply:?}").into())
 }
 
 /// Runs `call` alone between a stats reset and a read of `stat`: its in-command µs.
