@@ -84,6 +84,8 @@ done
 if [[ ${EXAMPLES:-yes} != no ]]; then
     echo "=== examples: the HTTP gateway, the Python and Node.js helpers"
     start=$SECONDS
+    # The last suite's server stays exported otherwise, and the examples' harnesses honour it.
+    unset REDIS_SERVER REDIS_CLI
     make --no-print-directory test-examples TEST_THREADS="$threads" 2>&1 | tee "$logs/examples.log"
     if ((PIPESTATUS[0] == 0)); then
         result=ok

@@ -14,6 +14,10 @@ threads=${THREADS:-2}
 dir=$(mktemp -d)
 pids=()
 cleanup() {
+    # Gateways start inside $(...), a subshell: their pids come back through a file.
+    if [[ -f $dir/gateway.pids ]]; then
+        while read -r pid; do pids+=("$pid"); done <"$dir/gateway.pids"
+    fi
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$dir"
@@ -45,7 +49,8 @@ done
 start_gateway() {
     local out="$dir/gateway-$#-$RANDOM.out"
     "$gateway" --listen 127.0.0.1:0 --redis "redis://127.0.0.1:$redis_port" "$@" >"$out" 2>>"$dir/gateway.log" &
-    pids+=($!)
+    # Called as $(start_gateway ...), a subshell: `pids` here would be lost, so the file.
+    echo $! >>"$dir/gateway.pids"
     for _ in $(seq 200); do
         if grep -q '^listening on ' "$out" 2>/dev/null; then
             sed -n 's/^listening on //p' "$out"

@@ -188,7 +188,8 @@ impl ErrorLog {
     }
 
     fn succeeded(&self) {
-        if self.failing.swap(false, Ordering::Relaxed) {
+        // A plain load first: the common case writes nothing to the line all workers share.
+        if self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed) {
             eprintln!("gateway: redis answers again");
         }
     }
