@@ -25,7 +25,7 @@ run: build
 
 # A debug build with the `panic-test` feature adds SLIDINGWINDOW.DEBUGPANIC, to prove panics are
 # contained. It shares target/debug with the tests (one dev build of the dependencies) and is
-# copied aside, since the tests' own build of the crate replaces target/debug's library.
+# copied aside, since any later build of the crate without the feature would replace it there.
 DEBUG_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 PANIC_MODULE := $(DEBUG_DIR)/panic-test/libslidingwindow.so
 
