@@ -22,8 +22,9 @@ type Allocator = std::alloc::System;
 #[cfg(test)]
 const ALLOCATOR: Allocator = std::alloc::System;
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    match ffi::Loader::new(ctx).and_then(|loader| cmd::register(&loader)) {
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    match ffi::Loader::new(ctx).and_then(|loader| cmd::register(&loader, &args)) {
         Ok(()) => Status::Ok,
         Err(why) => {
             ctx.log_warning(&format!("slidingwindow: {why}"));
@@ -34,7 +35,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 
 redis_module! {
     name: "slidingwindow",
-    version: 1,
+    // Cargo.toml's version, as `MODULE LIST` reports it.
+    version: core::version::NUMBER,
     allocator: (Allocator, ALLOCATOR),
     data_types: [],
     init: init,

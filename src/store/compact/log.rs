@@ -354,6 +354,11 @@ impl CompactLog {
         Runs { log: self, next: 0 }
     }
 
+    /// Bytes of heap the log owns (its slot buffer).
+    pub fn heap_bytes(&self) -> usize {
+        self.buffer().1
+    }
+
     /// The slot buffer: where it starts, and its length in bytes.
     pub fn buffer(&self) -> (*const u8, usize) {
         each!(&self.slots, r => (r.buf.as_ptr().cast::<u8>(), r.cap() * slot_width(&self.slots)))

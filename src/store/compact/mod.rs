@@ -13,7 +13,9 @@ pub mod log;
 use super::{Expire, Store, expire};
 use crate::core::error::Error;
 use crate::core::window::Log;
-use crate::ffi::{AofOut, Class, Ctx, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot};
+use crate::ffi::{
+    AofOut, Class, Ctx, Digest, Gauge, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot,
+};
 use change::write_change;
 use log::CompactLog;
 
@@ -23,6 +25,7 @@ pub const APPLY_MAX_ADD: u64 = 10_000_000;
 pub const PAIRS_PER_COMMAND: usize = 512;
 
 static TYPE: TypeSlot = TypeSlot::new();
+static GAUGE: Gauge = Gauge::new();
 
 impl NativeType for CompactLog {
     const NAME: &'static std::ffi::CStr = c"swcompact";
@@ -30,6 +33,14 @@ impl NativeType for CompactLog {
 
     fn slot() -> &'static TypeSlot {
         &TYPE
+    }
+
+    fn gauge() -> &'static Gauge {
+        &GAUGE
+    }
+
+    fn heap_bytes(&self) -> usize {
+        CompactLog::heap_bytes(self)
     }
 
     fn save(&self, out: &mut RdbOut<'_>) {
@@ -201,6 +212,15 @@ impl<'k, 'a> CompactStore<'k, 'a> {
         self.key.native::<CompactLog>()
     }
 
+    /// Changes the log with `f`, keeping `compact_bytes` in step with its heap.
+    fn change<R>(&mut self, f: impl FnOnce(&mut CompactLog) -> R) -> Option<R> {
+        let log = self.log()?;
+        let before = log.heap_bytes();
+        let r = f(log);
+        GAUGE.resized(before, log.heap_bytes());
+        Some(r)
+    }
+
     /// Sets the TTL as `PEXPIREAT at_ms` would, and records it.
     pub fn expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
         self.fx.expire = expire(self.key, at_ms)?;
@@ -233,7 +253,7 @@ impl Log for CompactStore<'_, '_> {
                 self.fx.emptied = true;
                 len
             }
-            None => log.trim(cutoff),
+            None => self.change(|log| log.trim(cutoff)).unwrap_or(0),
         };
         if removed > 0 {
             self.fx.trimmed = Some(cutoff);
@@ -245,8 +265,8 @@ impl Log for CompactStore<'_, '_> {
         if self.log().is_none() {
             self.key.set_native(CompactLog::default())?;
         }
-        let log = self.log().ok_or(Error::Server("a new compact log"))?;
-        log.add(score, n);
+        self.change(|log| log.add(score, n))
+            .ok_or(Error::Server("a new compact log"))?;
         self.fx.added = Some((score, n));
         Ok(())
     }
