@@ -1,11 +1,11 @@
 //! Module data types: registration and every callback a real type needs (RDB save/load, AOF
 //! rewrite, memory usage, digest, free, free effort, copy), each a thin shell around the type's
-//! safe methods with panics contained. `DUMP`/`RESTORE`/`MIGRATE` go through the RDB callbacks.
+//! safe methods with panics contained, or, where output is being written, turned into an abort. `DUMP`/`RESTORE`/`MIGRATE` go through the RDB callbacks.
 
 use super::api::{self, Api};
 use super::command::Loader;
 use redis_module::raw;
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, CString, c_void};
 use std::os::raw::{c_int, c_longlong};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{self, NonNull};
@@ -250,10 +250,44 @@ extern "C" fn rdb_load<T: NativeType>(io: *mut raw::RedisModuleIO, encver: c_int
     }
 }
 
+/// Runs a callback that writes output (an RDB value, AOF commands, a digest). A panic half-way
+/// would leave a truncated value there, so the process (the server, or the child saving for it)
+/// stops instead, saying why in the log; the last complete RDB or AOF stays as it was.
+fn or_abort<T: NativeType>(api: &Api, what: &str, f: impl FnOnce()) {
+    let Err(payload) = catch_unwind(AssertUnwindSafe(f)) else {
+        return;
+    };
+    let why = match (
+        payload.downcast_ref::<String>(),
+        payload.downcast_ref::<&str>(),
+    ) {
+        (Some(s), _) => s.as_str(),
+        (None, Some(s)) => s,
+        (None, None) => "a panic",
+    };
+    let why = why.strip_prefix("slidingwindow: ").unwrap_or(why);
+    let line = format!(
+        "slidingwindow: {why}, in {what} of a {} value: aborting rather than writing a truncated value",
+        T::NAME.to_string_lossy()
+    );
+    if let Ok(line) = CString::new(line) {
+        // SAFETY: no context needed; "%s" with one NUL-terminated string.
+        unsafe {
+            (api.log)(
+                ptr::null_mut(),
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                line.as_ptr(),
+            )
+        };
+    }
+    std::process::abort();
+}
+
 extern "C" fn rdb_save<T: NativeType>(io: *mut raw::RedisModuleIO, v: *mut c_void) {
     // SAFETY: Redis passes back a value of this type.
     if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.save(&mut RdbOut { io, api })));
+        or_abort::<T>(api, "rdb_save", || v.save(&mut RdbOut { io, api }));
     }
 }
 
@@ -264,7 +298,9 @@ extern "C" fn aof_rewrite<T: NativeType>(
 ) {
     // SAFETY: as in `rdb_save`.
     if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.rewrite(&mut AofOut { io, key, api })));
+        or_abort::<T>(api, "aof_rewrite", || {
+            v.rewrite(&mut AofOut { io, key, api })
+        });
     }
 }
 
@@ -285,7 +321,7 @@ extern "C" fn mem_usage<T: NativeType>(v: *const c_void) -> usize {
 extern "C" fn digest<T: NativeType>(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
     // SAFETY: as in `rdb_save`.
     if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.digest(&mut Digest { md, api })));
+        or_abort::<T>(api, "digest", || v.digest(&mut Digest { md, api }));
     }
 }
 

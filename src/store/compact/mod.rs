@@ -46,6 +46,8 @@ impl NativeType for CompactLog {
     fn save(&self, out: &mut RdbOut<'_>) {
         let (count, bytes) = codec::encode(self);
         out.unsigned(count);
+        #[cfg(feature = "panic-test")]
+        crate::core::fault::hit(crate::core::fault::Point::RdbSave);
         out.buffer(&bytes);
     }
 
