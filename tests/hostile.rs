@@ -446,6 +446,14 @@ fn panic_module() -> PathBuf {
     std::fs::canonicalize(&path).unwrap_or(path)
 }
 
+/// A server loading the panic-test build instead of the module under test.
+fn panic_server() -> common::Builder {
+    Server::builder()
+        .without_module()
+        .arg("--loadmodule")
+        .arg(panic_module().display().to_string())
+}
+
 fn assert_internal_error(v: &Value, how: &str) {
     let err = error_line(v).unwrap_or_else(|| panic!("{how}: DEBUGPANIC answered {v:?}"));
     assert!(
@@ -458,10 +466,7 @@ fn assert_internal_error(v: &Value, how: &str) {
 /// changes to replicas and the AOF: the replica and a restarted server hold the master's data.
 #[test]
 fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
-    let mut s = Server::builder()
-        .without_module()
-        .arg("--loadmodule")
-        .arg(panic_module().display().to_string())
+    let mut s = panic_server()
         .args(["--appendonly", "yes", "--appendfsync", "always"])
         .start();
     let replica = common::start_replica(&s, &[]);
@@ -498,11 +503,7 @@ fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
 
 #[test]
 fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
-    let mut s = Server::builder()
-        .without_module()
-        .arg("--loadmodule")
-        .arg(panic_module().display().to_string())
-        .start();
+    let mut s = panic_server().start();
     let mut con = s.client();
     let before = make_sentinels(&mut con);
     assert_eq!(
@@ -733,12 +734,7 @@ const SAVE_PANIC_LINE: &str = "slidingwindow: a deliberate panic at RdbSave, in 
 /// RDB file stays byte for byte what it was.
 #[test]
 fn a_panic_while_saving_aborts_and_keeps_the_last_rdb() {
-    let mut s = Server::builder()
-        .without_module()
-        .arg("--loadmodule")
-        .arg(panic_module().display().to_string())
-        .storage("compact")
-        .start();
+    let mut s = panic_server().storage("compact").start();
     let mut con = s.client();
     assert_eq!(
         sw5(&mut con, "ALLOW k 10 100 1000 COST 3"),
