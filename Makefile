@@ -9,7 +9,8 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-gateway test-python test-node bench-gateway dist test-dist
+	test-examples test-gateway test-python test-node bench-gateway dist test-dist \
+	test-monitoring
 
 all: build
 
@@ -92,6 +93,12 @@ dist: setup
 # $(SERVERS).
 test-dist: dist
 	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test-dist.sh
+
+# monitoring/ end to end: redis-server with the module, Debian's redis_exporter running the Lua
+# script and Prometheus (both installed if missing), on free loopback ports.
+test-monitoring: build
+	@bash scripts/setup.sh prometheus prometheus-redis-exporter
+	SLIDINGWINDOW_MODULE='$(MODULE)' python3 scripts/test_monitoring.py
 
 lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
