@@ -16,7 +16,7 @@ mod string;
 pub use command::{Access, Arg, Handler, Loader, Spec, handler};
 pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
-pub use datatype::{AofOut, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
+pub use datatype::{AofOut, Defrag, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
 pub use info::{Report, Section};
 pub use key::{Key, Kind, Mode, Range};
 pub use string::{Argv, OwnedString, RString};
