@@ -11,6 +11,7 @@ mod context;
 mod datatype;
 mod info;
 mod key;
+mod module;
 mod string;
 
 pub use command::{Access, Arg, Handler, Loader, Spec, handler};
@@ -19,4 +20,5 @@ pub use context::{Class, Ctx};
 pub use datatype::{AofOut, Defrag, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
 pub use info::{Report, Section};
 pub use key::{Key, Kind, Mode, Range};
+pub use module::on_load;
 pub use string::{Argv, OwnedString, RString};
