@@ -15,7 +15,7 @@ mod stats;
 use crate::core::error::Error;
 use crate::core::reply::Reply;
 use crate::ffi::{Access, Argv, Ctx, Handler, Loader, Spec, handler};
-use crate::store::Effects;
+use crate::store::Changes;
 use crate::store::compact::log::CompactLog;
 use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -33,13 +33,13 @@ impl Answer {
     }
 }
 
-type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
+type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Changes<'a>) -> Result<Answer, Error>;
 
 /// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and
 /// every change made before it still reaches replicas and the AOF. Counts the answer for INFO:
 /// in `calls` (if any), or as an error.
 fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Counter>) {
-    let mut fx = Effects::default();
+    let mut fx = Changes::default();
     let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
     let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
     let answer = match (result, published) {

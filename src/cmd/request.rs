@@ -30,13 +30,16 @@ fn parse_inline<const N: usize>(argv: Argv<'_>) -> Result<Args, Error> {
 /// The call's request: arguments checked, `*` read from the server's clock.
 pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
     let args = parse(argv)?;
+    // One clock reading per call: `*` and the TTL agree.
+    let clock = ctx.now_ms();
     let now = match args.now {
         Now::At(ms) => ms,
-        Now::Server => ctx.now_ms().min(MAX_EXACT),
+        Now::Server => clock.min(MAX_EXACT),
     };
     Ok(Request {
         limits: args.limits,
         now,
+        clock,
         cost: args.cost,
         max_add: config::max_members_per_call(),
     })

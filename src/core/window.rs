@@ -32,6 +32,8 @@ pub struct Request {
     /// The positional limit first, then each `LIMIT` option.
     pub limits: Limits,
     pub now: u64,
+    /// The server's clock (ms) as the call read it, once: the TTL counts from it.
+    pub clock: u64,
     pub cost: u64,
     /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
     pub max_add: u64,
@@ -305,6 +307,7 @@ mod tests {
         Request {
             limits: all,
             now,
+            clock: now,
             cost,
             max_add: u64::MAX,
         }
