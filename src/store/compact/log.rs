@@ -198,6 +198,9 @@ impl Block {
         }
         let at = (usize::from(self.start) + p.min(len)) * w;
         let end = (usize::from(self.start) + len) * w;
+        if end + n * w > self.buf.len() {
+            return false;
+        }
         self.buf.copy_within(at..end, at + n * w);
         let offset = ts - self.base;
         if let Some(span) = self.buf.get_mut(at..at + n * w) {
@@ -226,7 +229,7 @@ impl Block {
         let start = usize::from(self.start);
         if a == 0 {
             self.start = (start + b) as u16;
-        } else {
+        } else if (start + len) * w <= self.buf.len() {
             self.buf
                 .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
         }
@@ -615,7 +618,8 @@ impl Small {
 
     fn remove(&mut self, a: usize, b: usize) {
         let mut ts = self.values();
-        ts.drain(a.min(ts.len())..b.min(ts.len()));
+        let b = b.min(ts.len());
+        ts.drain(a.min(b)..b);
         *self = Small::of(&ts);
     }
 }
