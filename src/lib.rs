@@ -10,17 +10,12 @@ pub mod core;
 mod ffi;
 mod store;
 
-use redis_module::{Context, RedisString, Status, redis_module};
+use redis_module::{Context, RedisString, Status};
 
 // Unit tests run outside Redis, where the Redis allocator does not exist.
 #[cfg(not(test))]
-type Allocator = redis_module::alloc::RedisAlloc;
-#[cfg(not(test))]
-const ALLOCATOR: Allocator = redis_module::alloc::RedisAlloc;
-#[cfg(test)]
-type Allocator = std::alloc::System;
-#[cfg(test)]
-const ALLOCATOR: Allocator = std::alloc::System;
+#[global_allocator]
+static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
@@ -33,11 +28,5 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
 }
 
-redis_module! {
-    name: "slidingwindow",
-    // Cargo.toml's version, as `MODULE LIST` reports it.
-    version: core::version::NUMBER,
-    allocator: (Allocator, ALLOCATOR),
-    data_types: [],
-    init: init,
-}
+// Cargo.toml's version, as `MODULE LIST` reports it.
+entry_point!(c"slidingwindow", core::version::NUMBER, init);
