@@ -192,7 +192,11 @@ where
     let mut tally = Tally::default();
     for ((k, l), t) in limits.clone().zip(&through) {
         let total = before.get(k).copied().unwrap_or(0);
-        let total = if allowed { total + call.cost } else { total };
+        let total = if allowed {
+            total.saturating_add(call.cost)
+        } else {
+            total
+        };
         let count = total.saturating_sub(*t);
         let retry_ms = if call.cost > l.max {
             -1
