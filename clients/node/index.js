@@ -74,11 +74,13 @@ class SlidingWindow {
   /**
    * @param redis an ioredis client (Redis or Cluster)
    * @param options.use 'auto' (ask the server once with COMMAND INFO, then cache), 'module' or 'lua'
+   *   (a forced module path never falls back to the script)
    */
   constructor(redis, { use = 'auto' } = {}) {
     if (!['auto', 'module', 'lua'].includes(use)) throw new TypeError("use must be 'auto', 'module' or 'lua'");
     this.redis = redis;
     this.module = use === 'auto' ? null : Promise.resolve(use === 'module');
+    this.auto = use === 'auto';
   }
 
   /** Whether calls go to the module (true) or the script (false). */
@@ -162,7 +164,7 @@ class SlidingWindow {
         return await this.redis.sendCommand(sent);
       } catch (err) {
         // The module was unloaded (or a new server answers at the same address).
-        if (!/^ERR unknown command/i.test(err.message)) throw err;
+        if (!this.auto || !/^ERR unknown command/i.test(err.message)) throw err;
         this.module = Promise.resolve(false);
       }
     }

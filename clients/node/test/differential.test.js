@@ -206,7 +206,9 @@ for (const command of ['allowall', 'peekall', 'refund']) {
       }
       const send = (sw, p) => (command === 'refund' ? sw.call(command, base(p), args) : sw.callKeys(command, named(p)));
       const what = `${command} ${args.join(' ')}`;
-      assert.deepEqual(await outcome(send(lua, 'l')), await outcome(send(module, 'm')), what);
+      // Error texts may quote a key: each side's keys are named alike there.
+      const plain = (got, p) => (typeof got === 'string' ? got.split(base(p)).join('KEY') : got);
+      assert.deepEqual(plain(await outcome(send(lua, 'l')), 'l'), plain(await outcome(send(module, 'm')), 'm'), what);
       for (const k of ['', ':k1', ':k2', ':k3']) assert.deepEqual(await scores(`${base('l')}${k}`), await scores(`${base('m')}${k}`), what);
     }
   });

@@ -65,7 +65,8 @@ class SlidingWindow:
     """Rate limits over one redis-py client (``redis.Redis`` or ``redis.RedisCluster``).
 
     ``use="auto"`` asks the server once (``COMMAND INFO slidingwindow.allow``) whether the module
-    is loaded and caches the answer; ``"module"`` or ``"lua"`` force a path.
+    is loaded and caches the answer; ``"module"`` or ``"lua"`` force a path (a forced module path
+    never falls back to the script).
     """
 
     def __init__(self, client: Any, use: str = "auto") -> None:
@@ -73,6 +74,7 @@ class SlidingWindow:
             raise ValueError("use must be 'auto', 'module' or 'lua'")
         self._client = client
         self._module: Optional[bool] = None if use == "auto" else use == "module"
+        self._auto = use == "auto"
         self._script = client.register_script(SCRIPT)
 
     @property
@@ -161,7 +163,7 @@ class SlidingWindow:
                 return self._client.execute_command(f"SLIDINGWINDOW.{command.upper()}", *argv)
             except redis.ResponseError as e:
                 # The module was unloaded (or this is a new server behind the same address).
-                if not str(e).lower().startswith("unknown command"):
+                if not self._auto or not str(e).lower().startswith("unknown command"):
                     raise
                 self._module = False
         entropy = "".join(secrets.choice(CROCKFORD) for _ in range(16))

@@ -370,8 +370,10 @@ def test_same_answer_to_any_arguments_of_the_new_commands(module_server, command
         for p in ("m", "l"):
             for k in ("", ":k1", ":k2"):
                 c.zadd(f"junk:{{{i}}}:{p}{k}", {"a": START + i - 1, "b": START + i - 2})
-        want = outcome(prefix("m"))
-        got = outcome(prefix("l"))
+        # Error texts may quote a key: each side's keys are named alike there.
+        plain = lambda got, p: got.replace(f"junk:{{{i}}}:{p}", "KEY") if isinstance(got, str) else got
+        want = plain(outcome(prefix("m")), "m")
+        got = plain(outcome(prefix("l")), "l")
         assert got == want, f"{command} {args!r}"
         for k in ("", ":k1", ":k2", ":k3"):
             assert scores(c, f"junk:{{{i}}}:l{k}") == scores(c, f"junk:{{{i}}}:m{k}"), f"{command} {args!r}"
