@@ -6,7 +6,6 @@
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
-const { Command } = require('ioredis');
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 // clients/lua/slidingwindow.lua in the repository (this folder holds a link to it).
@@ -61,6 +60,25 @@ function toKeyArgs(keyed, cost = 1, now = undefined) {
     }
   });
   return { args, named };
+}
+
+/**
+ * The Command class of the client's own ioredis (a linked copy of this folder cannot require the
+ * app's): `call` run on a stand-in whose sendCommand keeps the command it is given, sending nothing.
+ */
+function commandClass(redis) {
+  let found = null;
+  const probe = Object.create(redis, {
+    options: { value: { ...redis.options, enableAutoPipelining: false } },
+    sendCommand: {
+      value: (command) => {
+        found = command.constructor;
+        return Promise.resolve();
+      },
+    },
+  });
+  redis.call.call(probe, 'PING');
+  return found;
 }
 
 function entropy() {
@@ -159,7 +177,10 @@ class SlidingWindow {
       try {
         // ioredis does not know a module command's keys: named here, so a Cluster sends the call
         // straight to the node of their slot (without them, to any node, and then follows MOVED).
-        const sent = new Command(`SLIDINGWINDOW.${command.toUpperCase()}`, argv, { replyEncoding: 'utf8' });
+        const name = `SLIDINGWINDOW.${command.toUpperCase()}`;
+        if (this.Command === undefined) this.Command = commandClass(this.redis);
+        if (this.Command === null) return await this.redis.call(name, ...argv);
+        const sent = new this.Command(name, argv, { replyEncoding: 'utf8' });
         sent.keys = keys;
         return await this.redis.sendCommand(sent);
       } catch (err) {
