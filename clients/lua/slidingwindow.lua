@@ -84,7 +84,8 @@ local least = 5
 if command == 'refund' then
   least = 3
 elseif several then
-  least = 4
+  -- numkeys key now LIMIT keyno window max
+  least = 8
 end
 if argc < least or (not several and KEYS[1] == nil) then
   return fail("ERR wrong number of arguments for 'slidingwindow." .. command .. "' command")

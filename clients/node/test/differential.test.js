@@ -196,7 +196,8 @@ for (const command of ['allowall', 'peekall', 'refund']) {
         if (command === 'refund') args.splice(0, 1, r.int(1, 3));
         else {
           const n = r.int(1, 3);
-          args.unshift(n, ...Array.from({ length: n }, (_, j) => `k${j + 1}`), START + i);
+          const limits = r.int(0, 1) ? Array.from({ length: n }, (_, j) => ['LIMIT', j + 1, 60, 5]).flat() : [];
+          args.unshift(n, ...Array.from({ length: n }, (_, j) => `k${j + 1}`), START + i, ...limits);
         }
       }
       const base = (p) => `junk:${command}:{${i}}:${p}`;

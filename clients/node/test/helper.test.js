@@ -211,10 +211,11 @@ for (const path of ['module', 'lua']) {
       await c.zadd(k1, NOW - 100_000, 'm');
       const cases = [
         [['x', k1, 1, 'LIMIT', 1, 1, 1], 'ERR numkeys must be an integer between 1 and 16, followed by that many keys and now'],
-        [[2, k1, k2], 'ERR numkeys must be an integer between 1 and 16, followed by that many keys and now'],
+        [[7, k1, k2, 'a', 'b', 'c', 'd'], 'ERR numkeys must be an integer between 1 and 16, followed by that many keys and now'],
+        [[1, k1, 1, 'LIMIT', 1, 1], "ERR wrong number of arguments for 'slidingwindow.COMMAND' command"],
         [[2, k1, k1, 1, 'LIMIT', 1, 1, 1], 'ERR key 2 is key 1 again: the keys of one call must be distinct'],
         [[2, k1, k2, 1, 'LIMIT', 1, 1, 1], 'ERR key 2 has no LIMIT: every key needs at least one'],
-        [[1, k1, 1, 'LIMIT', 1, 1], "ERR syntax error, option 'LIMIT' needs three values (keyno window max)"],
+        [[1, k1, 1, 'COST', 1, 'LIMIT', 1, 1], "ERR syntax error, option 'LIMIT' needs three values (keyno window max)"],
         [[2, k1, k2, 1, 'LIMIT', 3, 1, 1], 'ERR LIMIT keyno must be an integer between 1 and numkeys (2)'],
         [[1, k1, 1, 'LIMIT', 1, 0, 1], `ERR LIMIT ${WINDOW_ERR}`],
         [[1, k1, 1, ...Array(17).fill(['LIMIT', 1, 1, 1]).flat()], 'ERR syntax error, at most 16 limits on one key (key 1)'],
@@ -222,7 +223,9 @@ for (const path of ['module', 'lua']) {
       ];
       const before = await c.dumpBuffer(k1);
       for (const [args, want] of cases) {
-        for (const command of ['allowall', 'peekall']) assert.equal(await errorOf(sw.callKeys(command, args)), want, `${command} ${args}`);
+        for (const command of ['allowall', 'peekall']) {
+          assert.equal(await errorOf(sw.callKeys(command, args)), want.replace('COMMAND', command), `${command} ${args}`);
+        }
       }
       await c.set(k2, 'x');
       assert.match(await errorOf(sw.allowAll([[k1, [60, 9]], [k2, [60, 9]]], { now: NOW })), /^WRONGTYPE Operation against a key/);

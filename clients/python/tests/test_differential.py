@@ -364,7 +364,10 @@ def test_same_answer_to_any_arguments_of_the_new_commands(module_server, command
         else:
             if rng.randrange(3):
                 numkeys = rng.randint(1, 3)
-                args[:0] = [numkeys, *(f"k{j}" for j in range(1, numkeys + 1)), START + i]
+                head = [numkeys, *(f"k{j}" for j in range(1, numkeys + 1)), START + i]
+                if rng.randrange(2):
+                    head += [w for j in range(1, numkeys + 1) for w in ("LIMIT", j, 60, 5)]
+                args[:0] = head
             prefix = lambda p: (lambda: (module if p == "m" else lua).call_keys(
                 command, [f"junk:{{{i}}}:{p}:{a}" if a in ("k1", "k2", "k3") else a for a in args]))
         for p in ("m", "l"):

@@ -329,15 +329,18 @@ NUMKEYS_ERR = "numkeys must be an integer between 1 and 16, followed by that man
     [
         ([], "wrong number of arguments for 'slidingwindow.{command}' command"),
         (["x", "k1", 1, "LIMIT", 1, 1, 1], NUMKEYS_ERR),
-        ([0, 1, "LIMIT", 1, 1, 1], NUMKEYS_ERR),
+        ([0, "k1", 1, "LIMIT", 1, 1, 1], NUMKEYS_ERR),
         ([17] + [f"k{i}" for i in range(17)] + [1], NUMKEYS_ERR),
-        ([2, "k1", "k2"], NUMKEYS_ERR),
-        ([3, "k1", "k2"], NUMKEYS_ERR),
+        # numkeys past the end, or leaving no now.
+        ([7, "k1", "k2", "k3", "k4", "k5", "k6"], NUMKEYS_ERR),
+        ([6, "k1", "k2", "k3", "k4", "k5", "k6"], NUMKEYS_ERR),
+        # Fewer than numkeys key now LIMIT keyno window max.
+        ([1, "k1", 1, "LIMIT", 1, 1], "wrong number of arguments for 'slidingwindow.{command}' command"),
         ([2, "k1", "k1", 1, "LIMIT", 1, 1, 1], "key 2 is key 1 again: the keys of one call must be distinct"),
         ([1, "k1", "-1", "LIMIT", 1, 1, 1], "now must be an integer between 0 and 9007199254740992, or *"),
         ([2, "k1", "k2", 1, "LIMIT", 1, 1, 1], "key 2 has no LIMIT: every key needs at least one"),
-        ([1, "k1", 1], "key 1 has no LIMIT: every key needs at least one"),
-        ([1, "k1", 1, "LIMIT", 1, 1], "syntax error, option 'LIMIT' needs three values (keyno window max)"),
+        ([2, "k1", "k2", 1, "LIMIT", 2, 1, 1], "key 1 has no LIMIT: every key needs at least one"),
+        ([1, "k1", 1, "COST", 1, "LIMIT", 1, 1], "syntax error, option 'LIMIT' needs three values (keyno window max)"),
         ([2, "k1", "k2", 1, "LIMIT", 3, 1, 1], KEYNO_ERR.format(2)),
         ([2, "k1", "k2", 1, "LIMIT", 0, 1, 1], KEYNO_ERR.format(2)),
         ([1, "k1", 1, "LIMIT", 1, 0, 1], "LIMIT " + WINDOW_ERR),
