@@ -47,6 +47,8 @@ export interface CallOptions {
 
 export declare const SCRIPT: string;
 export declare const CROCKFORD: string;
+/** `::ffff:a.b.c.d` (an IPv4 client on a dual-stack socket) as `a.b.c.d`; any other address as is. */
+export declare function canonicalIp(address: string): string;
 export declare function toArgs(limits: LimitLike | LimitLike[], cost?: number, now?: number): (string | number)[];
 export declare function toKeyArgs(keyed: KeyedLimits, cost?: number, now?: number): {
   args: (string | number)[];

@@ -81,6 +81,15 @@ function commandClass(redis) {
   return found;
 }
 
+/**
+ * A client address as one key: an IPv4 client on a dual-stack socket shows as `::ffff:a.b.c.d`
+ * (Express's `req.ip`), and gets the quota of `a.b.c.d`. Anything else is returned as is.
+ */
+function canonicalIp(address) {
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address ?? '');
+  return mapped ? mapped[1] : address;
+}
+
 function entropy() {
   const bytes = crypto.randomBytes(16);
   let out = '';
@@ -199,4 +208,4 @@ class SlidingWindow {
   }
 }
 
-module.exports = { SlidingWindow, SCRIPT, CROCKFORD, toArgs, toKeyArgs, toResult };
+module.exports = { SlidingWindow, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult };

@@ -4,7 +4,7 @@
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const { randomUUID } = require('node:crypto');
-const { SlidingWindow, CROCKFORD } = require('..');
+const { SlidingWindow, CROCKFORD, canonicalIp } = require('..');
 const { startServer } = require('./server');
 
 const NOW = 1_700_000_000_000;
@@ -31,6 +31,13 @@ function ulidMs(member) {
   for (const ch of member.slice(0, 10)) ms = ms * 32 + CROCKFORD.indexOf(ch);
   return ms;
 }
+
+test('canonicalIp: an IPv4 client has one address, mapped or not', () => {
+  assert.equal(canonicalIp('::ffff:127.0.0.1'), '127.0.0.1');
+  assert.equal(canonicalIp('::FFFF:10.1.2.3'), '10.1.2.3');
+  for (const same of ['127.0.0.1', '::1', '2001:db8::ffff:1.2.3.4', '::ffff:7f00:1', 'x', '']) assert.equal(canonicalIp(same), same);
+  assert.equal(canonicalIp(undefined), undefined);
+});
 
 for (const path of ['module', 'lua']) {
   describe(`${path} path`, () => {
