@@ -159,8 +159,13 @@ class SlidingWindow:
 
     def _send(self, command: str, keys: List[Any], argv: List[Any], rest: List[Any]) -> Any:
         if self.uses_module:
+            options = {}
+            if keys and hasattr(self._client, "get_node_from_key"):
+                # RedisCluster would ask a node where a module command's keys are (COMMAND GETKEYS)
+                # on every call: they are known here.
+                options["target_nodes"] = self._client.get_node_from_key(keys[0])
             try:
-                return self._client.execute_command(f"SLIDINGWINDOW.{command.upper()}", *argv)
+                return self._client.execute_command(f"SLIDINGWINDOW.{command.upper()}", *argv, **options)
             except redis.ResponseError as e:
                 # The module was unloaded (or this is a new server behind the same address).
                 if not self._auto or not str(e).lower().startswith("unknown command"):
