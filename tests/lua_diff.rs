@@ -389,14 +389,13 @@ fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, mo
                 expiry[*k] = (before + w, after + w);
             }
         }
-        for k in 0..pool {
+        for (k, &(lo, hi)) in expiry.iter().enumerate() {
             let (m, l) = (name("m", k), name("l", k));
             assert_eq!(scores(&mut c, &l), scores(&mut c, &m), "{what}: key {k}");
             let (tm, tl) = (pexpiretime(&mut c, &m), pexpiretime(&mut c, &l));
             if tm < 0 || tl < 0 {
                 assert_eq!(tm, tl, "{what}: key {k} expiry (-1 none, -2 no key)");
             } else {
-                let (lo, hi) = expiry[k];
                 assert!(
                     (lo..=hi).contains(&tm) && (lo..=hi).contains(&tl),
                     "{what}: key {k} expires at {tm} (module), {tl} (script), not in [{lo}, {hi}]"
