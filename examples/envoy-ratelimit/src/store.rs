@@ -1,5 +1,5 @@
 //! The Redis side of one request: one MULTI/EXEC holding the ALLOWALL call(s), the shadow ALLOWs,
-//! the REFUNDs and a PEEK per counted descriptor, all at the service's `now`.
+//! the REFUNDs and two PEEKs per counted descriptor, all at the service's `now`.
 
 use crate::plan::{self, Action, How};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -244,20 +244,25 @@ fn allowall(actions: &[Action], members: &[usize], cost: u64, now: u64) -> redis
     cmd
 }
 
-/// A PEEK per counted descriptor, at its own cost (1 for a zero-hit look).
+/// Two PEEKs per counted descriptor. A PEEK answers as the ALLOW it previews, so one at the
+/// descriptor's cost (1 for a zero-hit look) tells whether such a request fits and its wait, and
+/// one at `max + 1`, which nothing admits, tells the log as it is: remaining and reset.
 fn add_looks(pipe: &mut Pipeline, actions: &[Action], now: u64) {
     for a in actions {
         if let Action::Count {
             key, limit, cost, ..
         } = a
         {
-            pipe.cmd("SLIDINGWINDOW.PEEK")
-                .arg(key)
-                .arg(limit.unit.seconds())
-                .arg(limit.requests_per_unit)
-                .arg(now)
-                .arg("COST")
-                .arg((*cost).max(1));
+            let max = limit.requests_per_unit;
+            for peek_cost in [(*cost).max(1), u64::from(max) + 1] {
+                pipe.cmd("SLIDINGWINDOW.PEEK")
+                    .arg(key)
+                    .arg(limit.unit.seconds())
+                    .arg(max)
+                    .arg(now)
+                    .arg("COST")
+                    .arg(peek_cost);
+            }
         }
     }
 }
@@ -272,15 +277,15 @@ fn parse_looks(
             if !matches!(a, Action::Count { .. }) {
                 return Ok(None);
             }
-            let r = ints(replies.next())?;
-            match r.as_slice() {
-                &[fits, _count, remaining, retry_ms, reset_ms] => Ok(Some(Look {
+            let (at_cost, as_is) = (ints(replies.next())?, ints(replies.next())?);
+            match (at_cost.as_slice(), as_is.as_slice()) {
+                (&[fits, _, _, retry_ms, _], &[_, _, remaining, _, reset_ms]) => Ok(Some(Look {
                     fits: fits == 1,
                     remaining,
                     retry_ms,
                     reset_ms,
                 })),
-                _ => Err(unexpected("SLIDINGWINDOW.PEEK", &r)),
+                _ => Err(unexpected("SLIDINGWINDOW.PEEK", &[at_cost, as_is].concat())),
             }
         })
         .collect()
