@@ -81,13 +81,15 @@ test-envoy: build $(ENVOY_VENV)/.installed
 	cd examples/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_BIN)' \
 		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
-# ShouldRateLimit requests/s with two descriptors (BENCH_DURATION per run, BENCH_THREADS clients).
-BENCH_THREADS ?= 8
+# ShouldRateLimit requests/s with two descriptors, admitted and refused (the crate's `load`
+# example; BENCH_SECONDS per run).
+BENCH_SECONDS ?= 10
 
-bench-envoy: build $(ENVOY_VENV)/.installed
-	cargo build --release -p envoy-ratelimit
+bench-envoy: build
+	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --example load
 	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_BIN)' \
-		'$(ENVOY_VENV)/bin/python' examples/envoy-ratelimit/bench.py --seconds $(patsubst %s,%,$(BENCH_DURATION)) --threads $(BENCH_THREADS)
+		LOAD='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/examples/load' \
+		bash examples/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
 
 # npm writes node_modules/.package-lock.json on every install.
 clients/node/node_modules/.package-lock.json: clients/node/package-lock.json
