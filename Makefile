@@ -67,7 +67,7 @@ test-python: build $(PY_VENV)/.installed
 # The Envoy rate limit service: its unit tests, then end-to-end tests (pytest) with a gRPC client
 # from Envoy's own protos (the envoy-data-plane package) in a virtualenv under target/.
 ENVOY_VENV := $(CURDIR)/target/venv-envoy
-ENVOY_BIN := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/envoy-ratelimit
+ENVOY_TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
 $(ENVOY_VENV)/.installed: examples/envoy-ratelimit/tests/requirements.txt
 	@bash scripts/setup.sh python3-venv
@@ -75,10 +75,12 @@ $(ENVOY_VENV)/.installed: examples/envoy-ratelimit/tests/requirements.txt
 	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<'
 	touch '$@'
 
+# The service is a debug build here (it shares the unit tests' build of tonic; a release build
+# with the workspace's LTO takes minutes).
 test-envoy: build $(ENVOY_VENV)/.installed
 	cargo test -p envoy-ratelimit
-	cargo build --release -p envoy-ratelimit
-	cd examples/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_BIN)' \
+	cargo build -p envoy-ratelimit
+	cd examples/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/debug/envoy-ratelimit' \
 		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
 # ShouldRateLimit requests/s with two descriptors, admitted and refused (the crate's `load`
@@ -87,8 +89,8 @@ BENCH_SECONDS ?= 10
 
 bench-envoy: build
 	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --example load
-	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_BIN)' \
-		LOAD='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/examples/load' \
+	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/release/envoy-ratelimit' \
+		LOAD='$(ENVOY_TARGET)/release/examples/load' \
 		bash examples/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
 
 # npm writes node_modules/.package-lock.json on every install.

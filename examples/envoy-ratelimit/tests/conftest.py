@@ -3,7 +3,8 @@ port, and a gRPC client that is not Rust: Envoy's own protos from the envoy-data
 (betterproto2), RateLimitServiceSyncStub over grpcio.
 
 Binaries: $REDIS_SERVER (else redis-server on PATH); module: $SLIDINGWINDOW_MODULE; service:
-$ENVOY_RATELIMIT (else target/release/envoy-ratelimit at the repository root).
+$ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make test-envoy`
+builds it).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def binary(env: str, default: Path) -> str:
 
 
 def service_binary() -> str:
-    return binary("ENVOY_RATELIMIT", REPO / "target/release/envoy-ratelimit")
+    return binary("ENVOY_RATELIMIT", REPO / "target/debug/envoy-ratelimit")
 
 
 def free_port() -> int:
