@@ -161,6 +161,21 @@ def test_atomic_across_mixed_costs(start, r):
     assert r.exists(key(("route", "search"))) == 0
 
 
+def test_atomic_across_more_than_16_keys(start, r):
+    """ALLOWALL takes 16 keys: 17 descriptors are two calls, still all or nothing."""
+    s = start(CONFIG)
+    users = [[("user", f"u{i}")] for i in range(17)]
+    assert s.ask("shop", *users).overall_code == OK
+    assert all(r.zcard(key(("user", f"u{i}"))) == 1 for i in range(17))
+    s.ask("shop", [("user", "u16")], hits_addend=2)  # u16, the 17th, is now full
+    resp = s.ask("shop", *users)
+    assert resp.overall_code == OVER
+    assert [st.code for st in resp.statuses] == [OK] * 16 + [OVER]
+    # The first call's 16 charges were taken back.
+    assert all(r.zcard(key(("user", f"u{i}"))) == 1 for i in range(16))
+    assert [st.limit_remaining for st in resp.statuses] == [2] * 16 + [0]
+
+
 def test_unknown_descriptor_is_ok_and_writes_nothing(start, r):
     s = start(CONFIG)
     for domain, entries in [("shop", [("nope", "x")]), ("other-domain", [("user", "a")])]:
