@@ -314,3 +314,23 @@ def test_cluster_mode_one_node(start):
         assert c.zcard(key(("route", "search"))) == 1
     finally:
         node.close()
+
+
+def test_compact_storage(start):
+    """The same calls on the module's compact storage (keys are not sorted sets there)."""
+    own = RedisServer("--slidingwindow.storage", "compact")
+    try:
+        c = own.client()
+        s = start(CONFIG, redis_url=own.url)
+        both = ([("route", "search")], [("route", "checkout")])
+        assert s.ask("shop", *both).overall_code == OK
+        resp = s.ask("shop", *both)
+        assert [st.code for st in resp.statuses] == [OK, OVER]
+        assert c.type(key(("route", "search"))) != b"zset"
+        assert logged(c, key(("route", "search")), 3600, 10) == 1
+        s.ask("shop", [("route", "search")], hits_addend=4)
+        s.ask("shop", descriptor([("route", "search")], hits_addend=2, is_negative_hits=True))
+        assert logged(c, key(("route", "search")), 3600, 10) == 3
+        assert s.ask("shop", [("bot", "b")], [("bot", "b2")]).overall_code == OK
+    finally:
+        own.close()
