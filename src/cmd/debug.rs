@@ -35,6 +35,7 @@ pub fn spec() -> Spec {
         handler: handler::<DebugPanic>(),
         flags: c"readonly",
         access: Access::Read,
+        keys: crate::ffi::Keys::One,
         summary: c"Panics on purpose (test builds only)",
         complexity: c"O(1)",
         arity: -1,

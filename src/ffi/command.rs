@@ -57,13 +57,24 @@ impl Access {
 type CommandFn =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// One key, at argument 1.
+    One,
+    /// As EVAL declares them: the count at argument 1, then that many keys.
+    #[expect(dead_code, reason = "ALLOWALL and PEEKALL, next")]
+    Counted,
+}
+
 /// One command to register.
 pub struct Spec {
     pub name: &'static CStr,
     pub handler: CommandFn,
     pub flags: &'static CStr,
-    /// What the command does with its key, for ACL key permissions.
+    /// What the command does with its keys, for ACL key permissions.
     pub access: Access,
+    pub keys: Keys,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     /// Redis checks it before calling us (negative: at least that many).
@@ -319,6 +330,12 @@ impl<'a> Loader<'a> {
         let (Some(create), Some(get), Some(set_info)) = (create, get, set_info) else {
             return Err(fail("this server lacks the command API"));
         };
+        // The legacy (first, last, step) triple; Redis derives it again from the key spec, and
+        // marks counted keys `movablekeys`.
+        let (first, last, step) = match spec.keys {
+            Keys::One => (1, 1, 1),
+            Keys::Counted => (0, 0, 0),
+        };
         // SAFETY: the load context and static NUL-terminated strings.
         let r = unsafe {
             create(
@@ -326,9 +343,9 @@ impl<'a> Loader<'a> {
                 spec.name.as_ptr(),
                 Some(spec.handler),
                 spec.flags.as_ptr(),
-                1,
-                1,
-                1,
+                first,
+                last,
+                step,
             )
         };
         if r != raw::REDISMODULE_OK as c_int {
@@ -348,7 +365,9 @@ impl<'a> Loader<'a> {
         };
         // The list ends with an all-zero spec.
         // SAFETY: an all-zero key spec is the terminator Redis looks for.
-        let mut key_specs = [key_spec(spec.access), unsafe { std::mem::zeroed() }];
+        let mut key_specs = [key_spec(spec.access, spec.keys), unsafe {
+            std::mem::zeroed()
+        }];
         let mut args = ArgTable::new(spec.args);
         let info = raw::RedisModuleCommandInfo {
             version: &version,
@@ -417,8 +436,31 @@ impl<'a> Loader<'a> {
 /// `errno` (Linux) for a category that exists already.
 const EBUSY: i32 = 16;
 
-/// The key at argument 1, and only it.
-fn key_spec(access: Access) -> raw::RedisModuleCommandKeySpec {
+/// The search begins at argument 1: the key there and only it, or (counted) the number of keys
+/// there and that many keys after it, as EVAL's spec.
+fn key_spec(access: Access, keys: Keys) -> raw::RedisModuleCommandKeySpec {
+    let (find_keys_type, fk) = match keys {
+        Keys::One => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+        ),
+        Keys::Counted => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
+            },
+        ),
+    };
     raw::RedisModuleCommandKeySpec {
         notes: std::ptr::null(),
         flags: access.flags(),
@@ -426,13 +468,7 @@ fn key_spec(access: Access) -> raw::RedisModuleCommandKeySpec {
         bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
             index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
         },
-        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        },
+        find_keys_type,
+        fk,
     }
 }

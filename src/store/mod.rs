@@ -13,6 +13,10 @@ use crate::ffi::{Ctx, Key};
 pub trait Store: Log {
     /// Sets the key's absolute expiry (ms) after an admission.
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error>;
+    /// REFUND: removes up to `n` of the newest members scored at or before `through` (None: the
+    /// newest, whatever their score); how many went. No trim, the TTL untouched; a key left
+    /// empty is deleted.
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error>;
 }
 
 /// Everything one call changed, whatever the storage; owned by the dispatcher, outside the
