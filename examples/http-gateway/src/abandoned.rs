@@ -16,7 +16,7 @@ pub const MAX_WAITING: u64 = 4096;
 pub struct Abandoned {
     waiting: AtomicU64,
     refunded: AtomicU64,
-    refused: AtomicU64,
+    not_charged: AtomicU64,
     unknown: AtomicU64,
 }
 
@@ -24,7 +24,8 @@ pub struct Abandoned {
 pub enum Outcome {
     /// Admitted: these keys were charged at this `now`.
     Admitted(Vec<Vec<u8>>, u64),
-    Refused,
+    /// Refused, or answered with an error: nothing was logged.
+    NotCharged,
     /// No reply (the link broke, or none came within the reply wait).
     Unknown,
 }
@@ -52,7 +53,7 @@ impl Abandoned {
                         this.unknown.fetch_add(1, Ordering::Relaxed)
                     }
                 },
-                Outcome::Refused => this.refused.fetch_add(1, Ordering::Relaxed),
+                Outcome::NotCharged => this.not_charged.fetch_add(1, Ordering::Relaxed),
                 Outcome::Unknown => this.unknown.fetch_add(1, Ordering::Relaxed),
             };
             if this.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -63,12 +64,13 @@ impl Abandoned {
 
     fn report(&self) {
         let refunded = self.refunded.swap(0, Ordering::Relaxed);
-        let refused = self.refused.swap(0, Ordering::Relaxed);
+        let not_charged = self.not_charged.swap(0, Ordering::Relaxed);
         let unknown = self.unknown.swap(0, Ordering::Relaxed);
         eprintln!(
             "gateway: {} calls abandoned after the request's deadline have ended: \
-             {refunded} admitted and refunded, {refused} refused, {unknown} without a reply (not refunded)",
-            refunded + refused + unknown
+             {refunded} admitted and refunded, {not_charged} refused or failed, \
+             {unknown} without a reply (not refunded)",
+            refunded + not_charged + unknown
         );
     }
 }

@@ -201,10 +201,15 @@ impl Limiter {
                 let n = self.limits.len();
                 let charged = keys.clone();
                 self.abandoned.watch(self.backend.clone(), async move {
-                    match call.await.ok().and_then(|r| Decision::from_reply(&r, n)) {
-                        Some(d) if d.allowed => Outcome::Admitted(charged, now_ms),
-                        Some(_) => Outcome::Refused,
-                        None => Outcome::Unknown,
+                    match call.await {
+                        Ok(r) => match Decision::from_reply(&r, n) {
+                            Some(d) if d.allowed => Outcome::Admitted(charged, now_ms),
+                            Some(_) => Outcome::NotCharged,
+                            None => Outcome::Unknown,
+                        },
+                        // The link failed: the command may or may not have run.
+                        Err(e) if e.is_io_error() => Outcome::Unknown,
+                        Err(_) => Outcome::NotCharged,
                     }
                 });
                 return self.failed(&format!(
