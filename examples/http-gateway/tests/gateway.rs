@@ -550,11 +550,33 @@ fn a_5xx_from_the_upstream_gives_the_request_back() {
     assert_eq!(gw.get_path("/ok", Some("judy")).status, 201);
     assert_eq!(gw.get_path("/ok", Some("judy")).status, 201);
     assert_eq!(gw.get_path("/ok", Some("judy")).status, 429);
+    // The gateway's own 502 (upstream unreachable: nothing listens on a port just freed) too.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gone = format!("http://{closed}");
+    let unreachable = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "2/60s",
+            "--refund-on",
+            "5xx",
+            "--upstream",
+            &gone,
+        ],
+    );
+    assert_eq!(unreachable.get(Some("lou")).status, 502);
+    wait_until(STARTUP_DEADLINE, "the 502 refunded", || {
+        stat(&redis, "refunded") == 4
+    });
+    assert_eq!(zcard(&redis, "rl:{lou}"), 0);
     // Without --refund-on a failed request keeps its charge.
     let plain = Gateway::start(&redis, &["--limit", "2/60s", "--upstream", &up]);
     assert_eq!(plain.get_path("/fail", Some("kate")).status, 503);
     assert_eq!(zcard(&redis, "rl:{kate}"), 1);
-    assert_eq!(stat(&redis, "refund_calls"), 3);
+    assert_eq!(stat(&redis, "refund_calls"), 4);
 }
 
 #[test]
