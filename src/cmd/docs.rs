@@ -31,7 +31,6 @@ const KEYED_LIMIT: [Arg; 3] = [
 
 /// `numkeys key [key ...] now|* [COST cost] LIMIT keyno window max [LIMIT keyno window max ...]`,
 /// for ALLOWALL and PEEKALL alike.
-#[expect(dead_code, reason = "ALLOWALL and PEEKALL, next")]
 pub const ALL_ARGS: [Arg; 5] = [
     Arg::integer(c"numkeys"),
     Arg::key(c"key").multiple(),

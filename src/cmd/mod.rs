@@ -2,6 +2,7 @@
 //! publishes whatever it changed from outside the unwind boundary.
 
 mod allow;
+mod allowall;
 mod apply;
 pub mod config;
 mod convert;
@@ -9,6 +10,7 @@ mod convert;
 mod debug;
 mod docs;
 mod peek;
+mod peekall;
 mod refund;
 mod request;
 mod stats;
@@ -16,7 +18,7 @@ mod stats;
 use crate::core::error::Error;
 use crate::core::reply::Reply;
 use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, handler};
-use crate::store::Effects;
+use crate::store::Changes;
 use crate::store::compact::log::CompactLog;
 use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -34,13 +36,13 @@ impl Answer {
     }
 }
 
-type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
+type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Changes<'a>) -> Result<Answer, Error>;
 
 /// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and
 /// every change made before it still reaches replicas and the AOF. Counts the answer for INFO:
 /// in `calls` (if any), or as an error.
 fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Counter>) {
-    let mut fx = Effects::default();
+    let mut fx = Changes::default();
     let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
     let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
     let answer = match (result, published) {
@@ -74,6 +76,8 @@ macro_rules! handlers {
 handlers! {
     Allow => allow::run, Some(&stats::ALLOW_CALLS);
     Peek => peek::run, Some(&stats::PEEK_CALLS);
+    AllowAll => allowall::run, Some(&stats::ALLOW_CALLS);
+    PeekAll => peekall::run, Some(&stats::PEEK_CALLS);
     Refund => refund::run, Some(&stats::REFUND_CALLS);
     Convert => convert::run, None;
     Apply => apply::run, None;
@@ -133,6 +137,30 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             complexity: c"O(log N): N members in the window",
             arity: -5,
             args: &docs::WINDOW_ARGS,
+            acl: c"read fast",
+        },
+        Spec {
+            name: c"slidingwindow.allowall",
+            handler: handler::<AllowAll>(),
+            flags: c"write deny-oom",
+            access: Access::Update,
+            keys: Keys::Counted,
+            summary: c"Checks one request against the limits of several keys, and logs it in every key only if it fits them all",
+            complexity: c"O(K log N + M): K keys, N members in a key's window, M members trimmed",
+            arity: -8,
+            args: &docs::ALL_ARGS,
+            acl: c"write slow",
+        },
+        Spec {
+            name: c"slidingwindow.peekall",
+            handler: handler::<PeekAll>(),
+            flags: c"readonly",
+            access: Access::Read,
+            keys: Keys::Counted,
+            summary: c"Answers what SLIDINGWINDOW.ALLOWALL would, changing nothing",
+            complexity: c"O(K log N): K keys, N members in a key's window",
+            arity: -8,
+            args: &docs::ALL_ARGS,
             acl: c"read fast",
         },
         Spec {

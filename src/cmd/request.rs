@@ -1,9 +1,9 @@
 //! From a command's arguments to a checked `Request`, with `now` resolved.
 
 use super::config;
-use crate::core::args::{self, Args, Now};
+use crate::core::args::{self, AllArgs, Args, Now};
 use crate::core::error::{Error, MAX_EXACT};
-use crate::core::window::Request;
+use crate::core::window::{AllRequest, Request};
 use crate::ffi::{Argv, Ctx};
 
 /// Runs `parse` over the call's words, without allocating for any well-formed ALLOW or REFUND.
@@ -27,20 +27,38 @@ fn inline<const N: usize, T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
     parse(words.get(..argv.len()).unwrap_or(&[]))
 }
 
-/// A time as the client sent it, `*` read from the server's clock.
-pub fn resolve(ctx: Ctx<'_>, at: Now) -> u64 {
+/// A time as the client sent it, `*` the server's `clock`.
+pub fn resolve(clock: u64, at: Now) -> u64 {
     match at {
         Now::At(ms) => ms,
-        Now::Server => ctx.now_ms().min(MAX_EXACT),
+        Now::Server => clock.min(MAX_EXACT),
     }
 }
 
 /// The call's request: arguments checked, `*` read from the server's clock.
 pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
     let args: Args = words(argv, args::parse)?;
+    // One clock reading per call: `*` and the TTL agree.
+    let clock = ctx.now_ms();
     Ok(Request {
         limits: args.limits,
-        now: resolve(ctx, args.now),
+        now: resolve(clock, args.now),
+        clock,
+        cost: args.cost,
+        max_add: config::max_members_per_call(),
+    })
+}
+
+/// An ALLOWALL / PEEKALL call's request: arguments checked (keys distinct, each limited), `*`
+/// read from the server's clock, once.
+pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
+    let args: AllArgs = words(argv, args::parse_all)?;
+    let clock = ctx.now_ms();
+    Ok(AllRequest {
+        limits: args.limits,
+        keys: args.numkeys,
+        now: resolve(clock, args.now),
+        clock,
         cost: args.cost,
         max_add: config::max_members_per_call(),
     })

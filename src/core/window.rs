@@ -32,6 +32,8 @@ pub struct Request {
     /// The positional limit first, then each `LIMIT` option.
     pub limits: Limits,
     pub now: u64,
+    /// The server's clock (ms) as the call read it, once: the TTL counts from it.
+    pub clock: u64,
     pub cost: u64,
     /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
     pub max_add: u64,
@@ -63,6 +65,8 @@ pub struct AllRequest {
     pub limits: KeyedLimits,
     pub keys: usize,
     pub now: u64,
+    /// The server's clock (ms) as the call read it, once: every key's TTL counts from it.
+    pub clock: u64,
     pub cost: u64,
     /// Most members one admitted call may add, over every key.
     pub max_add: u64,
@@ -398,6 +402,7 @@ mod tests {
         Request {
             limits: all,
             now,
+            clock: now,
             cost,
             max_add: u64::MAX,
         }
@@ -910,6 +915,7 @@ mod tests {
             limits: all,
             keys,
             now,
+            clock: now,
             cost,
             max_add: u64::MAX,
         }

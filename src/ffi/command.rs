@@ -63,7 +63,6 @@ pub enum Keys {
     /// One key, at argument 1.
     One,
     /// As EVAL declares them: the count at argument 1, then that many keys.
-    #[expect(dead_code, reason = "ALLOWALL and PEEKALL, next")]
     Counted,
 }
 

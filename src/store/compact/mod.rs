@@ -103,21 +103,16 @@ pub fn apply_batches(log: &CompactLog) -> Vec<Vec<u8>> {
     batches
 }
 
-/// Writes `log` into the empty `key` as a compact log, and sends it on as `APPLY`s; announces
-/// `slidingwindow.add`.
-pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: CompactLog) -> Result<(), Error> {
-    let name = key.name();
+/// Writes `log` into the empty `key` as a compact log, recorded in `fx`: sent on as `APPLY`s,
+/// announced as `slidingwindow.add`.
+pub fn import<'a>(key: &mut Key<'a>, fx: &mut Effects<'a>, log: CompactLog) -> Result<(), Error> {
+    fx.key = Some(key.name());
+    if log.is_empty() {
+        return Ok(());
+    }
     let batches = apply_batches(&log);
-    let empty = log.is_empty();
-    if !empty {
-        key.set_native(log)?;
-    }
-    for change in batches {
-        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", name, &change)?;
-    }
-    if !empty {
-        ctx.notify(Class::Module, c"slidingwindow.add", name);
-    }
+    key.set_native(log)?;
+    fx.imported = batches;
     Ok(())
 }
 
@@ -129,6 +124,8 @@ pub struct Effects<'a> {
     trimmed: Option<i64>,
     emptied: bool,
     added: Option<(u64, u64)>,
+    /// A whole log written into the emptied key (a conversion), as `APPLY` changes.
+    imported: Vec<Vec<u8>>,
     expire: Expire,
     /// Sent as the client sent it (an `APPLY`, deterministic by itself).
     verbatim: bool,
@@ -145,13 +142,15 @@ impl<'a> Effects<'a> {
         if let Some((through, n)) = fx.refunded {
             return publish_refund(ctx, key, through, n, fx.emptied, fx.verbatim);
         }
-        let changed = fx.trimmed.is_some() || fx.added.is_some();
-        if !changed && fx.expire == Expire::Untouched {
-            return Ok(());
+        for change in &fx.imported {
+            ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
+        let changed = fx.trimmed.is_some() || fx.added.is_some();
         if fx.verbatim {
-            ctx.replicate_verbatim()?;
-        } else {
+            if changed || fx.expire != Expire::Untouched {
+                ctx.replicate_verbatim()?;
+            }
+        } else if changed || fx.expire != Expire::Untouched {
             let at = match fx.expire {
                 Expire::Set(at) => at,
                 _ => 0,
@@ -172,13 +171,14 @@ impl<'a> Effects<'a> {
         if fx.emptied {
             ctx.notify(Class::Generic, c"del", key);
         }
-        if fx.added.is_some() {
+        let added = fx.added.is_some() || !fx.imported.is_empty();
+        if added {
             ctx.notify(Class::Module, c"slidingwindow.add", key);
         }
         if fx.expire != Expire::Untouched {
             ctx.notify(Class::Generic, c"expire", key);
         }
-        if changed {
+        if changed || added {
             ctx.signal_modified(key);
         }
         Ok(())
