@@ -17,7 +17,7 @@ mod stats;
 
 use crate::core::error::Error;
 use crate::core::reply::Reply;
-use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, handler};
+use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
 use crate::store::Changes;
 use crate::store::compact::log::CompactLog;
 use stats::Counter;
@@ -141,7 +141,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
         },
         Spec {
             name: c"slidingwindow.allowall",
-            handler: handler::<AllowAll>(),
+            handler: counted_handler::<AllowAll>(),
             flags: c"write deny-oom",
             access: Access::Update,
             keys: Keys::Counted,
@@ -153,7 +153,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
         },
         Spec {
             name: c"slidingwindow.peekall",
-            handler: handler::<PeekAll>(),
+            handler: counted_handler::<PeekAll>(),
             flags: c"readonly",
             access: Access::Read,
             keys: Keys::Counted,

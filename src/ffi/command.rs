@@ -5,6 +5,8 @@
 use super::api;
 use super::context::Ctx;
 use super::string::Argv;
+use crate::core::args::integer;
+use crate::core::error::MAX_KEYS;
 use redis_module::{Context, raw};
 use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
@@ -29,6 +31,41 @@ extern "C" fn trampoline<H: Handler>(
     let argv = unsafe { Argv::new(ctx, argv, argc) };
     H::call(ctx, argv);
     raw::REDISMODULE_OK as c_int
+}
+
+/// The callback for a command whose keys are counted (`numkeys key...`, as EVAL's): besides
+/// running `H`, it answers the server's key-position requests (`getkeys-api`), which Redis 7.0
+/// uses for cluster routing where later servers read the key spec.
+extern "C" fn counted_trampoline<H: Handler>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: read once per call; present on every server with key specs.
+    let (is_request, key_at) = unsafe {
+        (
+            raw::RedisModule_IsKeysPositionRequest,
+            raw::RedisModule_KeyAtPos,
+        )
+    };
+    if let (Some(is_request), Some(key_at), Some(api)) = (is_request, key_at, api::get())
+        && let Some(c) = NonNull::new(ctx)
+        // SAFETY: the context of this call.
+        && unsafe { is_request(ctx) } != 0
+    {
+        // SAFETY: Redis hands the command its own arguments for the length of the call.
+        let args = unsafe { Argv::new(Ctx::new(c, api), argv, argc) };
+        let n = integer(args.bytes(1), 1, MAX_KEYS as u64).unwrap_or(0);
+        for i in 0..n {
+            let pos = c_int::try_from(i + 2).unwrap_or(c_int::MAX);
+            if pos < argc {
+                // SAFETY: the context of a key-position request, a position within argv.
+                unsafe { key_at(ctx, pos) };
+            }
+        }
+        return raw::REDISMODULE_OK as c_int;
+    }
+    trampoline::<H>(ctx, argv, argc)
 }
 
 /// What a command does with its key.
@@ -249,6 +286,11 @@ pub fn handler<H: Handler>() -> CommandFn {
     trampoline::<H>
 }
 
+/// The callback for `H` with counted keys (`Keys::Counted`).
+pub fn counted_handler<H: Handler>() -> CommandFn {
+    counted_trampoline::<H>
+}
+
 /// The module's load context, for registration.
 pub struct Loader<'a> {
     ctx: &'a Context,
@@ -329,11 +371,20 @@ impl<'a> Loader<'a> {
         let (Some(create), Some(get), Some(set_info)) = (create, get, set_info) else {
             return Err(fail("this server lacks the command API"));
         };
-        // The legacy (first, last, step) triple; Redis derives it again from the key spec, and
-        // marks counted keys `movablekeys`.
+        // The legacy (first, last, step) triple; Redis derives it again from the key spec.
+        // Counted keys are `movablekeys`, found through the key-position requests of
+        // `counted_handler` where a server does not read the spec.
         let (first, last, step) = match spec.keys {
             Keys::One => (1, 1, 1),
             Keys::Counted => (0, 0, 0),
+        };
+        let flags = match spec.keys {
+            Keys::One => CString::from(spec.flags),
+            Keys::Counted => {
+                let mut all = spec.flags.to_bytes().to_vec();
+                all.extend_from_slice(b" getkeys-api");
+                CString::new(all).map_err(|_| fail("command flags"))?
+            }
         };
         // SAFETY: the load context and static NUL-terminated strings.
         let r = unsafe {
@@ -341,7 +392,7 @@ impl<'a> Loader<'a> {
                 self.raw(),
                 spec.name.as_ptr(),
                 Some(spec.handler),
-                spec.flags.as_ptr(),
+                flags.as_ptr(),
                 first,
                 last,
                 step,
