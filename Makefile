@@ -9,8 +9,8 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-gateway test-python test-node bench-gateway dist test-dist \
-	test-monitoring
+	test-examples test-gateway test-python test-node test-envoy bench-gateway bench-envoy dist \
+	test-dist test-monitoring
 
 all: build
 
@@ -50,7 +50,7 @@ test: build panic-module
 # The HTTP gateway example and the Python and Node.js helpers, each against a real redis-server
 # (run once, with the default server): the gateway's end-to-end tests, and each helper on both
 # paths (module loaded; plain Redis running the shared Lua script) plus script-vs-module streams.
-test-examples: test-gateway test-python test-node
+test-examples: test-gateway test-python test-node test-envoy
 
 test-gateway: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test -p http-gateway --no-fail-fast -- --test-threads=$(TEST_THREADS)
@@ -66,6 +66,35 @@ $(PY_VENV)/.installed: clients/python/pyproject.toml
 
 test-python: build $(PY_VENV)/.installed
 	cd clients/python && SLIDINGWINDOW_MODULE='$(MODULE)' '$(PY_VENV)/bin/pytest' -p no:cacheprovider
+
+# The Envoy rate limit service: its unit tests, then end-to-end tests (pytest) with a gRPC client
+# from Envoy's own protos (the envoy-data-plane package) in a virtualenv under target/.
+ENVOY_VENV := $(CURDIR)/target/venv-envoy
+ENVOY_TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+
+$(ENVOY_VENV)/.installed: examples/envoy-ratelimit/tests/requirements.txt
+	@bash scripts/setup.sh python3-venv
+	python3 -m venv '$(ENVOY_VENV)'
+	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<'
+	touch '$@'
+
+# The service is a debug build here (it shares the unit tests' build of tonic; a release build
+# with the workspace's LTO takes minutes).
+test-envoy: build $(ENVOY_VENV)/.installed
+	cargo test -p envoy-ratelimit
+	cargo build -p envoy-ratelimit
+	cd examples/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/debug/envoy-ratelimit' \
+		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
+
+# ShouldRateLimit requests/s with two descriptors, admitted and refused (the crate's `load`
+# example; BENCH_SECONDS per run).
+BENCH_SECONDS ?= 10
+
+bench-envoy: build
+	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --example load
+	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/release/envoy-ratelimit' \
+		LOAD='$(ENVOY_TARGET)/release/examples/load' \
+		bash examples/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
 
 # npm writes node_modules/.package-lock.json on every install.
 clients/node/node_modules/.package-lock.json: clients/node/package-lock.json

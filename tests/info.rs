@@ -19,6 +19,8 @@ struct Section {
     admitted_requests: u64,
     trimmed: u64,
     errors: u64,
+    refund_calls: u64,
+    refunded: u64,
     compact_keys: u64,
     compact_bytes: u64,
     storage: &'static str,
@@ -35,6 +37,8 @@ impl Section {
         admitted_requests: 0,
         trimmed: 0,
         errors: 0,
+        refund_calls: 0,
+        refunded: 0,
         compact_keys: 0,
         compact_bytes: 0,
         storage: "zset",
@@ -51,6 +55,8 @@ impl Section {
             ("admitted_requests", self.admitted_requests.to_string()),
             ("trimmed", self.trimmed.to_string()),
             ("errors", self.errors.to_string()),
+            ("refund_calls", self.refund_calls.to_string()),
+            ("refunded", self.refunded.to_string()),
             ("compact_keys", self.compact_keys.to_string()),
             ("compact_bytes", self.compact_bytes.to_string()),
             ("storage", self.storage.to_string()),
@@ -195,6 +201,41 @@ fn counters_are_exact_after_a_scripted_sequence() {
         ..after_errors
     };
     assert_section(&s, &after_scripts, "after MULTI and Lua");
+
+    // Several keys count once, COST once per admitted call; refunds count calls and members.
+    let all = |c: &mut redis::Connection, cmd: &str, now: &str, cost: &str| {
+        let line = format!(
+            "SLIDINGWINDOW.{cmd} 2 {{a}}1 {{a}}2 {now} COST {cost} LIMIT 1 10 4 LIMIT 2 10 3"
+        );
+        call(c, &line.split(' ').collect::<Vec<_>>())
+    };
+    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 1);
+    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 0);
+    assert_eq!(common::ints(&all(&mut c, "PEEKALL", "1000", "1"))[0], 1);
+    assert!(error_line(&all(&mut c, "ALLOWALL", "x", "1")).is_some());
+    assert_eq!(
+        call(&mut c, &["SLIDINGWINDOW.REFUND", "{a}1", "5"]),
+        Value::Int(2)
+    );
+    assert_eq!(
+        call(&mut c, &["SLIDINGWINDOW.REFUND", "{a}9", "5"]),
+        Value::Int(0)
+    );
+    // The trim of `{a}2` at 20000 (its two members left the window) counts.
+    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "20000", "1"))[0], 1);
+    let after_several = Section {
+        allow_calls: after_scripts.allow_calls + 3,
+        peek_calls: after_scripts.peek_calls + 1,
+        admitted: after_scripts.admitted + 2,
+        rejected: after_scripts.rejected + 1,
+        admitted_requests: after_scripts.admitted_requests + 2 + 1,
+        trimmed: after_scripts.trimmed + 2,
+        errors: after_scripts.errors + 1,
+        refund_calls: 2,
+        refunded: 2,
+        ..after_scripts
+    };
+    assert_section(&s, &after_several, "after ALLOWALL, PEEKALL and REFUND");
 }
 
 #[test]
@@ -330,6 +371,20 @@ fn compact_gauges_are_exact() {
     // A log that expires whole is unlinked; the call's own request makes a new one.
     assert_eq!(sw5(&mut c, "ALLOW a 10 1000 30000")[..2], [1, 1]);
     assert_eq!(gauges(&s), (1, one), "a new log of one request");
+
+    // REFUND gives back what it removes: a large log refunded down to a few, then deleted,
+    // leaves the gauges where they were.
+    let before = gauges(&s);
+    assert_eq!(
+        sw5(&mut c, "ALLOW r 10 100000 40000 COST 5000")[..2],
+        [1, 5000]
+    );
+    let n: i64 = q(&mut c, &["SLIDINGWINDOW.REFUND", "r", "4990"]);
+    assert_eq!(n, 4990);
+    assert_eq!(gauges(&s).0, before.0 + 1);
+    let n: i64 = q(&mut c, &["DEL", "r"]);
+    assert_eq!(n, 1);
+    assert_eq!(gauges(&s), before, "after REFUND and DEL");
 
     // COPY doubles the key; DEL and an overwrite give it back.
     assert_eq!(sw5(&mut c, "ALLOW a 10 1000 30001 COST 500")[..2], [1, 501]);

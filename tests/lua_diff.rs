@@ -1,5 +1,7 @@
-//! Differential test: the module against the seed's Lua script (tests/fixtures/seed.lua, copied
-//! verbatim from the seed), on twin keys, over seeded random sequences of requests.
+//! Differential tests: the module against the seed's Lua script (tests/fixtures/seed.lua, copied
+//! verbatim from the seed), on twin keys, over seeded random sequences of requests; and the module
+//! against the helpers' Lua fallback (clients/lua/slidingwindow.lua) on ALLOWALL, PEEKALL and
+//! REFUND, on both storages, replies and error texts byte for byte.
 
 mod common;
 #[path = "support/kit.rs"]
@@ -8,10 +10,12 @@ mod kit;
 mod rng;
 use rng::Rng;
 
-use common::{Server, ints, server_time_ms};
+use common::{Server, call, error_line, ints, server_time_ms};
 use kit::{pexpiretime, scores};
+use redis::Value;
 
 const SEED_LUA: &str = include_str!("fixtures/seed.lua");
+const CLIENT_LUA: &str = include_str!("../clients/lua/slidingwindow.lua");
 
 /// How a scenario draws its requests.
 struct Scenario {
@@ -187,4 +191,327 @@ fn time_going_backward_matches_the_seed_script() {
 #[test]
 fn bursts_in_the_same_millisecond_match_the_seed_script() {
     run(&Server::start(), scenario("burst"));
+}
+
+/// The helpers' script, loaded once, called as the helpers call it.
+struct Fallback {
+    sha: String,
+}
+
+impl Fallback {
+    fn load(c: &mut redis::Connection) -> Fallback {
+        let sha = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(CLIENT_LUA)
+            .query(c)
+            .unwrap();
+        Fallback { sha }
+    }
+
+    /// `command` with `keys` as KEYS and `rest` (the arguments after the keys) after the entropy.
+    fn run(
+        &self,
+        c: &mut redis::Connection,
+        command: &str,
+        keys: &[String],
+        rest: &[String],
+    ) -> Value {
+        let mut args = vec![
+            "EVALSHA".to_string(),
+            self.sha.clone(),
+            keys.len().to_string(),
+        ];
+        args.extend(keys.iter().cloned());
+        args.push(command.to_lowercase());
+        args.push("0123456789ABCDEF".to_string());
+        args.extend(rest.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        call(c, &args)
+    }
+
+    /// What the script answers to the module's argv `SLIDINGWINDOW.<command> words...`, split
+    /// into KEYS as the helpers do (no keys when numkeys, the keys and now are not all there).
+    fn like(&self, c: &mut redis::Connection, command: &str, words: &[String]) -> Value {
+        if command == "REFUND" {
+            return match words.split_first() {
+                Some((key, rest)) => self.run(c, command, std::slice::from_ref(key), rest),
+                None => self.run(c, command, &[], &[]),
+            };
+        }
+        let numkeys = words
+            .first()
+            .filter(|w| w.len() <= 2 && w.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|w| w.parse::<usize>().ok())
+            .filter(|n| (1..=16).contains(n) && words.len() >= n + 2);
+        match numkeys {
+            Some(n) => {
+                let mut rest = vec![words[0].clone()];
+                rest.extend(words[n + 1..].iter().cloned());
+                self.run(c, command, &words[1..=n], &rest)
+            }
+            None => self.run(c, command, &[], words),
+        }
+    }
+}
+
+/// A reply as text: the integers, or the error line.
+fn shown(v: &Value) -> String {
+    match error_line(v) {
+        Some(e) => e,
+        None => match v {
+            Value::Int(n) => n.to_string(),
+            other => format!("{:?}", ints(other)),
+        },
+    }
+}
+
+fn module(c: &mut redis::Connection, command: &str, words: &[String]) -> Value {
+    let mut args = vec![format!("SLIDINGWINDOW.{command}")];
+    args.extend(words.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    call(c, &args)
+}
+
+/// A call's arguments after the command name, for one side's keys (`m` module, `l` script).
+type Words = Box<dyn Fn(&str) -> Vec<String>>;
+
+/// Seeded streams of ALLOWALL, PEEKALL and REFUND over a pool of keys: the module's twin keys and
+/// the script's get the same calls; replies, every key's scores and TTLs must agree.
+fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, most_limits: u64) {
+    let mut c = s.client();
+    let lua = Fallback::load(&mut c);
+    let mut rng = Rng::new(seed);
+    let name = move |side: &str, k: usize| format!("{side}:{k}:{{{seed}}}");
+    let windows = [1, 5, 60, 120];
+    let maxes = [1, 2, 3, 5, 8];
+    let mut now: i64 = 1_700_000_000_000;
+    let (mut admitted, mut refunded) = (0, 0);
+    // Per key, the server-clock bounds of the expiry its latest admission set (twins alike).
+    let mut expiry = vec![(0, 0); pool];
+    for step in 0..steps {
+        let dice = rng.between(0, 999);
+        now += if dice < 60 {
+            -rng.between(0, 60_000)
+        } else if dice < 80 {
+            rng.between(60_000, 180_000)
+        } else {
+            rng.between(0, 2_000)
+        };
+        let roll = rng.between(0, 99);
+        // The call, and each key's longest window in it (none for REFUND).
+        let mut wmax: Vec<(usize, i64)> = Vec::new();
+        let (command, words_of): (&str, Words) = if roll < 25 {
+            let k = rng.range(0, pool as u64 - 1) as usize;
+            let mut rest = vec![rng.pick(&[1, 1, 2, 3, 10]).to_string()];
+            match rng.between(0, 3) {
+                0 => {}
+                1 => rest.extend(["AT".to_string(), now.to_string()]),
+                2 => rest.extend(["at".to_string(), (now - rng.between(0, 5_000)).to_string()]),
+                _ => rest.extend(["AT".to_string(), "*".to_string()]),
+            }
+            (
+                "REFUND",
+                Box::new(move |side| [vec![name(side, k)], rest.clone()].concat()),
+            )
+        } else {
+            let mut chosen: Vec<usize> = Vec::new();
+            let want = rng.range(1, most_keys) as usize;
+            while chosen.len() < want {
+                let k = rng.range(0, pool as u64 - 1) as usize;
+                if !chosen.contains(&k) {
+                    chosen.push(k);
+                }
+            }
+            let mut limits = Vec::new();
+            for keyno in 1..=chosen.len() {
+                let mut mine: Vec<(i64, i64)> = (0..rng.range(1, most_limits))
+                    .map(|_| (rng.pick(&windows), rng.pick(&maxes)))
+                    .collect();
+                // A window of a minute or more keeps every key alive during the run.
+                if mine.iter().all(|(w, _)| *w < 60) {
+                    mine[0].0 = 60;
+                }
+                limits.extend(mine.into_iter().map(|(w, m)| (keyno, w, m)));
+            }
+            for i in (1..limits.len()).rev() {
+                limits.swap(i, rng.range(0, i as u64) as usize);
+            }
+            for (keyno, k) in chosen.iter().enumerate() {
+                let w = limits
+                    .iter()
+                    .filter(|l| l.0 == keyno + 1)
+                    .map(|l| l.1)
+                    .max();
+                wmax.push((*k, w.unwrap_or(0) * 1000));
+            }
+            let smallest = limits.iter().map(|l| l.2).min().unwrap_or(1);
+            let cost = rng.pick(&[1, 1, 1, 1, 1, 2, 3, smallest + 1]);
+            let command = if rng.chance(25) {
+                "PEEKALL"
+            } else {
+                "ALLOWALL"
+            };
+            (
+                command,
+                Box::new(move |side| {
+                    let mut w = vec![chosen.len().to_string()];
+                    w.extend(chosen.iter().map(|k| name(side, *k)));
+                    w.push(now.to_string());
+                    if cost != 1 {
+                        w.extend(["COST".to_string(), cost.to_string()]);
+                    }
+                    for (keyno, win, max) in &limits {
+                        w.extend(
+                            [
+                                "LIMIT",
+                                &keyno.to_string(),
+                                &win.to_string(),
+                                &max.to_string(),
+                            ]
+                            .map(String::from),
+                        );
+                    }
+                    w
+                }),
+            )
+        };
+        let what = format!("step {step}: {command} {}", words_of("l").join(" "));
+        let before = server_time_ms(&mut c);
+        let want = shown(&module(&mut c, command, &words_of("m")));
+        let got = shown(&lua.like(&mut c, command, &words_of("l")));
+        let after = server_time_ms(&mut c);
+        assert_eq!(got, want, "{what}");
+        if command == "REFUND" {
+            refunded += want.parse::<i64>().unwrap_or(0);
+        } else if command == "ALLOWALL" && want.starts_with("[1,") {
+            admitted += 1;
+            for (k, w) in &wmax {
+                expiry[*k] = (before + w, after + w);
+            }
+        }
+        for (k, &(lo, hi)) in expiry.iter().enumerate() {
+            let (m, l) = (name("m", k), name("l", k));
+            assert_eq!(scores(&mut c, &l), scores(&mut c, &m), "{what}: key {k}");
+            let (tm, tl) = (pexpiretime(&mut c, &m), pexpiretime(&mut c, &l));
+            if tm < 0 || tl < 0 {
+                assert_eq!(tm, tl, "{what}: key {k} expiry (-1 none, -2 no key)");
+            } else {
+                assert!(
+                    (lo..=hi).contains(&tm) && (lo..=hi).contains(&tl),
+                    "{what}: key {k} expires at {tm} (module), {tl} (script), not in [{lo}, {hi}]"
+                );
+            }
+        }
+    }
+    assert!(
+        admitted > 0 && admitted < steps && refunded > 0,
+        "{admitted} admitted, {refunded} refunded"
+    );
+}
+
+#[test]
+fn several_keys_and_refunds_match_the_client_script() {
+    run_keys(&Server::start(), 31, 400, 3, 2, 3);
+}
+
+#[test]
+fn many_keys_and_refunds_match_the_client_script_on_compact_keys() {
+    // The module's keys are compact logs, the script's sorted sets: the same replies and times.
+    run_keys(
+        &Server::builder().storage("compact").start(),
+        32,
+        300,
+        6,
+        6,
+        4,
+    );
+}
+
+#[test]
+fn malformed_calls_get_the_same_error_from_the_client_script() {
+    let s = Server::start();
+    let mut c = s.client();
+    let lua = Fallback::load(&mut c);
+    let cases: &[(&str, &str)] = &[
+        ("ALLOWALL", ""),
+        ("ALLOWALL", "1"),
+        ("ALLOWALL", "x K1 1 LIMIT 1 1 1"),
+        ("ALLOWALL", "0 1 LIMIT 1 1 1"),
+        (
+            "PEEKALL",
+            "17 K1 K2 K3 K4 K5 K6 K7 K8 K9 K10 K11 K12 K13 K14 K15 K16 K17 1",
+        ),
+        ("ALLOWALL", "2 K1 K2"),
+        ("ALLOWALL", "3 K1 K2"),
+        ("ALLOWALL", "2 K1 K1 1 LIMIT 1 1 1"),
+        ("PEEKALL", "1 K1 -1 LIMIT 1 1 1"),
+        ("ALLOWALL", "1 K1 1"),
+        ("ALLOWALL", "2 K1 K2 1 LIMIT 1 1 1"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1"),
+        ("PEEKALL", "2 K1 K2 1 LIMIT 3 1 1 LIMIT 1 1 1"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 0 1"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 0"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 COST 1 cost 2"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 COST 0"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 FOO"),
+        ("PEEKALL", "1 K1 1 LIMIT 1 10 200000 COST 100001"),
+        ("REFUND", ""),
+        ("REFUND", "K1"),
+        ("REFUND", "K1 0"),
+        ("REFUND", "K1 1.5"),
+        ("REFUND", "K1 1 AT"),
+        ("REFUND", "K1 1 at -1"),
+        ("REFUND", "K1 1 AT 5 at 6"),
+        ("REFUND", "K1 1 COST 1"),
+        ("REFUND", "K3 1"),
+        (
+            "ALLOWALL",
+            "3 K1 K2 K3 1 LIMIT 1 60 9 LIMIT 2 60 9 LIMIT 3 60 9",
+        ),
+    ];
+    let seventeen = format!("1 K1 1{}", " LIMIT 1 1 1".repeat(17));
+    let cases = cases
+        .iter()
+        .copied()
+        .chain([("ALLOWALL", seventeen.as_str())]);
+    for (command, line) in cases {
+        for side in ["m", "l"] {
+            let _: () = redis::cmd("ZADD")
+                .arg(format!("{side}:K1"))
+                .arg(1)
+                .arg("a")
+                .query(&mut c)
+                .unwrap();
+            let _: () = redis::cmd("SET")
+                .arg(format!("{side}:K3"))
+                .arg("x")
+                .query(&mut c)
+                .unwrap();
+        }
+        let words = |side: &str| -> Vec<String> {
+            line.split_whitespace()
+                .map(|w| {
+                    if w.starts_with('K') {
+                        format!("{side}:{w}")
+                    } else {
+                        w.to_string()
+                    }
+                })
+                .collect()
+        };
+        let want = module(&mut c, command, &words("m"));
+        let got = lua.like(&mut c, command, &words("l"));
+        assert!(error_line(&want).is_some(), "{command} {line}: {want:?}");
+        assert_eq!(shown(&got), shown(&want), "{command} {line}");
+        assert_eq!(
+            scores(&mut c, "l:K1"),
+            scores(&mut c, "m:K1"),
+            "{command} {line}"
+        );
+        assert_eq!(
+            scores(&mut c, "l:K2"),
+            scores(&mut c, "m:K2"),
+            "{command} {line}"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load check: requests per second through the gateway without the limiter, with it (every request
-# admitted, 10,000 identities), and with it refusing (one identity over its limit), measured with
-# wrk. Starts its own redis-server (module loaded) and gateways on free loopback ports.
+# admitted, 10,000 identities), and with it refusing (one identity over its limit) with and
+# without the deny cache, measured with wrk. Starts its own redis-server (module loaded) and
+# gateways on free loopback ports.
 # Usage: bench.sh [DURATION]   (env: SLIDINGWINDOW_MODULE, GATEWAY, CONNECTIONS, THREADS)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -39,7 +40,8 @@ free_port() {
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
     --loadmodule "$module" --logfile "$dir/redis.log" &
-pids+=($!)
+redis_pid=$!
+pids+=("$redis_pid")
 for _ in $(seq 100); do
     redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
     sleep 0.05
@@ -72,28 +74,47 @@ cat >"$dir/one.lua" <<'LUA'
 wrk.headers["x-api-key"] = "hot"
 LUA
 
-# Prints requests/s, mean latency and the share of non-2xx answers.
+# CPU time (clock ticks) the gateway at line $1 of gateway.pids and redis-server have used.
+cpu_ticks() {
+    local gw_pid
+    gw_pid=$(sed -n "${1}p" "$dir/gateway.pids")
+    # Fields 14 and 15 of /proc/PID/stat: user and system time; the name (field 2) has no spaces here.
+    awk '{ t += $14 + $15 } END { print t }' "/proc/$gw_pid/stat" "/proc/$redis_pid/stat"
+}
+
+# Prints requests/s, mean latency, the share of non-2xx answers, and the gateway's and Redis's
+# CPU time per request (less sensitive than req/s to other work on the machine).
 measure() {
-    local url=$1 script=$2 out
+    local url=$1 script=$2 nth=$3 out t0 t1
+    t0=$(cpu_ticks "$nth")
     out=$(wrk -t"$threads" -c"$connections" -d"$duration" -s "$script" "$url/")
+    t1=$(cpu_ticks "$nth")
     local rps latency total bad
     rps=$(sed -n 's/^Requests\/sec: *//p' <<<"$out")
     latency=$(awk '/Latency/ {print $2; exit}' <<<"$out")
     total=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
     bad=$(sed -n 's/^ *Non-2xx or 3xx responses: *//p' <<<"$out")
-    echo "$rps $latency $(awk -v b="${bad:-0}" -v t="$total" 'BEGIN { printf "%.1f%%", 100 * b / t }')"
+    echo "$rps $latency $(awk -v b="${bad:-0}" -v t="$total" 'BEGIN { printf "%.1f%%", 100 * b / t }') \
+$(awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v t="$total" 'BEGIN { printf "%.1f", 1e6 * d / hz / t }')"
 }
 
+# In this order: their lines in gateway.pids are 1 to 4.
 plain=$(start_gateway)
 limited=$(start_gateway --limit 100/1s --limit 1000/60s)
-refusing=$(start_gateway --limit 10/60s)
+refusing=$(start_gateway --limit 10/60s --deny-cache off)
+cached=$(start_gateway --limit 10/60s)
 
 echo "wrk -t$threads -c$connections -d$duration on $(nproc) CPUs ($(redis-server --version | cut -d' ' -f3)); gateway, redis-server and wrk share them"
-printf '%-44s %12s %10s %8s\n' variant 'req/s' latency non-2xx
-read -r r0 l0 b0 < <(measure "$plain" "$dir/many.lua")
-printf '%-44s %12s %10s %8s\n' 'no limiter' "$r0" "$l0" "$b0"
-read -r r1 l1 b1 < <(measure "$limited" "$dir/many.lua")
-printf '%-44s %12s %10s %8s\n' 'limiter, admitted (10,000 identities)' "$r1" "$l1" "$b1"
-read -r r2 l2 b2 < <(measure "$refusing" "$dir/one.lua")
-printf '%-44s %12s %10s %8s\n' 'limiter, refused with 429 (one identity)' "$r2" "$l2" "$b2"
+row() { printf '%-44s %12s %10s %8s %14s\n' "$@"; }
+row variant 'req/s' latency non-2xx 'CPU us/req'
+read -r r0 l0 b0 c0 < <(measure "$plain" "$dir/many.lua" 1)
+row 'no limiter' "$r0" "$l0" "$b0" "$c0"
+read -r r1 l1 b1 c1 < <(measure "$limited" "$dir/many.lua" 2)
+row 'limiter, admitted (10,000 identities)' "$r1" "$l1" "$b1" "$c1"
+read -r r2 l2 b2 c2 < <(measure "$refusing" "$dir/one.lua" 3)
+row 'limiter, refused by Redis (--deny-cache off)' "$r2" "$l2" "$b2" "$c2"
+read -r r3 l3 b3 c3 < <(measure "$cached" "$dir/one.lua" 4)
+row 'limiter, refused from the deny cache' "$r3" "$l3" "$b3" "$c3"
+echo "CPU us/req: the gateway's and redis-server's CPU time over the run, per request"
 awk -v a="$r0" -v b="$r1" 'BEGIN { printf "the limiter adds %.1f us of machine time per admitted request (1/req_s difference)\n", 1e6 / b - 1e6 / a }'
+awk -v a="$r0" -v c="$r3" -v r="$r2" 'BEGIN { printf "refused from the deny cache: %.2fx the no-limiter rate (%.2fx without the cache)\n", c / a, r / a }'

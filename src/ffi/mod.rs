@@ -14,7 +14,7 @@ mod key;
 mod module;
 mod string;
 
-pub use command::{Access, Arg, Handler, Loader, Spec, handler};
+pub use command::{Access, Arg, Handler, Keys, Loader, Spec, counted_handler, handler};
 pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
 pub use datatype::{AofOut, Defrag, Digest, Gauge, NativeType, RdbIn, RdbOut, TypeSlot};

@@ -34,6 +34,10 @@ impl Storage {
 pub trait Store: Log {
     /// Sets the key's absolute expiry (ms) after an admission.
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error>;
+    /// REFUND: removes up to `n` of the newest members scored at or before `through` (None: the
+    /// newest, whatever their score); how many went. No trim, the TTL untouched; a key left
+    /// empty is deleted.
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error>;
 }
 
 /// A key opened by a command, its type checked: a sorted set, a compact log, or missing.
@@ -146,6 +150,10 @@ impl Store for Slot<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
         each!(self, log => log.set_expiry(at_ms))
     }
+
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error> {
+        each!(self, log => log.refund(through, n))
+    }
 }
 
 /// What one call changed on one key, whatever the storage.
@@ -185,7 +193,6 @@ impl<'a> Changes<'a> {
     }
 
     /// The effects of `n` keys, in the order given.
-    #[expect(dead_code, reason = "for the multi-key commands, next")]
     pub fn keys(&mut self, n: usize) -> impl Iterator<Item = &mut Effects<'a>> {
         self.more.resize_with(n.saturating_sub(1), Effects::default);
         std::iter::once(&mut self.first).chain(self.more.iter_mut())

@@ -157,6 +157,9 @@ pub struct Effects<'a> {
     /// A whole log written into the emptied key (a conversion), members with their scores.
     imported: Vec<(u64, OwnedString<'a>)>,
     expire: Expire,
+    /// Members a REFUND removed; `refund_emptied` when they were the last.
+    refunded: Members<'a>,
+    refund_emptied: bool,
 }
 
 impl<'a> Effects<'a> {
@@ -217,7 +220,16 @@ impl<'a> Effects<'a> {
                 ctx.notify(Class::Generic, c"expire", key);
             }
         }
-        if fx.trim != Trim::Nothing || added {
+        let refunded = fx.refunded.as_slice();
+        if !refunded.is_empty() {
+            let members: Vec<RString<'_>> = refunded.iter().map(|m| m.as_rstring()).collect();
+            ctx.replicate_key_args(c"ZREM", key, &members)?;
+            ctx.notify(Class::Zset, c"zrem", key);
+            if fx.refund_emptied {
+                ctx.notify(Class::Generic, c"del", key);
+            }
+        }
+        if fx.trim != Trim::Nothing || added || !refunded.is_empty() {
             ctx.signal_modified(key);
         }
         Ok(())
@@ -548,5 +560,37 @@ impl Store for ZsetLog<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
         self.fx.expire = expire(self.key, at_ms)?;
         Ok(())
+    }
+
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error> {
+        let len = self.key.len();
+        if len == 0 {
+            return Ok(0);
+        }
+        // From the newest member at or before `through`, stepping back: O(log N + M).
+        let max = through.map_or(POS_INF, |t| t as f64);
+        let mut gone = Members::None;
+        let range = self.key.range(NEG_INF, max, false, false)?;
+        let mut left = n;
+        while left > 0
+            && let Some((member, _)) = range.current()
+        {
+            gone.push(member);
+            left -= 1;
+            if !range.prev() {
+                break;
+            }
+        }
+        drop(range);
+        self.anchors.clear();
+        self.oldest = None;
+        self.newest = None;
+        for member in gone.as_slice() {
+            self.key.zrem(member)?;
+        }
+        let removed = gone.as_slice().len() as u64;
+        self.fx.refund_emptied = removed == len;
+        self.fx.refunded = gone;
+        Ok(removed)
     }
 }

@@ -108,3 +108,109 @@ for (const [label, pool] of [['options', TOKENS], ['with LIMIT', [...TOKENS, 'LI
     }
   });
 }
+
+// ALLOWALL, PEEKALL and REFUND: twin sets of keys (one hash tag each, as a cluster needs), one
+// driven by the module, one by the script, one by either at random; replies and every key's
+// scores must agree. Time goes back, whole windows pass, and refunds come with AT and without.
+async function runKeys({ name, seed, steps, pool, mostKeys, mostLimits, windows, maxes, refunds, peeks }) {
+  const module = new SlidingWindow(c, { use: 'module' });
+  const lua = new SlidingWindow(c, { use: 'lua' });
+  const r = rng(seed);
+  const sets = Object.fromEntries(['module', 'lua', 'mixed'].map((p) => [p, Array.from({ length: pool }, (_, k) => `${name}:${p}:${k}:{${seed}}`)]));
+  let now = START;
+  let admitted = 0;
+  let refunded = 0;
+  for (let step = 0; step < steps; step++) {
+    const dice = r.int(0, 999);
+    if (dice < 60) now -= r.int(0, 60_000);
+    else if (dice < 80) now += r.int(60_000, 180_000) + r.int(-1, 1);
+    else now += r.int(0, 2_000);
+    const mixed = r.pick([module, lua]);
+    const roll = r.int(0, 99);
+    let want;
+    let what;
+    if (roll < refunds) {
+      const k = r.int(0, pool - 1);
+      const at = r.pick([undefined, now, now - r.int(0, 5_000), '*']);
+      const args = [r.pick([1, 1, 2, 3, 10]), ...(at === undefined ? [] : ['AT', at])];
+      what = `${name} step ${step}: refund key ${k} ${args.join(' ')}`;
+      want = await outcome(module.call('refund', sets.module[k], args));
+      assert.deepEqual(await outcome(lua.call('refund', sets.lua[k], args)), want, what);
+      assert.deepEqual(await outcome(mixed.call('refund', sets.mixed[k], args)), want, what);
+      refunded += typeof want === 'number' ? want : 0;
+    } else {
+      const command = roll < refunds + peeks ? 'peekall' : 'allowall';
+      const chosen = [];
+      while (chosen.length < r.int(1, mostKeys)) {
+        const k = r.int(0, pool - 1);
+        if (!chosen.includes(k)) chosen.push(k);
+      }
+      const limits = [];
+      chosen.forEach((k, i) => {
+        const mine = Array.from({ length: r.int(1, mostLimits) }, () => [r.pick(windows), r.pick(maxes)]);
+        if (Math.max(...mine.map(([w]) => w)) < 60) mine[0][0] = 60;
+        for (const [w, m] of mine) limits.push([i + 1, w, m]);
+      });
+      for (let i = limits.length - 1; i > 0; i--) {
+        const j = r.int(0, i);
+        [limits[i], limits[j]] = [limits[j], limits[i]];
+      }
+      const roll2 = r.int(0, 9);
+      const cost = roll2 < 7 ? 1 : roll2 < 9 ? r.int(2, 3) : Math.min(...limits.map(([, , m]) => m)) + 1;
+      const argsOf = (p) => [chosen.length, ...chosen.map((k) => sets[p][k]), now, ...(cost === 1 ? [] : ['COST', cost]),
+        ...limits.flatMap(([keyno, w, m]) => ['LIMIT', keyno, w, m])];
+      what = `${name} step ${step}: ${command} ${argsOf('lua').join(' ')}`;
+      want = await outcome(module.callKeys(command, argsOf('module')));
+      assert.deepEqual(await outcome(lua.callKeys(command, argsOf('lua'))), want, what);
+      assert.deepEqual(await outcome(mixed.callKeys(command, argsOf('mixed'))), want, what);
+      if (command === 'allowall' && Array.isArray(want) && want[0] === 1) admitted++;
+    }
+    for (let k = 0; k < pool; k++) {
+      const expected = await scores(sets.module[k]);
+      assert.deepEqual(await scores(sets.lua[k]), expected, `${what}: key ${k}`);
+      assert.deepEqual(await scores(sets.mixed[k]), expected, `${what}: key ${k}`);
+      const ttls = await Promise.all(['module', 'lua', 'mixed'].map((p) => c.pttl(sets[p][k])));
+      assert.deepEqual(ttls.map((t) => t > 0), ttls.map(() => ttls[0] > 0), `${what}: key ${k} TTLs ${ttls}`);
+    }
+  }
+  assert.ok(admitted > 0 && admitted < steps && refunded > 0, `${name}: ${admitted} admitted, ${refunded} refunded`);
+}
+
+test('several keys and refunds: script and module agree', () =>
+  runKeys({ name: 'tenant', seed: 14, steps: 300, pool: 3, mostKeys: 2, mostLimits: 2, windows: [1, 60], maxes: [2, 3, 6], refunds: 25, peeks: 20 }));
+
+test('many keys, many limits: script and module agree', () =>
+  runKeys({ name: 'wide', seed: 15, steps: 200, pool: 6, mostKeys: 6, mostLimits: 4, windows: [1, 5, 60, 120], maxes: [1, 3, 8], refunds: 25, peeks: 20 }));
+
+const KEY_TOKENS = ['', '0', '1', '2', '3', '17', '-1', '1.5', 'inf', '*', 'x', '9007199254740993', 'COST', 'cost',
+  'LIMIT', 'limit', 'AT', 'at', 'FOO', Buffer.from([0, 255]), 'k1', 'k2'];
+
+for (const command of ['allowall', 'peekall', 'refund']) {
+  test(`any arguments (${command}): the same reply or the same error text`, async () => {
+    const module = new SlidingWindow(c, { use: 'module' });
+    const lua = new SlidingWindow(c, { use: 'lua' });
+    const r = rng(command.length);
+    for (let i = 0; i < 1500; i++) {
+      const args = Array.from({ length: r.int(0, 12) }, () => r.pick(KEY_TOKENS));
+      if (r.int(0, 2)) {
+        if (command === 'refund') args.splice(0, 1, r.int(1, 3));
+        else {
+          const n = r.int(1, 3);
+          const limits = r.int(0, 1) ? Array.from({ length: n }, (_, j) => ['LIMIT', j + 1, 60, 5]).flat() : [];
+          args.unshift(n, ...Array.from({ length: n }, (_, j) => `k${j + 1}`), START + i, ...limits);
+        }
+      }
+      const base = (p) => `junk:${command}:{${i}}:${p}`;
+      const named = (p) => args.map((a) => (typeof a === 'string' && /^k[123]$/.test(a) ? `${base(p)}:${a}` : a));
+      for (const p of ['m', 'l']) {
+        for (const k of ['', ':k1', ':k2']) await c.zadd(`${base(p)}${k}`, START + i - 1, 'a', START + i - 2, 'b');
+      }
+      const send = (sw, p) => (command === 'refund' ? sw.call(command, base(p), args) : sw.callKeys(command, named(p)));
+      const what = `${command} ${args.join(' ')}`;
+      // Error texts may quote a key: each side's keys are named alike there.
+      const plain = (got, p) => (typeof got === 'string' ? got.split(base(p)).join('KEY') : got);
+      assert.deepEqual(plain(await outcome(send(lua, 'l')), 'l'), plain(await outcome(send(module, 'm')), 'm'), what);
+      for (const k of ['', ':k1', ':k2', ':k3']) assert.deepEqual(await scores(`${base('l')}${k}`), await scores(`${base('m')}${k}`), what);
+    }
+  });
+}

@@ -4,7 +4,7 @@
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const { randomUUID } = require('node:crypto');
-const { SlidingWindow, CROCKFORD } = require('..');
+const { SlidingWindow, CROCKFORD, canonicalIp } = require('..');
 const { startServer } = require('./server');
 
 const NOW = 1_700_000_000_000;
@@ -31,6 +31,13 @@ function ulidMs(member) {
   for (const ch of member.slice(0, 10)) ms = ms * 32 + CROCKFORD.indexOf(ch);
   return ms;
 }
+
+test('canonicalIp: an IPv4 client has one address, mapped or not', () => {
+  assert.equal(canonicalIp('::ffff:127.0.0.1'), '127.0.0.1');
+  assert.equal(canonicalIp('::FFFF:10.1.2.3'), '10.1.2.3');
+  for (const same of ['127.0.0.1', '::1', '2001:db8::ffff:1.2.3.4', '::ffff:7f00:1', 'x', '']) assert.equal(canonicalIp(same), same);
+  assert.equal(canonicalIp(undefined), undefined);
+});
 
 for (const path of ['module', 'lua']) {
   describe(`${path} path`, () => {
@@ -163,5 +170,107 @@ for (const path of ['module', 'lua']) {
       for (const [args, want] of cases) assert.equal(await errorOf(sw.call('allow', key, args)), want, JSON.stringify(args));
       assert.equal(await c.exists(key), 0);
     });
+
+    // Several keys (ALLOWALL, PEEKALL) and REFUND: the contract's "Several keys" and "Refunds".
+
+    test('allowAll charges every key or none, and names the binding key and limit', async () => {
+      fresh();
+      const [tenant, alice, bob] = ['tenant', 'alice', 'bob'].map((k) => `${key}:${k}`);
+      const perUser = [{ window: 1, max: 10 }, { window: 60, max: 2 }];
+      for (let i = 0; i < 2; i++) assert.ok((await sw.allowAll([[alice, perUser], [tenant, [60, 3]]], { now: NOW + i })).allowed);
+      assert.deepEqual(await sw.allowAll(new Map([[alice, perUser], [tenant, [60, 3]]]), { now: NOW + 2 }), {
+        ...result(false, 2, 0, 59_998, 59_999, 1),
+        bindingKey: alice,
+        bindingLimit: { window: 60, max: 2 },
+      });
+      assert.deepEqual([await c.zcard(alice), await c.zcard(tenant)], [2, 2]);
+      const bobs = [{ key: bob, limits: perUser }, { key: tenant, limits: { window: 60, max: 3 } }];
+      assert.ok((await sw.allowAll(bobs, { now: NOW + 3 })).allowed);
+      const r = await sw.allowAll(bobs, { now: NOW + 4 });
+      assert.deepEqual([r.allowed, r.bindingKey, r.bindingLimit, r.limit, r.retryAfterMs], [false, tenant, { window: 60, max: 3 }, 2, 59_996]);
+      assert.deepEqual([await c.zcard(bob), await c.zcard(tenant)], [1, 3]);
+    });
+
+    test('peekAll changes nothing and answers as allowAll', async () => {
+      fresh();
+      const keyed = [[`${key}:a`, [60, 3]], [`${key}:b`, [60, 5]]];
+      await sw.allowAll(keyed, { now: NOW });
+      const state = () => Promise.all(keyed.map(async ([k]) => [await c.dumpBuffer(k), await c.call('PEXPIRETIME', k)]));
+      const before = await state();
+      const peeked = await sw.peekAll(keyed, { cost: 2, now: NOW + 10 });
+      assert.deepEqual(await state(), before);
+      assert.deepEqual(peeked, { ...result(true, 3, 0, 60_000, 60_000, 0), bindingKey: `${key}:a`, bindingLimit: { window: 60, max: 3 } });
+      assert.deepEqual(await sw.allowAll(keyed, { cost: 2, now: NOW + 10 }), peeked);
+    });
+
+    test('allowAll over one key answers as allow, with a sixth integer', async () => {
+      fresh();
+      for (let i = 0; i < 4; i++) {
+        const want = await sw.call('peek', key, [1, 2, NOW + i * 300, 'LIMIT', 60, 3]);
+        assert.deepEqual(await sw.callKeys('allowall', [1, key, NOW + i * 300, 'LIMIT', 1, 1, 2, 'LIMIT', 1, 60, 3]), want);
+      }
+      assert.deepEqual(await sw.callKeys('peekall', [1, key, NOW, 'LIMIT', 1, 60, 9]), [1, 3, 6, 0, 60_300, 0]);
+    });
+
+    test('allowAll errors are exact and change nothing', async () => {
+      fresh();
+      const [k1, k2] = [`${key}:1`, `${key}:2`];
+      await c.zadd(k1, NOW - 100_000, 'm');
+      const cases = [
+        [['x', k1, 1, 'LIMIT', 1, 1, 1], 'ERR numkeys must be an integer between 1 and 16, followed by that many keys and now'],
+        [[7, k1, k2, 'a', 'b', 'c', 'd'], 'ERR numkeys must be an integer between 1 and 16, followed by that many keys and now'],
+        [[1, k1, 1, 'LIMIT', 1, 1], "ERR wrong number of arguments for 'slidingwindow.COMMAND' command"],
+        [[2, k1, k1, 1, 'LIMIT', 1, 1, 1], 'ERR key 2 is key 1 again: the keys of one call must be distinct'],
+        [[2, k1, k2, 1, 'LIMIT', 1, 1, 1], 'ERR key 2 has no LIMIT: every key needs at least one'],
+        [[1, k1, 1, 'COST', 1, 'LIMIT', 1, 1], "ERR syntax error, option 'LIMIT' needs three values (keyno window max)"],
+        [[2, k1, k2, 1, 'LIMIT', 3, 1, 1], 'ERR LIMIT keyno must be an integer between 1 and numkeys (2)'],
+        [[1, k1, 1, 'LIMIT', 1, 0, 1], `ERR LIMIT ${WINDOW_ERR}`],
+        [[1, k1, 1, ...Array(17).fill(['LIMIT', 1, 1, 1]).flat()], 'ERR syntax error, at most 16 limits on one key (key 1)'],
+        [[1, k1, 1, 'LIMIT', 1, 10, 200_000, 'COST', 100_001], 'ERR cost 100001 would add more than 100000 members in one call'],
+      ];
+      const before = await c.dumpBuffer(k1);
+      for (const [args, want] of cases) {
+        for (const command of ['allowall', 'peekall']) {
+          assert.equal(await errorOf(sw.callKeys(command, args)), want.replace('COMMAND', command), `${command} ${args}`);
+        }
+      }
+      await c.set(k2, 'x');
+      assert.match(await errorOf(sw.allowAll([[k1, [60, 9]], [k2, [60, 9]]], { now: NOW })), /^WRONGTYPE Operation against a key/);
+      assert.deepEqual(await c.dumpBuffer(k1), before);
+    });
+
+    test('refund takes back the newest, at or before AT', async () => {
+      fresh();
+      for (let i = 0; i < 4; i++) await sw.allow(key, [60, 10], { now: NOW + i * 10 });
+      const expiry = await c.call('PEXPIRETIME', key);
+      assert.equal(await sw.refund(key), 1);
+      assert.equal(await sw.refund(key, 1, { at: NOW + 15 }), 1);
+      assert.deepEqual(await scores(c, key), [NOW, NOW + 20]);
+      assert.equal(await sw.refund(key, 5, { at: NOW - 1 }), 0);
+      assert.equal(await c.call('PEXPIRETIME', key), expiry);
+      assert.equal(await sw.refund(key, 9, { at: '*' }), 2);
+      assert.equal(await c.exists(key), 0);
+      assert.equal(await sw.refund(key), 0);
+      assert.equal(await errorOf(sw.call('refund', key, [0])), 'ERR n must be an integer between 1 and 9007199254740992');
+      assert.equal(await errorOf(sw.call('refund', key, [1, 'AT', 'x'])), 'ERR AT must be an integer between 0 and 9007199254740992, or *');
+      assert.equal(await errorOf(sw.call('refund', key, [1, 'at', 1, 'AT', 2])), "ERR syntax error, option 'AT' given twice");
+      await c.set(key, 'x');
+      assert.match(await errorOf(sw.refund(key)), /^WRONGTYPE Operation against a key/);
+    });
+
+    test('a refund after allowAll restores every key', async () => {
+      fresh();
+      const keyed = [[`${key}:user`, [[1, 10], [60, 100]]], [`${key}:tenant`, [60, 1000]]];
+      await sw.allowAll(keyed, { now: NOW });
+      const want = await sw.peekAll(keyed, { now: NOW + 1 });
+      assert.ok((await sw.allowAll(keyed, { cost: 3, now: NOW + 1 })).allowed);
+      for (const [k] of keyed) assert.equal(await sw.refund(k, 3, { at: NOW + 1 }), 3);
+      assert.deepEqual(await sw.peekAll(keyed, { now: NOW + 1 }), want);
+    });
   });
+}
+
+async function scores(c, key) {
+  const pairs = await c.zrange(key, 0, -1, 'WITHSCORES');
+  return pairs.filter((_, i) => i % 2 === 1).map(Number);
 }

@@ -3,7 +3,7 @@
 // port in a fresh directory. Binaries: $REDIS_SERVER (else redis-server on PATH); module:
 // $SLIDINGWINDOW_MODULE, else the release build at the repository root.
 
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
@@ -48,8 +48,8 @@ async function ping(port) {
   }
 }
 
-/** Starts a server; `close()` kills it and removes its directory. */
-async function startServer({ withModule }) {
+/** Starts a server; `close()` kills it and removes its directory. `extra`: more server arguments. */
+async function startServer({ withModule, extra = [] }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slidingwindow-node-'));
   let lastLog = '';
   // The probed port may be taken before redis binds it: try a few.
@@ -57,6 +57,7 @@ async function startServer({ withModule }) {
     const port = await freePort();
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--logfile', 'redis.log'];
     if (withModule) args.push('--loadmodule', modulePath());
+    args.push(...extra);
     const proc = spawn(process.env.REDIS_SERVER || 'redis-server', args, { stdio: 'ignore' });
     let exited = false;
     proc.on('exit', () => { exited = true; });
@@ -86,4 +87,40 @@ async function startServer({ withModule }) {
   throw new Error(`redis-server did not start:\n${lastLog}`);
 }
 
-module.exports = { startServer };
+/**
+ * Three masters made into a Redis Cluster with `redis-cli --cluster create` ($REDIS_CLI, else
+ * redis-cli on PATH), with or without the module; resolves once every node says cluster_state:ok.
+ * `client()` is an ioredis Redis.Cluster seeded with every node; `nodes` the plain servers.
+ */
+async function startCluster({ withModule }) {
+  const nodes = [];
+  for (let i = 0; i < 3; i++) nodes.push(await startServer({ withModule, extra: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '5000'] }));
+  const addrs = nodes.map((n) => `127.0.0.1:${n.port}`);
+  execFileSync(process.env.REDIS_CLI || 'redis-cli', ['--cluster', 'create', ...addrs, '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'pipe' });
+  const direct = nodes.map((n) => n.client());
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const states = await Promise.all(direct.map((c) => c.call('CLUSTER', 'INFO')));
+    if (states.every((s) => /cluster_state:ok/.test(s))) break;
+    if (Date.now() > deadline) throw new Error(`the cluster did not come up:\n${states.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const clients = [];
+  return {
+    nodes,
+    direct,
+    client() {
+      const c = new Redis.Cluster(addrs.map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) })), {
+        redisOptions: { maxRetriesPerRequest: 0 },
+      });
+      clients.push(c);
+      return c;
+    },
+    async close() {
+      for (const c of clients) c.disconnect();
+      for (const n of nodes) await n.close();
+    },
+  };
+}
+
+module.exports = { startServer, startCluster };

@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import List, Sequence
 
 import pytest
 import redis
@@ -37,9 +38,10 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, with_module: bool) -> None:
+    def __init__(self, with_module: bool, extra: Sequence[str] = ()) -> None:
         self.dir = tempfile.mkdtemp(prefix="slidingwindow-py-")
         self.with_module = with_module
+        self.extra = list(extra)
         self.proc = None
         self.port = 0
         # The probed port may be taken before redis binds it: try a few.
@@ -57,6 +59,7 @@ class Server:
         ]
         if self.with_module:
             args += ["--loadmodule", module_path()]
+        args += self.extra
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + STARTUP_DEADLINE_S
         while time.monotonic() < deadline:
@@ -102,6 +105,44 @@ def plain_server():
     s = Server(with_module=False)
     yield s
     s.close()
+
+
+class Cluster:
+    """Three masters made into a Redis Cluster with ``redis-cli --cluster create`` ($REDIS_CLI, else
+    redis-cli on PATH); ready once every node says cluster_state:ok."""
+
+    def __init__(self, with_module: bool) -> None:
+        self.nodes: List[Server] = []
+        try:
+            for _ in range(3):
+                self.nodes.append(Server(with_module, ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]))
+            addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            cli = os.environ.get("REDIS_CLI", "redis-cli")
+            subprocess.run([cli, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+                           check=True, capture_output=True)
+            deadline = time.monotonic() + 30
+            while not all(n.client().cluster("info").get("cluster_state") == "ok" for n in self.nodes):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the cluster did not come up")
+                time.sleep(0.05)
+        except BaseException:
+            self.close()
+            raise
+
+    def client(self) -> redis.RedisCluster:
+        return redis.RedisCluster(host="127.0.0.1", port=self.nodes[0].port, socket_timeout=30)
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
+
+
+@pytest.fixture(scope="module", params=["module", "lua"])
+def cluster(request):
+    """A three-master cluster with the module, and one without it (the script)."""
+    c = Cluster(with_module=request.param == "module")
+    yield request.param, c
+    c.close()
 
 
 @pytest.fixture(params=["module", "lua"])

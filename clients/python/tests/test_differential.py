@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 import redis
@@ -56,24 +56,41 @@ def draw_limits(rng: random.Random, sc: Scenario) -> List[Tuple[int, int]]:
 
 def model(scores: List[int], limits, now: int, cost: int, several: bool):
     """The contract's steps on a list of scores: (reply or error, scores after an ALLOW)."""
-    wmax = max(w for w, _ in limits) * 1000
-    live = [s for s in scores if s > now - wmax]
-    fits = all(cost <= m - sum(1 for s in live if s > now - w * 1000) for w, m in limits)
+    reply, after = model_keys({0: scores}, [(0, w, m) for w, m in limits], now, cost)
+    if isinstance(reply, str):
+        return reply, scores
+    return (reply if several else reply[:5]), after[0]
+
+
+def model_keys(logs: Dict[Any, List[int]], limits, now: int, cost: int):
+    """ALLOWALL's steps on each key's scores, limits as (key, window, max): (the six integers or
+    the error, each key's scores after the call)."""
+    wmax = {}
+    for k, w, _ in limits:
+        wmax[k] = max(wmax.get(k, 0), w * 1000)
+    live = {k: [s for s in logs.get(k, []) if s > now - wmax[k]] for k in wmax}
+    fits = all(cost <= m - sum(1 for s in live[k] if s > now - w * 1000) for k, w, m in limits)
     if fits and cost > 100_000:
-        return f"error: cost {cost} would add more than 100000 members in one call", scores
-    after = sorted(live + [now] * cost) if fits else live
+        return f"error: cost {cost} would add more than 100000 members in one call", logs
+    after = {k: sorted(v + [now] * cost) if fits else v for k, v in live.items()}
     per = []
-    for w, m in limits:
+    for k, w, m in limits:
         cutoff = now - w * 1000
-        inside = [s for s in after if s > cutoff]
+        inside = [s for s in after[k] if s > cutoff]
         need = len(inside) + cost - m
         retry = -1 if cost > m else 0 if need <= 0 else max(0, math.ceil(inside[need - 1]) - cutoff)
         reset = max(0, math.ceil(max(inside)) - cutoff) if inside else 0
         per.append((max(0, m - len(inside)), retry, w, len(inside), reset))
     b = min(range(len(per)), key=lambda i: (per[i][0], -(math.inf if per[i][1] == -1 else per[i][1]), -per[i][2], i))
     retry = -1 if any(p[1] == -1 for p in per) else max(p[1] for p in per)
-    reply = [int(fits), per[b][3], per[b][0], retry, per[b][4]] + ([b] if several else [])
-    return reply, after
+    return [int(fits), per[b][3], per[b][0], retry, per[b][4], b], {**logs, **after}
+
+
+def model_refund(scores: List[int], n: int, at: Optional[float]) -> Tuple[int, List[int]]:
+    """REFUND's steps: (members removed, scores left); the n newest scored <= at go."""
+    eligible = [i for i, s in enumerate(scores) if at is None or s <= at]
+    gone = set(eligible[-n:]) if eligible else set()
+    return len(gone), [s for i, s in enumerate(scores) if i not in gone]
 
 
 def outcome(fn):
@@ -203,3 +220,165 @@ def test_same_answer_to_any_arguments(module_server, pool):
         assert scores(c, f"junk:l{i}") == scores(c, f"junk:m{i}"), f"{command} {args!r}"
         errors += isinstance(want, str)
     assert 0 < errors < 3000
+
+
+# Several keys (ALLOWALL, PEEKALL) and REFUND: the same three-way comparison and the same model.
+
+
+@dataclass
+class KeysScenario:
+    name: str
+    seed: int
+    steps: int
+    #: Keys in the pool; each call takes 1..most_keys of them in a random order, each with
+    #: 1..most_limits limits (one of them at least 60 s, so no key really expires).
+    pool: int
+    most_keys: int
+    most_limits: int
+    windows: Tuple[int, ...]
+    maxes: Tuple[int, ...]
+    back: int
+    jump: int
+    stride: int
+    #: Per cent of steps that are a REFUND (with AT or without), and that are a PEEKALL.
+    refunds: int
+    peeks: int
+
+
+KEYS_SCENARIOS = [
+    KeysScenario("tenant", 21, 500, 3, 2, 2, (1, 60), (2, 3, 6), 10, 30, 300, 20, 20),
+    KeysScenario("wide", 22, 300, 6, 6, 4, (1, 5, 60, 120), (1, 3, 8, 12), 40, 20, 2_000, 25, 20),
+    KeysScenario("refunds", 23, 400, 2, 2, 2, (60,), (3, 5), 150, 20, 5_000, 45, 10),
+]
+
+
+def run_keys(server, sc: KeysScenario, with_module: bool) -> None:
+    c = server.client()
+    module, lua = SlidingWindow(c, use="module"), SlidingWindow(c, use="lua")
+    rng = random.Random(sc.seed)
+    names = ("module", "lua", "mixed") if with_module else ("lua",)
+    # One hash tag for the whole scenario, as a cluster would need.
+    keys = {p: [f"{sc.name}:{p}:{with_module}:{k}:{{{sc.seed}}}" for k in range(sc.pool)] for p in names}
+    logs: Dict[int, List[int]] = {k: [] for k in range(sc.pool)}
+    expiry: Dict[int, Tuple[int, int]] = {}
+    now = START
+    admitted = refunded = 0
+    for step in range(sc.steps):
+        dice = rng.randrange(1000)
+        if dice < sc.back:
+            now -= rng.randint(0, 60_000)
+        elif dice < sc.back + sc.jump:
+            now += rng.randint(60_000, 180_000) + rng.randint(-1, 1)
+        else:
+            now += rng.randint(0, sc.stride)
+        mixed = rng.choice((module, lua))
+        roll = rng.randrange(100)
+        if roll < sc.refunds:
+            k = rng.randrange(sc.pool)
+            n = rng.choice((1, 1, 2, 3, 10))
+            at = rng.choice((None, now, now, now - rng.randint(0, 5_000), "*"))
+            args = [n] + ([] if at is None else ["AT", at])
+            what = f"{sc.name} step {step}: refund key {k} {args}"
+            got = {"lua": outcome(lambda: [lua.call("refund", keys["lua"][k], args)])}
+            if with_module:
+                got["module"] = outcome(lambda: [module.call("refund", keys["module"][k], args)])
+                got["mixed"] = outcome(lambda: [mixed.call("refund", keys["mixed"][k], args)])
+            removed, logs[k] = model_refund(logs[k], n, None if at in (None, "*") else at)
+            want: Any = [removed]
+            refunded += removed
+            command = "refund"
+        else:
+            command = "peekall" if roll < sc.refunds + sc.peeks else "allowall"
+            chosen = rng.sample(range(sc.pool), rng.randint(1, sc.most_keys))
+            limits = []
+            for keyno, k in enumerate(chosen, 1):
+                mine = [(rng.choice(sc.windows), rng.choice(sc.maxes)) for _ in range(rng.randint(1, sc.most_limits))]
+                if max(w for w, _ in mine) < 60:
+                    mine[0] = (60, mine[0][1])
+                limits += [(keyno, k, w, m) for w, m in mine]
+            rng.shuffle(limits)
+            smallest = min(m for *_, m in limits)
+            cost = rng.choice((1, 1, 1, 1, 1, 1, 2, 3, smallest + 1))
+            args_of = lambda p: (
+                [len(chosen), *(keys[p][k] for k in chosen), now]
+                + (["COST", cost] if cost != 1 else [])
+                + [word for keyno, _, w, m in limits for word in ("LIMIT", keyno, w, m)]
+            )
+            what = f"{sc.name} step {step}: {command} {args_of('lua')}"
+            before = server_ms(c)
+            got = {"lua": outcome(lambda: lua.call_keys(command, args_of("lua")))}
+            if with_module:
+                got["module"] = outcome(lambda: module.call_keys(command, args_of("module")))
+                got["mixed"] = outcome(lambda: mixed.call_keys(command, args_of("mixed")))
+            after = server_ms(c)
+            want, after_logs = model_keys(logs, [(k, w, m) for _, k, w, m in limits], now, cost)
+            if command == "allowall":
+                logs = after_logs
+                if isinstance(want, list) and want[0] == 1:
+                    admitted += 1
+                    for k in chosen:
+                        wmax = max(w for _, kk, w, _ in limits if kk == k) * 1000
+                        expiry[k] = (before + wmax, after + wmax)
+        assert got["lua"] == want, f"{what}: script vs model"
+        for name in names:
+            assert got[name] == want, f"{what}: {name} vs model"
+            for k, key in enumerate(keys[name]):
+                assert scores(c, key) == logs[k], f"{what}: {name} key {k} scores"
+                at = c.pexpiretime(key)
+                if logs[k]:
+                    lo, hi = expiry[k]
+                    assert lo <= at <= hi, f"{what}: {name} key {k} expires at {at}, not in [{lo}, {hi}]"
+                else:
+                    assert at == -2, f"{what}: {name} key {k} should not exist"
+    assert 0 < admitted < sc.steps and refunded > 0, f"{sc.name}: {admitted} admitted, {refunded} refunded"
+
+
+@pytest.mark.parametrize("sc", KEYS_SCENARIOS, ids=lambda s: s.name)
+def test_script_follows_the_model_over_several_keys(plain_server, sc):
+    run_keys(plain_server, sc, with_module=False)
+
+
+@pytest.mark.parametrize("sc", KEYS_SCENARIOS, ids=lambda s: s.name)
+def test_script_equals_module_over_several_keys(module_server, sc):
+    run_keys(module_server, sc, with_module=True)
+
+
+KEYS_TOKENS = ["", "0", "1", "2", "3", "17", "-1", "1.5", "inf", "*", "x", "9007199254740993",
+               "COST", "cost", "LIMIT", "limit", "AT", "at", "FOO", b"\x00\xff", "k1", "k2"]
+
+
+@pytest.mark.parametrize("command", ["allowall", "peekall", "refund"])
+def test_same_answer_to_any_arguments_of_the_new_commands(module_server, command):
+    """ALLOWALL, PEEKALL and REFUND given odd argument lists: the same reply or the same error text."""
+    c = module_server.client()
+    module, lua = SlidingWindow(c, use="module"), SlidingWindow(c, use="lua")
+    rng = random.Random(command)
+    errors = 0
+    for i in range(2000):
+        args: List[Any] = [rng.choice(KEYS_TOKENS) for _ in range(rng.randint(0, 12))]
+        # Mostly valid heads, so that the options get parsed too.
+        if command == "refund":
+            if rng.randrange(3):
+                args[:1] = [rng.randint(1, 3)]
+            prefix = lambda p: (lambda: [(module if p == "m" else lua).call(command, f"junk:{{{i}}}:{p}", args)])
+        else:
+            if rng.randrange(3):
+                numkeys = rng.randint(1, 3)
+                head = [numkeys, *(f"k{j}" for j in range(1, numkeys + 1)), START + i]
+                if rng.randrange(2):
+                    head += [w for j in range(1, numkeys + 1) for w in ("LIMIT", j, 60, 5)]
+                args[:0] = head
+            prefix = lambda p: (lambda: (module if p == "m" else lua).call_keys(
+                command, [f"junk:{{{i}}}:{p}:{a}" if a in ("k1", "k2", "k3") else a for a in args]))
+        for p in ("m", "l"):
+            for k in ("", ":k1", ":k2"):
+                c.zadd(f"junk:{{{i}}}:{p}{k}", {"a": START + i - 1, "b": START + i - 2})
+        # Error texts may quote a key: each side's keys are named alike there.
+        plain = lambda got, p: got.replace(f"junk:{{{i}}}:{p}", "KEY") if isinstance(got, str) else got
+        want = plain(outcome(prefix("m")), "m")
+        got = plain(outcome(prefix("l")), "l")
+        assert got == want, f"{command} {args!r}"
+        for k in ("", ":k1", ":k2", ":k3"):
+            assert scores(c, f"junk:{{{i}}}:l{k}") == scores(c, f"junk:{{{i}}}:m{k}"), f"{command} {args!r}"
+        errors += isinstance(want, str)
+    assert 0 < errors < 2000

@@ -1,6 +1,6 @@
 //! The command line: limits, addresses, and what to do when Redis fails.
 
-use axum::http::Uri;
+use axum::http::{HeaderName, Uri};
 use clap::{Parser, ValueEnum};
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -20,7 +20,8 @@ pub struct Limit {
 impl FromStr for Limit {
     type Err = String;
 
-    /// `MAX/WINDOW`, the window a number of seconds with an optional unit: `10/1s`, `100/60`, `5000/1h`.
+    /// `MAX/WINDOW`, the window a number with its unit: `10/1s`, `100/60s`, `5000/1h`. A bare
+    /// number (`10/1`) is refused: whether it meant seconds or minutes is the user's to say.
     fn from_str(s: &str) -> Result<Limit, String> {
         let bad =
             || format!("{s:?}: expected MAX/WINDOW such as 10/1s, 100/1m, 5000/1h or 20000/1d");
@@ -32,7 +33,7 @@ impl FromStr for Limit {
         let (digits, unit) = window.split_at(split);
         let n: u64 = digits.parse().map_err(|_| bad())?;
         let scale = match unit {
-            "" | "s" => 1,
+            "s" => 1,
             "m" => 60,
             "h" => 3600,
             "d" => 86_400,
@@ -46,6 +47,20 @@ impl FromStr for Limit {
         }
         Ok(Limit { max, window_s })
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// Which upstream answers give the request's charge back (REFUND).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RefundOn {
+    /// Any 5xx answer, the gateway's own 502 (upstream unreachable) included.
+    #[value(name = "5xx")]
+    ServerError,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -85,13 +100,35 @@ pub struct Config {
     /// When Redis is unreachable or answers an error: let requests through, or answer 503.
     #[arg(long, value_enum, default_value_t = OnRedisError::Open)]
     pub on_redis_error: OnRedisError,
+    /// Answer an identity's requests with 429 from memory, without calling Redis, until its last
+    /// refusal's retry_after_ms has passed.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub deny_cache: Switch,
+    /// Most identities the deny cache holds (least recently used ones leave first).
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub deny_cache_size: u32,
+    /// Give the request back (SLIDINGWINDOW.REFUND) when the upstream answers this.
+    #[arg(long, value_enum, value_name = "5xx")]
+    pub refund_on: Option<RefundOn>,
+    /// The header naming the request's tenant: each request is then checked in one ALLOWALL
+    /// against its identity's limits (rl:{tenant}:<identity>) and the tenant's (rl:{tenant}).
+    #[arg(long, value_name = "NAME")]
+    pub tenant_header: Option<HeaderName>,
+    /// A limit on each tenant as a whole, MAX/WINDOW as for --limit, repeatable.
+    #[arg(long = "tenant-limit", value_name = "MAX/WINDOW")]
+    pub tenant_limits: Vec<Limit>,
 }
 
 impl Config {
     /// Checks what clap cannot: the number of limits and the upstream's form.
     pub fn validate(&self) -> Result<(), String> {
-        if self.limits.len() > MAX_LIMITS {
-            return Err(format!("at most {MAX_LIMITS} --limit options"));
+        if self.limits.len() + self.tenant_limits.len() > MAX_LIMITS {
+            return Err(format!(
+                "at most {MAX_LIMITS} --limit and --tenant-limit options in all"
+            ));
+        }
+        if self.tenant_header.is_some() == self.tenant_limits.is_empty() {
+            return Err("--tenant-header and --tenant-limit go together".into());
         }
         if self.redis.len() > 1 && !self.cluster {
             return Err("several --redis URLs need --cluster".into());
@@ -116,11 +153,14 @@ mod tests {
         let ok = [
             ("10/1s", 10, 1),
             ("100/60s", 100, 60),
-            ("100/60", 100, 60),
             ("5/2m", 5, 120),
             ("5000/1h", 5000, 3600),
             ("1/1d", 1, 86_400),
-            ("9007199254740992/9007199254740", 1 << 53, 9_007_199_254_740),
+            (
+                "9007199254740992/9007199254740s",
+                1 << 53,
+                9_007_199_254_740,
+            ),
         ];
         for (text, max, window_s) in ok {
             assert_eq!(text.parse(), Ok(Limit { max, window_s }), "{text}");
@@ -134,11 +174,13 @@ mod tests {
             "10/0s",
             "10/1x",
             "10/s",
+            "10/1",
+            "100/60",
             "-1/1s",
             "1.5/1s",
             "10/1 s",
             "9007199254740993/1s",
-            "1/9007199254741",
+            "1/9007199254741s",
         ] {
             assert!(bad.parse::<Limit>().is_err(), "{bad}");
         }
@@ -171,7 +213,33 @@ mod tests {
         );
         assert_eq!(cfg.on_redis_error, OnRedisError::Closed);
         assert_eq!(cfg.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(cfg.deny_cache, Switch::On);
+        assert_eq!(cfg.refund_on, None);
         assert!(cfg.validate().is_ok());
+        let tenants = Config::try_parse_from([
+            "gw",
+            "--refund-on",
+            "5xx",
+            "--deny-cache",
+            "off",
+            "--tenant-header",
+            "X-Tenant",
+            "--tenant-limit",
+            "1000/1m",
+        ])
+        .unwrap();
+        assert!(tenants.validate().is_ok());
+        assert_eq!(tenants.refund_on, Some(RefundOn::ServerError));
+        assert_eq!(tenants.deny_cache, Switch::Off);
+        assert_eq!(tenants.tenant_header.unwrap().as_str(), "x-tenant");
+        for half in [
+            &["gw", "--tenant-header", "x-tenant"][..],
+            &["gw", "--tenant-limit", "5/1s"],
+        ] {
+            assert!(Config::try_parse_from(half).unwrap().validate().is_err());
+        }
+        assert!(Config::try_parse_from(["gw", "--refund-on", "4xx"]).is_err());
+        assert!(Config::try_parse_from(["gw", "--deny-cache-size", "0"]).is_err());
         let many: Vec<String> = std::iter::once("gw".to_string())
             .chain((0..17).flat_map(|_| ["--limit".to_string(), "1/1s".to_string()]))
             .collect();

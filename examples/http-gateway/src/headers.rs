@@ -1,24 +1,29 @@
 //! The rate-limit headers (IETF httpapi RateLimit draft syntax) and the 429 body.
 
-use crate::config::Limit;
-use crate::limiter::Decision;
+use crate::limiter::{Decision, Named};
 use axum::http::HeaderValue;
 
-/// `"l0";q=10;w=1,"l1";q=100;w=60`: every limit, named by its position.
-pub fn policy(limits: &[Limit]) -> HeaderValue {
+/// `"l0";q=10;w=1,"l1";q=100;w=60`: every limit, by name.
+pub fn policy(limits: &[Named]) -> HeaderValue {
     let items: Vec<String> = limits
         .iter()
-        .enumerate()
-        .map(|(i, l)| format!("\"l{i}\";q={};w={}", l.max, l.window_s))
+        .map(|l| format!("\"{}\";q={};w={}", l.name, l.limit.max, l.limit.window_s))
         .collect();
     value(items.join(","))
 }
 
+/// The binding limit's name.
+fn name(limits: &[Named], d: &Decision) -> String {
+    limits
+        .get(d.limit)
+        .map_or_else(|| format!("l{}", d.limit), |l| l.name.clone())
+}
+
 /// `"l1";r=<remaining>;t=<seconds until its window is empty>` for the binding limit.
-pub fn ratelimit(d: &Decision) -> HeaderValue {
+pub fn ratelimit(limits: &[Named], d: &Decision) -> HeaderValue {
     value(format!(
-        "\"l{}\";r={};t={}",
-        d.limit,
+        "\"{}\";r={};t={}",
+        name(limits, d),
         d.remaining,
         seconds_up(d.reset_after_ms)
     ))
@@ -30,10 +35,11 @@ pub fn retry_after(d: &Decision) -> Option<HeaderValue> {
 }
 
 /// The short JSON body of a 429.
-pub fn refused_body(d: &Decision) -> String {
+pub fn refused_body(limits: &[Named], d: &Decision) -> String {
     format!(
-        "{{\"error\":\"rate limited\",\"limit\":\"l{}\",\"retry_after_ms\":{}}}\n",
-        d.limit, d.retry_after_ms
+        "{{\"error\":\"rate limited\",\"limit\":\"{}\",\"retry_after_ms\":{}}}\n",
+        name(limits, d),
+        d.retry_after_ms
     )
 }
 
@@ -54,20 +60,16 @@ fn value(text: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Limit;
 
     #[test]
     fn renders() {
-        let limits = [
-            Limit {
-                max: 10,
-                window_s: 1,
-            },
-            Limit {
-                max: 100,
-                window_s: 60,
-            },
-        ];
-        assert_eq!(policy(&limits), "\"l0\";q=10;w=1,\"l1\";q=100;w=60");
+        let named = |name: &str, max, window_s| Named {
+            name: name.to_string(),
+            limit: Limit { max, window_s },
+        };
+        let limits = [named("l0", 10, 1), named("t0", 100, 60)];
+        assert_eq!(policy(&limits), "\"l0\";q=10;w=1,\"t0\";q=100;w=60");
         let d = Decision {
             allowed: false,
             remaining: 0,
@@ -75,7 +77,7 @@ mod tests {
             reset_after_ms: 59_000,
             limit: 1,
         };
-        assert_eq!(ratelimit(&d), "\"l1\";r=0;t=59");
+        assert_eq!(ratelimit(&limits, &d), "\"t0\";r=0;t=59");
         assert_eq!(retry_after(&d).unwrap(), "2");
         assert_eq!(
             retry_after(&Decision {
@@ -85,8 +87,8 @@ mod tests {
             None
         );
         assert_eq!(
-            refused_body(&d),
-            "{\"error\":\"rate limited\",\"limit\":\"l1\",\"retry_after_ms\":1001}\n"
+            refused_body(&limits, &d),
+            "{\"error\":\"rate limited\",\"limit\":\"t0\",\"retry_after_ms\":1001}\n"
         );
     }
 

@@ -1,6 +1,10 @@
 //! An HTTP gateway that rate-limits every request with SLIDINGWINDOW.ALLOW: see README.md.
 
+mod abandoned;
+mod backend;
 mod config;
+mod deny_cache;
+mod error_log;
 mod headers;
 mod layer;
 mod limiter;
@@ -33,10 +37,14 @@ async fn main() -> ExitCode {
 async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
     let target = upstream::Upstream::new(cfg.upstream.clone());
     let mut app = Router::new().fallback(move |req| target.clone().handle(req));
-    if cfg.limits.is_empty() {
+    if cfg.limits.is_empty() && cfg.tenant_limits.is_empty() {
         eprintln!("gateway: no --limit given: requests are not rate limited");
     } else {
-        app = app.layer(layer::RateLimitLayer::new(limiter::Limiter::new(&cfg)?));
+        app = app.layer(layer::RateLimitLayer::new(
+            limiter::Limiter::new(&cfg)?,
+            cfg.refund_on,
+            cfg.tenant_header.clone(),
+        ));
     }
     let listener = TcpListener::bind(cfg.listen).await?;
     // Tests and scripts read the address (the port may have been 0) from this first line.

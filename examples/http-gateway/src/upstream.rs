@@ -2,7 +2,9 @@
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri, header};
+use axum::http::{
+    HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri, Version, header,
+};
 use axum::response::IntoResponse;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -63,27 +65,48 @@ async fn forward(
         return status(StatusCode::BAD_REQUEST, "bad request path\n");
     };
     *req.uri_mut() = uri;
+    // The client is answered in its own HTTP version, whatever the upstream speaks; the
+    // upstream is asked in HTTP/1.1.
+    let client_version = req.version();
+    *req.version_mut() = Version::HTTP_11;
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
+        .map(|c| c.0.ip().to_canonical());
     let headers = req.headers_mut();
     strip_hop_by_hop(headers);
     // The client sets Host from the upstream URI.
     headers.remove(header::HOST);
-    if let Some(ip) = peer.and_then(|ip| HeaderValue::from_str(&ip.to_string()).ok()) {
-        headers.append(X_FORWARDED_FOR, ip);
+    if let Some(ip) = peer {
+        forwarded_for(headers, &ip.to_string());
     }
     match client.request(req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            parts.version = client_version;
             Response::from_parts(parts, Body::new(body))
         }
         Err(err) => {
             eprintln!("gateway: upstream {base}: {err}");
             status(StatusCode::BAD_GATEWAY, "upstream unreachable\n")
         }
+    }
+}
+
+/// Appends the client's address to the `X-Forwarded-For` list it sent (one header line, the
+/// proxies in order), or starts the list.
+fn forwarded_for(h: &mut HeaderMap, ip: &str) {
+    let mut list: Vec<&str> = h
+        .get_all(X_FORWARDED_FOR)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    list.push(ip);
+    if let Ok(v) = HeaderValue::from_str(&list.join(", ")) {
+        h.insert(X_FORWARDED_FOR, v);
     }
 }
 
@@ -105,4 +128,26 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
 
 fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     (code, text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_for_is_one_list() {
+        let mut h = HeaderMap::new();
+        forwarded_for(&mut h, "127.0.0.1");
+        assert_eq!(h.get_all(X_FORWARDED_FOR).iter().count(), 1);
+        assert_eq!(h[X_FORWARDED_FOR], "127.0.0.1");
+        let mut h = HeaderMap::new();
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("203.0.113.7"));
+        h.append(
+            X_FORWARDED_FOR,
+            HeaderValue::from_static("198.51.100.2, 10.0.0.1"),
+        );
+        forwarded_for(&mut h, "127.0.0.1");
+        let all: Vec<_> = h.get_all(X_FORWARDED_FOR).iter().collect();
+        assert_eq!(all, ["203.0.113.7, 198.51.100.2, 10.0.0.1, 127.0.0.1"]);
+    }
 }

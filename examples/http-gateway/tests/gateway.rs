@@ -31,8 +31,14 @@ impl Gateway {
 
     fn start_with(args: &[&str]) -> Gateway {
         let log = log_path();
+        // A free loopback port unless the test chose the address.
+        let listen: &[&str] = if args.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
-            .args(["--listen", "127.0.0.1:0"])
+            .args(listen)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -67,14 +73,19 @@ impl Gateway {
     }
 
     fn get_path(&self, path: &str, api_key: Option<&str>) -> Reply {
+        let key: Vec<(&str, &str)> = api_key.map(|k| ("x-api-key", k)).into_iter().collect();
+        self.get_with(path, &key)
+    }
+
+    fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(10)))
             .build()
             .into();
         let mut req = agent.get(format!("{}{path}", self.url));
-        if let Some(k) = api_key {
-            req = req.header("x-api-key", k);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
         }
         let mut resp = req.call().expect("HTTP request to the gateway");
         let headers = resp
@@ -200,13 +211,7 @@ fn a_burst_gets_exactly_max_then_429_with_retry_after() {
         assert_eq!(r.ratelimit(), ("l0".to_string(), left, 60));
     }
     let mut con = redis.client();
-    let scores: Vec<(String, i64)> = redis::cmd("ZRANGE")
-        .arg("rl:{alice}")
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(&mut con)
-        .unwrap();
+    let scores: Vec<(String, i64)> = scores(&mut con, "rl:{alice}");
     let (oldest, newest) = (scores[0].1, scores[4].1);
     let before = server_time_ms(&mut con);
     let r = gw.get(Some("alice"));
@@ -313,11 +318,14 @@ fn outage(mode: &str, while_down: u16) {
         "{reports} reports in {elapsed:?}:\n{log}"
     );
     redis.restart();
-    wait_until(STARTUP_DEADLINE, "the gateway to use Redis again", || {
-        let r = gw.get(Some("dave"));
-        r.status == 200 && r.header("ratelimit").is_some()
-    });
+    // The first request after Redis is back is limited (the restarted server has no data).
+    let r = gw.get(Some("dave"));
+    assert_eq!((r.status, r.ratelimit().1), (200, 99), "{mode}: {r:?}");
     assert!(gw.log().contains("redis answers again"));
+    // The same when no request came while Redis was away: the old link is found closed.
+    redis.restart();
+    let r = gw.get(Some("dave"));
+    assert_eq!((r.status, r.ratelimit().1), (200, 99), "{mode}: {r:?}");
 }
 
 #[test]
@@ -330,8 +338,10 @@ fn redis_away_closed_answers_503() {
     outage("closed", 503);
 }
 
-/// A one-shot HTTP/1.1 upstream that answers 201 with what it was asked; counts its requests.
-fn upstream() -> (String, Arc<AtomicUsize>) {
+/// A one-shot upstream speaking `version` (`HTTP/1.1`, `HTTP/1.0`): it answers 201 with what it
+/// was asked (request line, X-Forwarded-For lines), or 503 for a path holding `/fail`; counts its
+/// requests.
+fn upstream(version: &'static str) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let hits = Arc::new(AtomicUsize::new(0));
@@ -347,18 +357,23 @@ fn upstream() -> (String, Arc<AtomicUsize>) {
             }
             let head = String::from_utf8_lossy(&head).to_string();
             let request_line = head.lines().next().unwrap_or_default().to_string();
-            let xff = head
+            let xff: Vec<String> = head
                 .lines()
-                .find_map(|l| {
+                .filter_map(|l| {
                     l.to_ascii_lowercase()
                         .strip_prefix("x-forwarded-for: ")
                         .map(str::to_string)
                 })
-                .unwrap_or_default();
-            let body = format!("{request_line} xff={xff}");
+                .collect();
+            let body = format!("{request_line} xff={}", xff.join("|"));
+            let status = if request_line.contains("/fail") {
+                "503 Service Unavailable"
+            } else {
+                "201 Created"
+            };
             let _ = write!(
                 s,
-                "HTTP/1.1 201 Created\r\nx-upstream: yes\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "{version} {status}\r\nx-upstream: yes\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
         }
@@ -369,7 +384,7 @@ fn upstream() -> (String, Arc<AtomicUsize>) {
 #[test]
 fn admitted_requests_reach_the_upstream_refused_ones_do_not() {
     let redis = Server::start();
-    let (up, hits) = upstream();
+    let (up, hits) = upstream("HTTP/1.1");
     let gw = Gateway::start(&redis, &["--limit", "1/60s", "--upstream", &up]);
     let r = gw.get_path("/hello?x=1", Some("erin"));
     assert_eq!(r.status, 201, "{r:?}");
@@ -415,4 +430,336 @@ fn cluster_mode() {
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 1, 60));
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 0, 60));
     assert_eq!(gw.get(Some("gina")).status, 429);
+}
+
+/// One of the module's INFO counters (`slidingwindow_<name>`, or `<name>` on servers that do not
+/// prefix it).
+fn stat(redis: &Server, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("slidingwindow")
+        .query(&mut redis.client())
+        .unwrap();
+    info.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k == name || k.strip_prefix("slidingwindow_") == Some(name))
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
+}
+
+/// The key's log: (member, score), oldest first.
+fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .unwrap()
+}
+
+fn zcard(redis: &Server, key: &str) -> i64 {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query(&mut redis.client())
+        .unwrap()
+}
+
+fn retry_after_ms(r: &Reply) -> i64 {
+    r.json()["retry_after_ms"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("retry_after_ms: {r:?}"))
+}
+
+#[test]
+fn refused_identities_are_answered_from_memory_until_their_retry_time() {
+    let redis = Server::start();
+    let gw = Gateway::start(&redis, &["--limit", "2/2s"]);
+    for _ in 0..2 {
+        assert_eq!(gw.get(Some("ivan")).status, 200);
+    }
+    let first = gw.get(Some("ivan"));
+    assert_eq!(first.status, 429, "{first:?}");
+    assert_eq!(stat(&redis, "allow_calls"), 3);
+    let mut last = retry_after_ms(&first);
+    assert!((1..=2000).contains(&last), "{last}");
+    // The next refusals come from memory: no call, and headers counting down from the cached
+    // refusal.
+    for _ in 0..5 {
+        let r = gw.get(Some("ivan"));
+        assert_eq!(r.status, 429, "{r:?}");
+        let retry = retry_after_ms(&r);
+        assert!(0 < retry && retry <= last, "{retry} after {last}");
+        assert_eq!(
+            r.header("retry-after"),
+            Some(seconds_up(retry).to_string().as_str())
+        );
+        let (name, remaining, t) = r.ratelimit();
+        assert_eq!((name.as_str(), remaining), ("l0", 0));
+        assert!(seconds_up(retry) <= t && t <= 2, "t={t} retry={retry}");
+        assert_eq!(r.json()["limit"], "l0");
+        last = retry;
+    }
+    assert_eq!(
+        stat(&redis, "allow_calls"),
+        3,
+        "no Redis call while refused"
+    );
+    // Another identity is not affected.
+    assert_eq!(gw.get(Some("jane")).status, 200);
+    // Once the wait is over Redis is asked again, and admits.
+    wait_until(STARTUP_DEADLINE, "ivan to be admitted again", || {
+        gw.get(Some("ivan")).status == 200
+    });
+    assert!(stat(&redis, "allow_calls") > 4);
+}
+
+#[test]
+fn without_the_deny_cache_every_refusal_asks_redis() {
+    let redis = Server::start();
+    let gw = Gateway::start(&redis, &["--limit", "1/60s", "--deny-cache", "off"]);
+    assert_eq!(gw.get(Some("ivan")).status, 200);
+    for _ in 0..3 {
+        assert_eq!(gw.get(Some("ivan")).status, 429);
+    }
+    assert_eq!(stat(&redis, "rejected"), 3);
+}
+
+#[test]
+fn a_5xx_from_the_upstream_gives_the_request_back() {
+    let redis = Server::start();
+    let (up, _) = upstream("HTTP/1.1");
+    let gw = Gateway::start(
+        &redis,
+        &["--limit", "2/60s", "--refund-on", "5xx", "--upstream", &up],
+    );
+    for _ in 0..3 {
+        let r = gw.get_path("/fail", Some("judy"));
+        assert_eq!(r.status, 503, "{r:?}");
+        assert_eq!(r.header("x-upstream"), Some("yes"));
+        // The response still tells the charge the call made; the refund follows it.
+        assert_eq!(r.ratelimit(), ("l0".to_string(), 1, 60));
+    }
+    wait_until(STARTUP_DEADLINE, "three refunds", || {
+        stat(&redis, "refunded") == 3
+    });
+    assert_eq!(stat(&redis, "refund_calls"), 3);
+    assert_eq!(zcard(&redis, "rl:{judy}"), 0);
+    // The quota is whole again.
+    assert_eq!(gw.get_path("/ok", Some("judy")).status, 201);
+    assert_eq!(gw.get_path("/ok", Some("judy")).status, 201);
+    assert_eq!(gw.get_path("/ok", Some("judy")).status, 429);
+    // The gateway's own 502 (upstream unreachable: nothing listens on a port just freed) too.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gone = format!("http://{closed}");
+    let unreachable = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "2/60s",
+            "--refund-on",
+            "5xx",
+            "--upstream",
+            &gone,
+        ],
+    );
+    assert_eq!(unreachable.get(Some("lou")).status, 502);
+    wait_until(STARTUP_DEADLINE, "the 502 refunded", || {
+        stat(&redis, "refunded") == 4
+    });
+    assert_eq!(zcard(&redis, "rl:{lou}"), 0);
+    // Without --refund-on a failed request keeps its charge.
+    let plain = Gateway::start(&redis, &["--limit", "2/60s", "--upstream", &up]);
+    assert_eq!(plain.get_path("/fail", Some("kate")).status, 503);
+    assert_eq!(zcard(&redis, "rl:{kate}"), 1);
+    assert_eq!(stat(&redis, "refund_calls"), 4);
+}
+
+#[test]
+fn tenants_are_limited_as_a_whole_in_one_call() {
+    let redis = Server::start();
+    let gw = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "2/60s",
+            "--tenant-header",
+            "x-tenant",
+            "--tenant-limit",
+            "3/60s",
+            "--on-redis-error",
+            "closed",
+        ],
+    );
+    let get =
+        |tenant: &str, key: &str| gw.get_with("/", &[("x-tenant", tenant), ("x-api-key", key)]);
+    for bad in [&[("x-api-key", "u1")][..], &[("x-tenant", "a}b")]] {
+        let r = gw.get_with("/", bad);
+        assert_eq!(r.status, 400, "{r:?}");
+        assert_eq!(r.json()["header"], "x-tenant");
+    }
+    let r = get("acme", "u1");
+    assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
+    assert_eq!(
+        policy(r.header("ratelimit-policy").unwrap_or_default()),
+        [("l0".to_string(), 2, 60), ("t0".to_string(), 3, 60)]
+    );
+    // The identity's limit binds while the tenant has more room.
+    assert_eq!(r.ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(get("acme", "u1").ratelimit(), ("l0".to_string(), 0, 60));
+    let r = get("acme", "u1");
+    assert_eq!((r.status, r.json()["limit"].clone()), (429, "l0".into()));
+    // Another identity of the tenant: its own limit has room, the tenant's binds.
+    assert_eq!(get("acme", "u2").ratelimit(), ("t0".to_string(), 0, 60));
+    let r = get("acme", "u3");
+    assert_eq!(r.status, 429, "{r:?}");
+    assert_eq!(r.json()["limit"], "t0");
+    assert_eq!(r.ratelimit().0, "t0");
+    // All or nothing: the refused request charged neither key.
+    assert_eq!(zcard(&redis, "rl:{acme}:u3"), 0);
+    assert_eq!(zcard(&redis, "rl:{acme}:u1"), 2);
+    assert_eq!(zcard(&redis, "rl:{acme}"), 3);
+    // Another tenant is independent, even for the same identity.
+    assert_eq!(get("globex", "u1").ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(zcard(&redis, "rl:{globex}"), 1);
+}
+
+/// Sends `signal` (STOP, CONT) to the process `pid`.
+fn signal(pid: &str, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), pid])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// Freezes Redis under a running gateway: the calls made meanwhile are abandoned at the
+/// request's deadline, run when Redis resumes, and those admitted are refunded.
+fn stall(mode: &str, while_stalled: u16) {
+    let redis = Server::start();
+    let gw = Gateway::start(&redis, &["--limit", "3/60s", "--on-redis-error", mode]);
+    assert_eq!(gw.get(Some("kim")).ratelimit(), ("l0".to_string(), 2, 60));
+    let mut con = redis.client();
+    let before: Vec<(String, i64)> = scores(&mut con, "rl:{kim}");
+    let pid = redis
+        .info_field("server", "process_id")
+        .expect("process_id");
+    signal(&pid, "STOP");
+    for _ in 0..3 {
+        let r = gw.get(Some("kim"));
+        assert_eq!(r.status, while_stalled, "{mode}: {r:?}");
+        assert_eq!(r.header("ratelimit"), None, "{mode}");
+    }
+    signal(&pid, "CONT");
+    // When Redis resumes it runs the three calls: two fit (1 + 2 = 3), the third is refused.
+    // Only the two admitted are taken back.
+    wait_until(STARTUP_DEADLINE, "the abandoned calls to end", || {
+        gw.log().contains(
+            "3 calls abandoned after the request's deadline have ended: \
+             2 admitted and refunded, 1 refused or failed, 0 without a reply",
+        )
+    });
+    assert_eq!(stat(&redis, "allow_calls"), 4, "the stalled calls ran");
+    assert_eq!(stat(&redis, "refunded"), 2);
+    let after: Vec<(String, i64)> = scores(&mut con, "rl:{kim}");
+    assert_eq!(
+        after, before,
+        "{mode}: only the request served before the stall is logged"
+    );
+    let peek: Vec<i64> = redis::cmd("SLIDINGWINDOW.PEEK")
+        .arg("rl:{kim}")
+        .arg(60)
+        .arg(3)
+        .arg("*")
+        .query(&mut con)
+        .unwrap();
+    // A request now would be the second in the window.
+    assert_eq!(&peek[..3], [1, 2, 1]);
+    assert_eq!(gw.get(Some("kim")).ratelimit(), ("l0".to_string(), 1, 60));
+}
+
+#[test]
+fn redis_stalled_closed_refunds_the_abandoned_calls() {
+    stall("closed", 503);
+}
+
+#[test]
+fn redis_stalled_open_refunds_the_abandoned_calls() {
+    stall("open", 200);
+}
+
+#[test]
+fn answers_in_the_clients_http_version_and_appends_to_x_forwarded_for() {
+    let redis = Server::start();
+    let (up, _) = upstream("HTTP/1.0");
+    let gw = Gateway::start(&redis, &["--limit", "10/60s", "--upstream", &up]);
+    let r = gw.get_with(
+        "/v",
+        &[("x-api-key", "lena"), ("x-forwarded-for", "203.0.113.7")],
+    );
+    assert_eq!(r.status, 201, "{r:?}");
+    // One X-Forwarded-For line at the upstream, the client's list with its address appended.
+    assert_eq!(r.body, "GET /base/v HTTP/1.1 xff=203.0.113.7, 127.0.0.1");
+    // An HTTP/1.1 client gets HTTP/1.1 from behind an HTTP/1.0 upstream, an HTTP/1.0 one HTTP/1.0.
+    for version in ["HTTP/1.1", "HTTP/1.0"] {
+        let addr = gw.url.trim_start_matches("http://");
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET /v {version}\r\nhost: {addr}\r\nx-api-key: lena\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        assert!(
+            text.starts_with(&format!("{version} 201 ")),
+            "{version}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_limit_without_a_unit_is_refused() {
+    for (limit, exit_ok) in [("10/1", false), ("10/1x", false), ("10/1s", true)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+            .args(["--limit", limit, "--help"])
+            .output()
+            .expect("run the gateway");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), exit_ok, "{limit}: {stderr}");
+        if !exit_ok {
+            assert_eq!(out.status.code(), Some(2), "{limit}");
+            assert!(
+                stderr.contains(&format!(
+                    "\"{limit}\": expected MAX/WINDOW such as 10/1s, 100/1m, 5000/1h or 20000/1d"
+                )),
+                "{limit}: {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_ipv4_client_of_an_ipv6_socket_has_one_quota() {
+    let redis = Server::start();
+    let url = redis.url();
+    // An IPv6 socket on the IPv4 loopback: its peers are ::ffff:127.0.0.1.
+    let gw = Gateway::start_with(&[
+        "--redis",
+        &url,
+        "--listen",
+        "[::ffff:127.0.0.1]:0",
+        "--limit",
+        "5/60s",
+    ]);
+    assert!(gw.url.contains("[::ffff:127.0.0.1]"), "{}", gw.url);
+    let r = gw.get(None);
+    assert_eq!(r.ratelimit(), ("l0".to_string(), 4, 60));
+    assert_eq!(zcard(&redis, "rl:{127.0.0.1}"), 1);
+    assert_eq!(zcard(&redis, "rl:{::ffff:127.0.0.1}"), 0);
 }

@@ -757,8 +757,6 @@ impl CompactLog {
     }
 
     /// Removes up to `n` of the newest timestamps at or before `through`; returns how many went.
-    // For SLIDINGWINDOW.REFUND, which lands from the hierarchical-limits branch.
-    #[allow(dead_code)]
     pub fn refund(&mut self, through: u64, n: u64) -> u64 {
         let end = self.count_le(through);
         let m = n.min(end);

@@ -1,0 +1,198 @@
+"""A real redis-server with the module and the envoy-ratelimit binary, each on a free loopback
+port, and a gRPC client that is not Rust: Envoy's own protos from the envoy-data-plane package
+(betterproto2), RateLimitServiceSyncStub over grpcio.
+
+Binaries: $REDIS_SERVER (else redis-server on PATH); module: $SLIDINGWINDOW_MODULE; service:
+$ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make test-envoy`
+builds it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+import redis
+from envoy_data_plane.envoy.extensions.common.ratelimit.v3 import (
+    RateLimitDescriptor,
+    RateLimitDescriptorEntry,
+)
+from envoy_data_plane.envoy.service.ratelimit.v3 import (
+    RateLimitRequest,
+    RateLimitResponse,
+    RateLimitServiceSyncStub,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+DEADLINE_S = 10.0
+
+
+def binary(env: str, default: Path) -> str:
+    path = Path(os.environ.get(env, default))
+    if not path.is_file():
+        pytest.exit(f"{path} not found: build it, or set {env}", 2)
+    return str(path.resolve())
+
+
+def service_binary() -> str:
+    return binary("ENVOY_RATELIMIT", REPO / "target/debug/envoy-ratelimit")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check, deadline_s: float = DEADLINE_S):
+    """Polls `check` until it returns a true value (returned), failing after the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+class RedisServer:
+    """redis-server with the module; stop() and start() keep its port (a restart)."""
+
+    def __init__(self, *extra: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="envoy-ratelimit-")
+        self.extra = extra
+        self.proc = None
+        for _ in range(5):
+            self.port = free_port()
+            if self.start():
+                return
+        raise RuntimeError(f"redis-server did not start:\n{self.log()}")
+
+    def start(self) -> bool:
+        args = [
+            os.environ.get("REDIS_SERVER", "redis-server"),
+            "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+            "--save", "", "--appendonly", "no", "--logfile", "redis.log",
+            "--loadmodule", binary("SLIDINGWINDOW_MODULE", REPO / "target/release/libslidingwindow.so"),
+            *self.extra,
+        ]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if self.client().ping():
+                    return True
+            except redis.ConnectionError:
+                time.sleep(0.01)
+        raise RuntimeError(f"redis-server on port {self.port} did not answer PING:\n{self.log()}")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30)
+
+    def log(self) -> str:
+        try:
+            return Path(self.dir, "redis.log").read_text()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Service:
+    """The envoy-ratelimit binary on a free port, and a stub talking to it."""
+
+    def __init__(self, config: Path, redis_url: str, *flags: str) -> None:
+        self.proc = subprocess.Popen(
+            [service_binary(), "--config", str(config), "--redis", redis_url, "--listen", "127.0.0.1:0", *flags],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            self.proc.kill()
+            raise RuntimeError(f"service did not start: {line!r} {self.proc.stderr.read()}")
+        self.addr = line.removeprefix("listening on ")
+        self.channel = grpc.insecure_channel(self.addr)
+        self.stub = RateLimitServiceSyncStub(self.channel)
+
+    def ask(self, domain: str, *descriptors, hits_addend: int = 0) -> RateLimitResponse:
+        """ShouldRateLimit; each descriptor a list of (key, value) or a RateLimitDescriptor."""
+        descs = [d if isinstance(d, RateLimitDescriptor) else descriptor(d) for d in descriptors]
+        req = RateLimitRequest(domain=domain, descriptors=descs, hits_addend=hits_addend)
+        return self.stub.should_rate_limit(req)
+
+    def close(self) -> str:
+        """Stops the service; its stderr."""
+        self.channel.close()
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err
+
+
+def descriptor(entries, **fields) -> RateLimitDescriptor:
+    return RateLimitDescriptor(
+        entries=[RateLimitDescriptorEntry(key=k, value=v) for k, v in entries], **fields
+    )
+
+
+def write_config(directory: Path, text: str, name: str = "config.yaml") -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    s = RedisServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def r(redis_server) -> redis.Redis:
+    """The shared server, emptied for each test."""
+    c = redis_server.client()
+    c.flushall()
+    return c
+
+
+@pytest.fixture
+def start(tmp_path, redis_server):
+    """start(config_text, *flags, redis_url=None) -> Service; stopped after the test."""
+    started = []
+
+    def _start(text: str, *flags: str, redis_url: str | None = None) -> Service:
+        config = write_config(tmp_path, text, f"config{len(started)}.yaml")
+        s = Service(config, redis_url or redis_server.url, *flags)
+        started.append(s)
+        return s
+
+    yield _start
+    for s in started:
+        s.close()
