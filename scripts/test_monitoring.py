@@ -47,7 +47,7 @@ def poll(what, probe, deadline=DEADLINE):
             value = probe()
             if value is not None:
                 return value
-        except (OSError, ValueError, KeyError, IndexError) as e:
+        except (OSError, ValueError, KeyError, IndexError, subprocess.CalledProcessError) as e:
             last_error = e
         time.sleep(0.1)
     print(f"     timed out waiting for {what} (last error: {last_error})", flush=True)
