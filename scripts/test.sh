@@ -12,8 +12,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 read -r -a servers <<<"${SERVERS:-redis7 redis8 valkey8}"
 threads=${TEST_THREADS:-2}
 logs=${LOGS:-target/servers/logs}
+# `read -a` splits without expanding `*` against the working directory.
+read -r -a suite_names <<<"${SUITES:-*}"
 suites=()
-for suite in ${SUITES:-*}; do
+for suite in "${suite_names[@]}"; do
     suites+=(--test "$suite")
 done
 mkdir -p "$logs"
