@@ -9,7 +9,8 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-gateway test-python test-node test-envoy bench-gateway bench-envoy
+	test-examples test-gateway test-python test-node test-envoy bench-gateway bench-envoy dist \
+	test-dist test-monitoring
 
 all: build
 
@@ -19,8 +20,10 @@ setup:
 build: setup
 	cargo build --release
 
-# redis.conf.example loads ./target/release/libslidingwindow.so relative to the repo root.
+# redis.conf.example keeps its data in target/run/ and loads ../release/libslidingwindow.so
+# from there.
 run: build
+	mkdir -p target/run
 	exec redis-server redis.conf.example --port $(PORT)
 
 # A debug build with the `panic-test` feature adds SLIDINGWINDOW.DEBUGPANIC, to prove panics are
@@ -109,6 +112,22 @@ bench-gateway: build
 	cargo build --release -p http-gateway
 	SLIDINGWINDOW_MODULE='$(MODULE)' GATEWAY='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/http-gateway' \
 		bash examples/http-gateway/bench.sh $(BENCH_DURATION)
+
+# The release tarball for x86_64 Linux with glibc >= 2.17, and its SHA256SUMS, in dist/
+# (scripts/dist.sh installs cargo-zigbuild and Zig on first use).
+dist: setup
+	bash scripts/dist.sh
+
+# The contract and replication suites against the module unpacked from dist/, on each of
+# $(SERVERS).
+test-dist: dist
+	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test-dist.sh
+
+# monitoring/ end to end: redis-server with the module, Debian's redis_exporter running the Lua
+# script and Prometheus (both installed if missing), on free loopback ports.
+test-monitoring: build
+	@bash scripts/setup.sh prometheus prometheus-redis-exporter
+	SLIDINGWINDOW_MODULE='$(MODULE)' python3 scripts/test_monitoring.py
 
 lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true

@@ -36,6 +36,7 @@ for tool in "$@"; do
         pip) python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip) ;;
         # Debian's python3 makes virtualenvs only with python3-venv (ensurepip).
         python3-venv) python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv) ;;
+        objdump) command -v objdump >/dev/null 2>&1 || missing+=(binutils) ;;
         *) command -v "$tool" >/dev/null 2>&1 || missing+=("$tool") ;;
     esac
 done

@@ -4,13 +4,20 @@
 # table of servers, versions and results. A failing or missing server fails the run, but only
 # after every other server has had its turn.
 # Takes from make: SLIDINGWINDOW_MODULE, SLIDINGWINDOW_PANIC_MODULE, SERVERS, TEST_THREADS
-# (and EXAMPLES=no to leave the examples out of a quick run).
+# (and EXAMPLES=no to leave the examples out of a quick run; UNIT=no the unit tests; SUITES
+# names the integration suites, default all; LOGS where the logs go).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 read -r -a servers <<<"${SERVERS:-redis7 redis8 valkey8}"
 threads=${TEST_THREADS:-2}
-logs=target/servers/logs
+logs=${LOGS:-target/servers/logs}
+# `read -a` splits without expanding `*` against the working directory.
+read -r -a suite_names <<<"${SUITES:-*}"
+suites=()
+for suite in "${suite_names[@]}"; do
+    suites+=(--test "$suite")
+done
 mkdir -p "$logs"
 # The dev profile: the module under test is the release build from `make build`; the tests are
 # clients, and compiling them without LTO takes a fraction of the time (overflow checks on, too).
@@ -56,7 +63,9 @@ run() {
 "${cargo_test[@]}" --no-run || exit 1
 
 # The unit tests do not touch a server: once is enough.
-run unit "$logs/unit.log" - - --lib -- --test-threads="$threads"
+if [[ ${UNIT:-yes} != no ]]; then
+    run unit "$logs/unit.log" - - --lib -- --test-threads="$threads"
+fi
 
 # Resolve (and on first use fetch) every server before running any suite.
 declare -A server_of cli_of version_of
@@ -76,7 +85,7 @@ for name in "${servers[@]}"; do
     export REDIS_SERVER=${server_of[$name]} REDIS_CLI=${cli_of[$name]}
     run "$name" "$logs/$name.log" "${version_of[$name]}" \
         "${server_of[$name]#"$PWD"/} + ${cli_of[$name]#"$PWD"/}" \
-        --test '*' -- --test-threads="$threads"
+        "${suites[@]}" -- --test-threads="$threads"
 done
 
 # The examples (the HTTP gateway, the Envoy rate limit service, the Python and Node.js helpers) once, on the default server;

@@ -17,8 +17,9 @@ use redis_module::{Context, RedisString, Status};
 #[global_allocator]
 static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    match ffi::Loader::new(ctx).and_then(|loader| cmd::register(&loader)) {
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    match ffi::Loader::new(ctx).and_then(|loader| cmd::register(&loader, &args)) {
         Ok(()) => Status::Ok,
         Err(why) => {
             ctx.log_warning(&format!("slidingwindow: {why}"));
@@ -27,4 +28,5 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     }
 }
 
-entry_point!(c"slidingwindow", 1, init);
+// Cargo.toml's version, as `MODULE LIST` reports it.
+entry_point!(c"slidingwindow", core::version::NUMBER, init);

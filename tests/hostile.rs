@@ -1,5 +1,6 @@
 //! Hostile input: a seeded fuzz run against a live server, contained panics, and clock edge cases.
-//! Nothing may crash the server, touch other keys, or answer anything but an error or five integers.
+//! Nothing may crash the server, touch other keys, or answer anything but an error or five integers;
+//! only a panic while a save is being written stops it (rather than write a truncated value).
 
 mod common;
 #[path = "support/kit.rs"]
@@ -445,6 +446,14 @@ fn panic_module() -> PathBuf {
     std::fs::canonicalize(&path).unwrap_or(path)
 }
 
+/// A server loading the panic-test build instead of the module under test.
+fn panic_server() -> common::Builder {
+    Server::builder()
+        .without_module()
+        .arg("--loadmodule")
+        .arg(panic_module().display().to_string())
+}
+
 fn assert_internal_error(v: &Value, how: &str) {
     let err = error_line(v).unwrap_or_else(|| panic!("{how}: DEBUGPANIC answered {v:?}"));
     assert!(
@@ -457,10 +466,7 @@ fn assert_internal_error(v: &Value, how: &str) {
 /// changes to replicas and the AOF: the replica and a restarted server hold the master's data.
 #[test]
 fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
-    let mut s = Server::builder()
-        .without_module()
-        .arg("--loadmodule")
-        .arg(panic_module().display().to_string())
+    let mut s = panic_server()
         .args(["--appendonly", "yes", "--appendfsync", "always"])
         .start();
     let replica = common::start_replica(&s, &[]);
@@ -539,11 +545,7 @@ fn a_panic_inside_allowall_still_reaches_replicas_and_the_aof() {
 
 #[test]
 fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
-    let mut s = Server::builder()
-        .without_module()
-        .arg("--loadmodule")
-        .arg(panic_module().display().to_string())
-        .start();
+    let mut s = panic_server().start();
     let mut con = s.client();
     let before = make_sentinels(&mut con);
     assert_eq!(
@@ -762,4 +764,59 @@ fn clock_edge_cases_follow_the_contract() {
         );
     }
     assert_eq!(s.digest(), digest);
+}
+
+/// The log line a panic inside the compact type's `rdb_save` leaves before it aborts.
+const SAVE_PANIC_LINE: &str = "slidingwindow: a deliberate panic at RdbSave, in rdb_save of a \
+                               swcompact value: aborting rather than writing a truncated value";
+
+/// A panic half-way through writing a compact log into an RDB stops the process writing it,
+/// with a log line, and never leaves a truncated value behind: BGSAVE's child dies (the server
+/// carries on and reports the save failed), SAVE stops the server itself; both times the last
+/// RDB file stays byte for byte what it was.
+#[test]
+fn a_panic_while_saving_aborts_and_keeps_the_last_rdb() {
+    let mut s = panic_server().storage("compact").start();
+    let mut con = s.client();
+    assert_eq!(
+        sw5(&mut con, "ALLOW k 10 100 1000 COST 3"),
+        [1, 3, 97, 0, 10000]
+    );
+    let ok: String = q(&mut con, &["SAVE"]);
+    assert_eq!(ok, "OK");
+    let rdb = s.dir().join("dump.rdb");
+    let saved = std::fs::read(&rdb).unwrap();
+    // Data a new save would write: only the old file may be on disk at the end.
+    assert_eq!(
+        sw5(&mut con, "ALLOW j 10 100 2000 COST 5"),
+        [1, 5, 95, 0, 10000]
+    );
+    let count = |s: &Server| {
+        let log = std::fs::read_to_string(s.log_path()).unwrap_or_default();
+        log.matches(SAVE_PANIC_LINE).count()
+    };
+
+    let armed = call(&mut con, &["SLIDINGWINDOW.DEBUGPANIC", "ARM", "RDB-SAVE"]);
+    assert_eq!(armed, Value::Int(1));
+    // The fork child inherits the armed panic and dies of it; the server does not.
+    let started: String = q(&mut con, &["BGSAVE"]);
+    assert_eq!(started, "Background saving started");
+    kit::wait_persistence_idle(&s, "rdb_bgsave_in_progress");
+    assert_eq!(
+        s.info_field("persistence", "rdb_last_bgsave_status")
+            .as_deref(),
+        Some("err")
+    );
+    assert_eq!(count(&s), 1, "{}", s.log_tail());
+    assert!(s.is_running());
+    assert_eq!(std::fs::read(&rdb).unwrap(), saved, "dump.rdb after BGSAVE");
+
+    // The server itself is still armed: SAVE runs in it, and stops it.
+    let v = redis::cmd("SAVE").query::<Value>(&mut con);
+    assert!(v.is_err(), "SAVE answered {v:?}");
+    common::wait_until(common::STARTUP_DEADLINE, "the server to stop", || {
+        !s.is_running()
+    });
+    assert_eq!(count(&s), 2, "{}", s.log_tail());
+    assert_eq!(std::fs::read(&rdb).unwrap(), saved, "dump.rdb after SAVE");
 }

@@ -11,6 +11,7 @@ use redis::Value;
 
 /// Every field of the section, in order, as `INFO` prints it.
 struct Section {
+    version: &'static str,
     allow_calls: u64,
     peek_calls: u64,
     admitted: u64,
@@ -20,12 +21,15 @@ struct Section {
     errors: u64,
     refund_calls: u64,
     refunded: u64,
+    compact_keys: u64,
+    compact_bytes: u64,
     storage: &'static str,
     max_members_per_call: u64,
 }
 
 impl Section {
     const FRESH: Section = Section {
+        version: env!("CARGO_PKG_VERSION"),
         allow_calls: 0,
         peek_calls: 0,
         admitted: 0,
@@ -35,12 +39,15 @@ impl Section {
         errors: 0,
         refund_calls: 0,
         refunded: 0,
+        compact_keys: 0,
+        compact_bytes: 0,
         storage: "zset",
         max_members_per_call: 100_000,
     };
 
     fn text(&self) -> String {
         let fields = [
+            ("version", self.version.to_string()),
             ("allow_calls", self.allow_calls.to_string()),
             ("peek_calls", self.peek_calls.to_string()),
             ("admitted", self.admitted.to_string()),
@@ -50,6 +57,8 @@ impl Section {
             ("errors", self.errors.to_string()),
             ("refund_calls", self.refund_calls.to_string()),
             ("refunded", self.refunded.to_string()),
+            ("compact_keys", self.compact_keys.to_string()),
+            ("compact_bytes", self.compact_bytes.to_string()),
             ("storage", self.storage.to_string()),
             (
                 "max_members_per_call",
@@ -305,4 +314,147 @@ fn module_loadex_configs_show_in_the_section() {
         ..Section::FRESH
     };
     assert_section(&s, &loaded, "after MODULE LOADEX");
+}
+
+/// (`compact_keys`, `compact_bytes`).
+fn gauges(s: &Server) -> (u64, u64) {
+    (
+        kit::info_u64(s, "slidingwindow", "slidingwindow_compact_keys"),
+        kit::info_u64(s, "slidingwindow", "slidingwindow_compact_bytes"),
+    )
+}
+
+/// What restoring `key`'s DUMP adds to the gauges (through a scratch key, deleted after): the
+/// bytes a loaded copy of it holds, as an RDB load or a full sync builds it.
+fn loaded_bytes(s: &Server, key: &str) -> u64 {
+    let mut c = s.client();
+    let before = gauges(s);
+    let payload: Vec<u8> = q(&mut c, &["DUMP", key]);
+    let ok: String = redis::cmd("RESTORE")
+        .arg("scratch")
+        .arg(0)
+        .arg(payload)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    let (keys, bytes) = gauges(s);
+    assert_eq!(keys, before.0 + 1, "RESTORE {key}");
+    let n: i64 = q(&mut c, &["DEL", "scratch"]);
+    assert_eq!(n, 1);
+    assert_eq!(gauges(s), before, "DEL of the restored {key}");
+    bytes - before.1
+}
+
+/// The gauges count the compact keys alive and their bytes, exactly: each event moves them by
+/// what it creates or frees, and they come back to zero when every key is gone, whichever way
+/// it went (DEL, an overwrite, expiry, FLUSHALL, UNLINK freed on the lazy-free thread).
+#[test]
+fn compact_gauges_are_exact() {
+    let s = Server::builder().storage("compact").start();
+    let mut c = s.client();
+    assert_eq!(gauges(&s), (0, 0), "fresh");
+
+    // Create, grow, trim: one key, its bytes moving with its log.
+    assert_eq!(sw5(&mut c, "ALLOW a 10 1000 1000")[..2], [1, 1]);
+    let (keys, one) = gauges(&s);
+    assert_eq!(keys, 1);
+    assert!(one > 0, "a log holds bytes");
+    assert_eq!(sw5(&mut c, "ALLOW a 10 1000 2000 COST 300")[..2], [1, 301]);
+    let (keys, grown) = gauges(&s);
+    assert_eq!(keys, 1);
+    assert!(grown > one, "{grown} after 300 more requests, {one} before");
+    assert_eq!(sw5(&mut c, "ALLOW a 10 1000 3000 COST 5")[..2], [1, 306]);
+    assert_eq!(sw5(&mut c, "ALLOW a 10 1000 12500")[..2], [1, 6]);
+    let (keys, trimmed) = gauges(&s);
+    assert_eq!(keys, 1);
+    assert!(trimmed < grown, "{trimmed} after the trim, {grown} before");
+    // A log that expires whole is unlinked; the call's own request makes a new one.
+    assert_eq!(sw5(&mut c, "ALLOW a 10 1000 30000")[..2], [1, 1]);
+    assert_eq!(gauges(&s), (1, one), "a new log of one request");
+
+    // REFUND gives back what it removes: a large log refunded down to a few, then deleted,
+    // leaves the gauges where they were.
+    let before = gauges(&s);
+    assert_eq!(
+        sw5(&mut c, "ALLOW r 10 100000 40000 COST 5000")[..2],
+        [1, 5000]
+    );
+    let n: i64 = q(&mut c, &["SLIDINGWINDOW.REFUND", "r", "4990"]);
+    assert_eq!(n, 4990);
+    assert_eq!(gauges(&s).0, before.0 + 1);
+    let n: i64 = q(&mut c, &["DEL", "r"]);
+    assert_eq!(n, 1);
+    assert_eq!(gauges(&s), before, "after REFUND and DEL");
+
+    // COPY doubles the key; DEL and an overwrite give it back.
+    assert_eq!(sw5(&mut c, "ALLOW a 10 1000 30001 COST 500")[..2], [1, 501]);
+    let a = gauges(&s);
+    let copied: i64 = q(&mut c, &["COPY", "a", "b"]);
+    assert_eq!(copied, 1);
+    assert_eq!(gauges(&s), (2, 2 * a.1), "after COPY");
+    let n: i64 = q(&mut c, &["DEL", "b"]);
+    assert_eq!(n, 1);
+    assert_eq!(gauges(&s), a, "after DEL of the copy");
+    let copied: i64 = q(&mut c, &["COPY", "a", "b"]);
+    assert_eq!(copied, 1);
+    let _: () = q(&mut c, &["SET", "b", "text"]);
+    assert_eq!(gauges(&s), a, "after SET over the copy");
+
+    // RESTORE loads a log as an RDB does; two loads of one payload hold the same.
+    let restored = loaded_bytes(&s, "a");
+    assert_eq!(loaded_bytes(&s, "a"), restored);
+
+    // CONVERT frees the compact log, or makes one.
+    let n: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", "a", "zset"]);
+    assert_eq!(n, 501);
+    assert_eq!(gauges(&s), (0, 0), "after CONVERT to zset");
+    let n: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", "a", "compact"]);
+    assert_eq!(n, 501);
+    let (keys, converted) = gauges(&s);
+    assert_eq!(keys, 1);
+    assert!(converted > 0);
+
+    // A reload (and a replica's full sync) loads every key: the sum of what each loads alone.
+    for (key, cost) in [("c", 1), ("d", 40), ("e", 3000)] {
+        let v = sw5(&mut c, &format!("ALLOW {key} 10 5000 1000 COST {cost}"));
+        assert_eq!(v[..2], [1, cost]);
+    }
+    let keys = ["a", "c", "d", "e"];
+    let want = (4, keys.iter().map(|k| loaded_bytes(&s, k)).sum::<u64>());
+    let replica = kit::attach_replica(&s, &[]);
+    common::wait_in_sync(&s, &replica);
+    assert_eq!(gauges(&replica), want, "the replica after its full sync");
+    let ok: String = q(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(ok, "OK");
+    assert_eq!(gauges(&s), want, "after DEBUG RELOAD");
+    drop(replica);
+
+    // Expiry frees the log.
+    let n: i64 = q(&mut c, &["PEXPIRE", "c", "1"]);
+    assert_eq!(n, 1);
+    common::wait_until(common::STARTUP_DEADLINE, "c to expire", || {
+        gauges(&s).0 == 3
+    });
+    // FLUSHALL frees the rest.
+    let ok: String = q(&mut c, &["FLUSHALL"]);
+    assert_eq!(ok, "OK");
+    assert_eq!(gauges(&s), (0, 0), "after FLUSHALL");
+
+    // UNLINK of a big log frees it on the lazy-free thread, which updates the gauges.
+    for i in 0..4 {
+        let v = sw5(
+            &mut c,
+            &format!("ALLOW big 10 10000000 {} COST 100000", 1000 + i),
+        );
+        assert_eq!(v[..2], [1, 100_000 * (i + 1)]);
+    }
+    let lazy_before = kit::info_u64(&s, "memory", "lazyfreed_objects");
+    let n: i64 = q(&mut c, &["UNLINK", "big"]);
+    assert_eq!(n, 1);
+    common::wait_until(common::STARTUP_DEADLINE, "the lazy free", || {
+        kit::info_u64(&s, "memory", "lazyfreed_objects") == lazy_before + 1
+    });
+    common::wait_until(common::STARTUP_DEADLINE, "the gauges to reach zero", || {
+        gauges(&s) == (0, 0)
+    });
 }

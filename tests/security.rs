@@ -222,11 +222,25 @@ fn allkeys_lru_eviction_leaves_an_evicted_window_simply_empty() {
     );
 }
 
-/// Runs `other` from a second connection between WATCH and EXEC; true if EXEC aborted.
-fn aborts(s: &Server, key: &str, other: &[&str]) -> bool {
+/// What a call answers: `Ok([allowed, count])` of its reply, or the start of its error.
+type Want = Result<[i64; 2], &'static str>;
+
+fn assert_answers(v: &Value, want: Want, what: &str) {
+    match want {
+        Ok(head) => assert_eq!(five(v).map(|r| [r[0], r[1]]), Some(head), "{what}: {v:?}"),
+        Err(prefix) => assert!(
+            error_line(v).is_some_and(|e| e.starts_with(prefix)),
+            "{what}: {v:?}"
+        ),
+    }
+}
+
+/// Runs `other` from a second connection between WATCH and EXEC (checking that it answers
+/// `want`); true if EXEC aborted.
+fn aborts(s: &Server, key: &str, other: &[&str], want: Want) -> bool {
     let mut con = s.client();
     let _: () = q(&mut con, &["WATCH", key]);
-    let _ = call(&mut s.client(), other);
+    assert_answers(&call(&mut s.client(), other), want, &other.join(" "));
     let r = kit::pipeline(&mut con, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
     match &r[2] {
         Value::Nil => true,
@@ -238,8 +252,9 @@ fn aborts(s: &Server, key: &str, other: &[&str]) -> bool {
 /// `key` holding three requests at 1000, 1001, 1002 in a 10 s window with max 3.
 fn full_window(con: &mut Connection, key: &str) {
     let _: i64 = q(con, &["DEL", key]);
-    for now in [1000, 1001, 1002] {
-        sw5_with(con, "ALLOW", key, 10, 3, now, 1);
+    for (now, left) in [(1000, 2), (1001, 1), (1002, 0)] {
+        let v = sw5_with(con, "ALLOW", key, 10, 3, now, 1);
+        assert_eq!(v[..3], [1, 3 - left, left], "ALLOW {key} at {now}");
     }
 }
 
@@ -247,32 +262,47 @@ fn full_window(con: &mut Connection, key: &str) {
 fn watch_aborts_only_when_the_key_really_changed() {
     let s = Server::start();
     let mut con = s.client();
-    let unchanged: [&[&str]; 6] = [
-        &["SLIDINGWINDOW.PEEK", "w", "10", "3", "1003"],
-        &["SLIDINGWINDOW.PEEK", "w", "10", "3", "99999"],
-        &["SLIDINGWINDOW.ALLOW", "w", "10", "3", "1003"],
-        &["SLIDINGWINDOW.ALLOW", "w", "10", "3", "1003", "COST", "9"],
-        &["SLIDINGWINDOW.ALLOW", "w", "10", "x", "1003"],
-        &["SLIDINGWINDOW.ALLOW", "w"],
+    let unchanged: [(&[&str], Want); 6] = [
+        (&["SLIDINGWINDOW.PEEK", "w", "10", "3", "1003"], Ok([0, 3])),
+        (&["SLIDINGWINDOW.PEEK", "w", "10", "3", "99999"], Ok([1, 1])),
+        (&["SLIDINGWINDOW.ALLOW", "w", "10", "3", "1003"], Ok([0, 3])),
+        (
+            &["SLIDINGWINDOW.ALLOW", "w", "10", "3", "1003", "COST", "9"],
+            Ok([0, 3]),
+        ),
+        (
+            &["SLIDINGWINDOW.ALLOW", "w", "10", "x", "1003"],
+            Err("ERR max must be"),
+        ),
+        (
+            &["SLIDINGWINDOW.ALLOW", "w"],
+            Err("ERR wrong number of arguments"),
+        ),
     ];
-    for c in unchanged {
+    for (c, want) in unchanged {
         full_window(&mut con, "w");
         assert!(
-            !aborts(&s, "w", c),
+            !aborts(&s, "w", c, want),
             "{c:?} changed nothing but aborted the transaction"
         );
     }
-    let changed: [&[&str]; 3] = [
+    let changed: [(&[&str], Want); 3] = [
         // Rejected, but trimmed 1000 and 1001 first.
-        &["SLIDINGWINDOW.ALLOW", "w", "10", "1", "11001"],
+        (
+            &["SLIDINGWINDOW.ALLOW", "w", "10", "1", "11001"],
+            Ok([0, 1]),
+        ),
         // Rejected (cost above max) after trimming everything: the key is gone.
-        &["SLIDINGWINDOW.ALLOW", "w", "10", "3", "99999", "COST", "4"],
-        &["SLIDINGWINDOW.ALLOW", "w", "10", "9", "1003"],
+        (
+            &["SLIDINGWINDOW.ALLOW", "w", "10", "3", "99999", "COST", "4"],
+            Ok([0, 0]),
+        ),
+        (&["SLIDINGWINDOW.ALLOW", "w", "10", "9", "1003"], Ok([1, 4])),
     ];
-    for c in changed {
+    for (c, want) in changed {
         full_window(&mut con, "w");
         assert!(
-            aborts(&s, "w", c),
+            aborts(&s, "w", c, want),
             "{c:?} changed the key but EXEC went through"
         );
     }
@@ -284,29 +314,46 @@ fn keyspace_events_only_for_real_changes() {
     let mut con = s.client();
     full_window(&mut con, "ev");
     let mut events = Events::watch(&s, "ev");
-    let steps: [(&[&str], &[&str]); 7] = [
-        (&["SLIDINGWINDOW.PEEK", "ev", "10", "3", "99999"], &[]),
-        (&["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "1003"], &[]),
+    // (call, its answer, its events)
+    let steps: [(&[&str], Want, &[&str]); 7] = [
         (
-            &["SLIDINGWINDOW.ALLOW", "ev", "10", "2", "1003", "COST", "3"],
+            &["SLIDINGWINDOW.PEEK", "ev", "10", "3", "99999"],
+            Ok([1, 1]),
             &[],
         ),
-        (&["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "x"], &[]),
+        (
+            &["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "1003"],
+            Ok([0, 3]),
+            &[],
+        ),
+        (
+            &["SLIDINGWINDOW.ALLOW", "ev", "10", "2", "1003", "COST", "3"],
+            Ok([0, 3]),
+            &[],
+        ),
+        (
+            &["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "x"],
+            Err("ERR now must be"),
+            &[],
+        ),
         (
             &["SLIDINGWINDOW.ALLOW", "ev", "10", "1", "11001"],
+            Ok([0, 1]),
             &["zremrangebyscore"],
         ),
         (
             &["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "20000", "COST", "4"],
+            Ok([0, 0]),
             &["zremrangebyscore", "del"],
         ),
         (
             &["SLIDINGWINDOW.ALLOW", "ev", "10", "3", "20000"],
+            Ok([1, 1]),
             &["zadd", "expire"],
         ),
     ];
-    for (n, (c, want)) in steps.iter().enumerate() {
-        let _ = call(&mut con, c);
+    for (n, (c, answer, want)) in steps.iter().enumerate() {
+        assert_answers(&call(&mut con, c), *answer, &c.join(" "));
         let marker = n.to_string();
         let _: i64 = q(&mut con, &["PUBLISH", "marker", &marker]);
         assert_eq!(events.until(&marker), *want, "keyspace events of {c:?}");

@@ -44,9 +44,76 @@ static MAX_MEMBERS_CONFIG: NumericConfig = NumericConfig {
     set: |v| MAX_MEMBERS_PER_CALL.store(u64::try_from(v).unwrap_or(1), Ordering::Relaxed),
 };
 
-/// Registers the configs and applies the values redis.conf or `MODULE LOADEX` gave.
-pub fn register(loader: &Loader) -> Result<(), String> {
+/// The configs' names without the prefix, as the load line gives them.
+const NAMES: [&str; 2] = ["storage", "max-members-per-call"];
+
+/// Registers the configs, applies the values redis.conf or `MODULE LOADEX` gave, then the load
+/// line's `name value` pairs (they come last, so they win: Redis applies a default to every
+/// config it was given no value for when it loads the others).
+pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
     loader.enum_config(&STORAGE_CONFIG)?;
     loader.numeric_config(&MAX_MEMBERS_CONFIG)?;
-    loader.load_configs()
+    loader.load_configs()?;
+    for (name, value) in load_line(args)? {
+        loader
+            .set_config(name, value)
+            .map_err(|why| format!("load argument '{name} {}' refused: {why}", show(value)))?;
+    }
+    Ok(())
+}
+
+/// The load line's arguments as `(config, value)` pairs; an unknown name or a name without a
+/// value refuses them all.
+fn load_line<'a>(args: &[&'a [u8]]) -> Result<Vec<(&'static str, &'a [u8])>, String> {
+    args.chunks(2)
+        .map(|pair| {
+            let (name, value) = match *pair {
+                [name, value] => (name, Some(value)),
+                [name] => (name, None),
+                _ => return Err("an empty load argument".to_string()),
+            };
+            let Some(known) = NAMES
+                .iter()
+                .find(|n| n.as_bytes().eq_ignore_ascii_case(name))
+            else {
+                return Err(format!(
+                    "unknown load argument '{}' (configs: {})",
+                    show(name),
+                    NAMES.join(", ")
+                ));
+            };
+            let value = value.ok_or_else(|| format!("load argument '{known}' has no value"))?;
+            Ok((*known, value))
+        })
+        .collect()
+}
+
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_line_is_name_value_pairs_of_known_configs() {
+        let args: [&[u8]; 4] = [b"STORAGE", b"compact", b"max-members-per-call", b"5"];
+        assert_eq!(
+            load_line(&args),
+            Ok(vec![
+                ("storage", &b"compact"[..]),
+                ("max-members-per-call", &b"5"[..])
+            ])
+        );
+        assert_eq!(load_line(&[]), Ok(vec![]));
+        assert_eq!(
+            load_line(&[b"storage"]),
+            Err("load argument 'storage' has no value".into())
+        );
+        assert_eq!(
+            load_line(&[b"slidingwindow.storage", b"zset"]),
+            Err("unknown load argument 'slidingwindow.storage' (configs: storage, max-members-per-call)".into())
+        );
+    }
 }

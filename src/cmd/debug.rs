@@ -1,5 +1,6 @@
 //! Test builds only (`panic-test`): `SLIDINGWINDOW.DEBUGPANIC` panics on purpose, or with
-//! `ARM AFTER-TRIM|AFTER-ADD` arms a panic inside the next ALLOW, to prove panics are contained.
+//! `ARM AFTER-TRIM|AFTER-ADD` arms a panic inside the next ALLOW (`ARM RDB-SAVE`: inside
+//! the next save of a compact log), to prove panics are contained.
 
 use super::{Answer, run};
 use crate::core::error::Error;
@@ -21,6 +22,8 @@ fn body<'a>(_ctx: Ctx<'a>, argv: Argv<'a>, _fx: &mut Changes<'a>) -> Result<Answ
             fault::arm(Point::AfterTrim);
         } else if point.eq_ignore_ascii_case(b"AFTER-ADD") {
             fault::arm(Point::AfterAdd);
+        } else if point.eq_ignore_ascii_case(b"RDB-SAVE") {
+            fault::arm(Point::RdbSave);
         } else {
             return Err(Error::UnknownOption(crate::core::error::token(point)));
         }

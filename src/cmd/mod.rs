@@ -100,7 +100,7 @@ const NEEDED: [&std::ffi::CStr; 7] = [
 /// ACL categories: ALLOW is `write slow` like ZREMRANGEBYSCORE (O(log N + M): it removes every
 /// member that left the window, and adds up to `max-members-per-call`); PEEK is `read fast` like
 /// ZCOUNT (O(log N): it only counts and looks up ranks). All are in `@slidingwindow` too.
-pub fn register(loader: &Loader) -> Result<(), String> {
+pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
     for name in NEEDED {
         if !loader.command_exists(name) {
             return Err(format!(
@@ -111,7 +111,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
     }
     loader.set_module_options()?;
     loader.data_type::<CompactLog>()?;
-    config::register(loader)?;
+    config::register(loader, args)?;
     stats::register(loader)?;
     let category = loader.acl_category(c"slidingwindow");
     let specs = [

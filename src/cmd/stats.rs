@@ -1,8 +1,11 @@
-//! `INFO slidingwindow`: what the commands did since the module was loaded, and the configs.
+//! `INFO slidingwindow`: the version, what the commands did since the module was loaded, the
+//! compact keys alive, and the configs.
 
 use super::config;
+use crate::core::version;
 use crate::core::window::Outcome;
-use crate::ffi::{Loader, Report, Section};
+use crate::ffi::{Loader, NativeType, Report, Section};
+use crate::store::compact::log::CompactLog;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A count since load.
@@ -60,6 +63,7 @@ struct Fields;
 
 impl Report for Fields {
     fn report(s: &Section<'_>) {
+        s.text(c"version", version::TEXT);
         s.uint(c"allow_calls", ALLOW_CALLS.get());
         s.uint(c"peek_calls", PEEK_CALLS.get());
         s.uint(c"admitted", ADMITTED.get());
@@ -69,6 +73,9 @@ impl Report for Fields {
         s.uint(c"errors", ERRORS.get());
         s.uint(c"refund_calls", REFUND_CALLS.get());
         s.uint(c"refunded", REFUNDED.get());
+        // Gauges, unlike the counters: what is alive now.
+        s.uint(c"compact_keys", CompactLog::gauge().values());
+        s.uint(c"compact_bytes", CompactLog::gauge().bytes());
         s.text(c"storage", config::storage().name());
         s.uint(c"max_members_per_call", config::max_members_per_call());
     }

@@ -1,5 +1,6 @@
 //! Test builds only (`panic-test`): a panic armed at a named point of the next call, to prove
-//! that a contained panic still leaves replicas and the AOF with exactly the master's data.
+//! that a contained panic still leaves replicas and the AOF with exactly the master's data, and
+//! that one during a save stops the server instead of writing a truncated value.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -10,6 +11,8 @@ pub enum Point {
     AfterTrim = 1,
     /// Right after the request's members were added.
     AfterAdd = 2,
+    /// Half-way through writing a compact log into an RDB (after its count, before its bytes).
+    RdbSave = 3,
 }
 
 static ARMED: AtomicU8 = AtomicU8::new(0);

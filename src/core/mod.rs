@@ -12,4 +12,5 @@ pub mod reply;
 #[cfg(test)]
 #[path = "../../tests/support/rng.rs"]
 pub mod rng;
+pub mod version;
 pub mod window;

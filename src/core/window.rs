@@ -844,6 +844,94 @@ mod tests {
         }
     }
 
+    /// The contract's reply, straight from its definitions in wide integers: the oracle for
+    /// logs whose scores the u64 model cannot hold (infinities, huge and negative scores).
+    fn contract_reply(log: &[f64], limits: &[(u64, u64)], now: u64, cost: u64) -> Reply {
+        let (now, cost) = (i128::from(now), i128::from(cost));
+        let cutoff = |window_s: u64| now - i128::from(window_s) * 1000;
+        let longest = limits.iter().map(|l| l.0).max().unwrap_or(1);
+        let mut kept: Vec<f64> = log
+            .iter()
+            .copied()
+            .filter(|s| *s > cutoff(longest) as f64)
+            .collect();
+        kept.sort_by(f64::total_cmp);
+        let stored = |w: u64| kept.iter().filter(|s| **s > cutoff(w) as f64).count() as i128;
+        let admitted = limits
+            .iter()
+            .all(|&(w, max)| stored(w) + cost <= i128::from(max));
+        // A window's members oldest first, the call's own (scored now) among them if admitted.
+        let kth = |w: u64, k: i128| -> Option<f64> {
+            let mut all: Vec<f64> = kept
+                .iter()
+                .copied()
+                .filter(|s| *s > cutoff(w) as f64)
+                .collect();
+            let added = if admitted { cost.min(k) } else { 0 };
+            all.extend(std::iter::repeat_n(now as f64, added as usize));
+            all.sort_by(f64::total_cmp);
+            all.get(usize::try_from(k - 1).ok()?).copied()
+        };
+        // `score + W - now`, never negative, saturated at i64.
+        let wait = |score: f64, w: u64| -> i64 {
+            let v = (score.ceil() as i128).saturating_sub(cutoff(w)).max(0);
+            i64::try_from(v).unwrap_or(i64::MAX)
+        };
+        // (remaining, retry, window, position, count, reset) of each limit.
+        let standings: Vec<(i128, i64, u64, usize, i128, i64)> = limits
+            .iter()
+            .enumerate()
+            .map(|(i, &(w, max))| {
+                let count = stored(w) + if admitted { cost } else { 0 };
+                let need = count + cost - i128::from(max);
+                let retry = match () {
+                    _ if cost > i128::from(max) => -1,
+                    _ if need <= 0 => 0,
+                    _ => kth(w, need).map_or(0, |s| wait(s, w)),
+                };
+                let newest = kth(w, count);
+                let reset = if count == 0 {
+                    0
+                } else {
+                    newest.map_or(0, |s| wait(s, w))
+                };
+                ((i128::from(max) - count).max(0), retry, w, i, count, reset)
+            })
+            .collect();
+        let infinite = |r: i64| {
+            if r < 0 {
+                i64::MAX as i128 + 1
+            } else {
+                i128::from(r)
+            }
+        };
+        let b = standings
+            .iter()
+            .min_by(|x, y| {
+                (x.0, -infinite(x.1), u64::MAX - x.2, x.3).cmp(&(
+                    y.0,
+                    -infinite(y.1),
+                    u64::MAX - y.2,
+                    y.3,
+                ))
+            })
+            .copied()
+            .unwrap_or_default();
+        let retry = if standings.iter().any(|s| s.1 < 0) {
+            -1
+        } else {
+            standings.iter().map(|s| s.1).max().unwrap_or(0)
+        };
+        Reply {
+            allowed: admitted,
+            count: b.4 as u64,
+            remaining: b.0 as u64,
+            retry_after_ms: retry,
+            reset_after_ms: b.5,
+            binding: (limits.len() > 1).then_some(b.3),
+        }
+    }
+
     #[test]
     fn extremes_do_not_overflow() {
         let top = crate::core::error::MAX_EXACT;
@@ -853,13 +941,15 @@ mod tests {
             for window in [1, win] {
                 for cost in [1, top] {
                     for max in [1, top] {
-                        for r in [
-                            req(window, max, now, cost),
-                            multi(&[(window, max), (1, top), (win, 1)], now, cost),
+                        let one = [(window, max)];
+                        let three = [(window, max), (1, top), (win, 1)];
+                        for (limits, r) in [
+                            (&one[..], req(window, max, now, cost)),
+                            (&three[..], multi(&three, now, cost)),
                         ] {
                             let (got, _, _) = run(&weird, &r);
-                            assert!(got.retry_after_ms >= -1);
-                            assert!(got.reset_after_ms >= 0);
+                            let want = contract_reply(&weird, limits, now, cost);
+                            assert_eq!(got, want, "{r:?}");
                             let mut l = VecLog(weird.to_vec());
                             let Ok(p) = peek(&mut l, &r) else {
                                 panic!("{r:?} failed");
@@ -870,6 +960,15 @@ mod tests {
                 }
             }
         }
+        // -1 and 0 are still in a 1 s window at 0, beside the two future members: the 4th
+        // oldest and the newest are +inf, the longest waits there are.
+        let max_wait = i64::MAX;
+        let (got, _, _) = run(&weird, &req(1, 1, 0, 1));
+        assert_eq!(got, reply(false, 4, 0, max_wait, max_wait));
+        // At 2^53 only the future members are left; a cost of 2^53 never fits the max of 1,
+        // which binds (its retry, -1, counts as the longest).
+        let (got, _, _) = run(&weird, &multi(&[(1, top), (win, 1)], top, top));
+        assert_eq!(got, named(reply(false, 2, 0, -1, max_wait), 1));
         assert_eq!(req(win, 1, 0, 1).cutoff(win * 1000), -9_007_199_254_740_000);
         assert_eq!(req(1, 1, top, 1).cutoff(1000), 9_007_199_254_739_992);
     }

@@ -81,6 +81,7 @@ table! {
     load_string_buffer = RedisModule_LoadStringBuffer: unsafe extern "C" fn(*mut RedisModuleIO, *mut usize) -> *mut c_char;
     is_io_error = RedisModule_IsIOError: unsafe extern "C" fn(*mut RedisModuleIO) -> c_int;
     emit_aof = RedisModule_EmitAOF: unsafe extern "C" fn(*mut RedisModuleIO, *const c_char, *const c_char, ...);
+    log = RedisModule_Log: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, *const c_char, ...);
     log_io_error = RedisModule_LogIOError: unsafe extern "C" fn(*mut RedisModuleIO, *const c_char, *const c_char, ...);
     digest_add_long_long = RedisModule_DigestAddLongLong: unsafe extern "C" fn(*mut RedisModuleDigest, c_longlong);
     digest_end_sequence = RedisModule_DigestEndSequence: unsafe extern "C" fn(*mut RedisModuleDigest);

@@ -2,10 +2,12 @@
 //! ... CONFIG`): descriptors with plain getters and setters, behind the C callbacks Redis calls.
 //! Redis itself checks enum names and numeric ranges, and refuses the rest with its own error.
 
+use super::api;
 use super::command::Loader;
 use redis_module::raw;
 use std::ffi::{CStr, c_void};
 use std::os::raw::{c_char, c_int, c_longlong};
+use std::ptr::NonNull;
 
 /// A config taking one of a few names.
 pub struct EnumConfig {
@@ -121,6 +123,44 @@ impl Loader<'_> {
             Ok(())
         } else {
             Err(fail())
+        }
+    }
+
+    /// Sets the module's config `name` (without the prefix) to `value` through `CONFIG SET`, so
+    /// that Redis checks it as it checks every other source; its error text if it refuses.
+    pub fn set_config(&self, name: &str, value: &[u8]) -> Result<(), String> {
+        let api = api::get().ok_or("the module API is not resolved")?;
+        let full = format!("slidingwindow.{name}");
+        // SAFETY: the load context (which has a client to call with); the format names a C
+        // string and two buffers with their lengths, which follow.
+        let reply = unsafe {
+            (api.call)(
+                self.raw(),
+                c"CONFIG".as_ptr(),
+                c"cbb".as_ptr(),
+                c"SET".as_ptr(),
+                full.as_ptr(),
+                full.len(),
+                value.as_ptr(),
+                value.len(),
+            )
+        };
+        let reply = NonNull::new(reply).ok_or("CONFIG SET could not run")?;
+        // SAFETY: a live reply, freed below; an error reply's text is copied before that.
+        unsafe {
+            let r = reply.as_ptr();
+            let refused = (api.call_reply_type)(r) == raw::REDISMODULE_REPLY_ERROR as c_int;
+            let why = refused.then(|| {
+                let mut len = 0usize;
+                let ptr = (api.call_reply_string_ptr)(r, &mut len);
+                if ptr.is_null() {
+                    return String::from("refused");
+                }
+                String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
+                    .into_owned()
+            });
+            (api.free_call_reply)(r);
+            why.map_or(Ok(()), Err)
         }
     }
 

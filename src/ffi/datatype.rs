@@ -1,15 +1,15 @@
 //! Module data types: registration and every callback a real type needs (RDB save/load, AOF
 //! rewrite, memory usage, digest, free, free effort, copy), each a thin shell around the type's
-//! safe methods with panics contained. `DUMP`/`RESTORE`/`MIGRATE` go through the RDB callbacks.
+//! safe methods with panics contained, or, where output is being written, turned into an abort. `DUMP`/`RESTORE`/`MIGRATE` go through the RDB callbacks.
 
 use super::api::{self, Api};
 use super::command::Loader;
 use redis_module::raw;
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, CString, c_void};
 use std::os::raw::{c_int, c_longlong};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Where a registered type's handle is kept: one static beside each type.
 pub struct TypeSlot(AtomicPtr<raw::RedisModuleType>);
@@ -30,6 +30,59 @@ impl Default for TypeSlot {
     }
 }
 
+/// How many values of a type are alive and the bytes they hold (each its box and the heap it
+/// owns). Values are freed on the main thread, or on the lazy-free thread when big: atomics.
+pub struct Gauge {
+    values: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Gauge {
+    pub const fn new() -> Self {
+        Gauge {
+            values: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    pub fn values(&self) -> u64 {
+        self.values.load(Ordering::Relaxed)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// A value of `held` bytes came to life (created, loaded, copied).
+    pub(super) fn born(&self, held: usize) {
+        self.values.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(held as u64, Ordering::Relaxed);
+    }
+
+    /// A value of `held` bytes was freed.
+    fn died(&self, held: usize) {
+        self.values.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_sub(held as u64, Ordering::Relaxed);
+    }
+
+    /// A live value's heap went from `before` to `after` bytes.
+    pub fn resized(&self, before: usize, after: usize) {
+        if after >= before {
+            self.bytes
+                .fetch_add((after - before) as u64, Ordering::Relaxed);
+        } else {
+            self.bytes
+                .fetch_sub((before - after) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for Gauge {
+    fn default() -> Self {
+        Gauge::new()
+    }
+}
+
 /// A value kept in a key as a module data type.
 pub trait NativeType: Sized + Clone + 'static {
     /// Nine characters, fixed forever: RDB files name the type by it.
@@ -37,6 +90,8 @@ pub trait NativeType: Sized + Clone + 'static {
     /// The encoding version `save` writes.
     const ENCODING: i32;
     fn slot() -> &'static TypeSlot;
+    /// The live values of the type: every place that creates, changes or frees one keeps it.
+    fn gauge() -> &'static Gauge;
     fn save(&self, out: &mut RdbOut<'_>);
     /// Rebuilds a value; an error (logged, with the key) refuses the whole payload.
     fn load(input: &mut RdbIn<'_>, encver: i32) -> Result<Self, String>;
@@ -49,6 +104,16 @@ pub trait NativeType: Sized + Clone + 'static {
     fn defrag(&mut self, d: &mut Defrag<'_>);
     /// How much work freeing takes; above 64, Redis frees the value off the main thread.
     fn free_effort(&self) -> usize;
+}
+
+/// Bytes a value holds for its gauge: its box and its heap.
+pub(super) fn held<T: NativeType>(v: &T) -> usize {
+    std::mem::size_of::<T>() + v.heap_bytes()
+}
+
+/// Counts a value that is now Redis's to keep.
+pub(super) fn born<T: NativeType>(v: &T) {
+    T::gauge().born(held(v));
 }
 
 /// The RDB (or DUMP payload) being written.
@@ -165,7 +230,10 @@ extern "C" fn rdb_load<T: NativeType>(io: *mut raw::RedisModuleIO, encver: c_int
     let loaded = catch_unwind(AssertUnwindSafe(|| T::load(&mut RdbIn { io, api }, encver)))
         .unwrap_or_else(|_| Err("a bug was caught while loading".into()));
     match loaded {
-        Ok(v) => Box::into_raw(Box::new(v)).cast(),
+        Ok(v) => {
+            born(&v);
+            Box::into_raw(Box::new(v)).cast()
+        }
         Err(why) => {
             let why = format!(
                 "slidingwindow: refusing a {} value: {why}\0",
@@ -182,10 +250,44 @@ extern "C" fn rdb_load<T: NativeType>(io: *mut raw::RedisModuleIO, encver: c_int
     }
 }
 
+/// Runs a callback that writes output (an RDB value, AOF commands, a digest). A panic half-way
+/// would leave a truncated value there, so the process (the server, or the child saving for it)
+/// stops instead, saying why in the log; the last complete RDB or AOF stays as it was.
+fn or_abort<T: NativeType>(api: &Api, what: &str, f: impl FnOnce()) {
+    let Err(payload) = catch_unwind(AssertUnwindSafe(f)) else {
+        return;
+    };
+    let why = match (
+        payload.downcast_ref::<String>(),
+        payload.downcast_ref::<&str>(),
+    ) {
+        (Some(s), _) => s.as_str(),
+        (None, Some(s)) => s,
+        (None, None) => "a panic",
+    };
+    let why = why.strip_prefix("slidingwindow: ").unwrap_or(why);
+    let line = format!(
+        "slidingwindow: {why}, in {what} of a {} value: aborting rather than writing a truncated value",
+        T::NAME.to_string_lossy()
+    );
+    if let Ok(line) = CString::new(line) {
+        // SAFETY: no context needed; "%s" with one NUL-terminated string.
+        unsafe {
+            (api.log)(
+                ptr::null_mut(),
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                line.as_ptr(),
+            )
+        };
+    }
+    std::process::abort();
+}
+
 extern "C" fn rdb_save<T: NativeType>(io: *mut raw::RedisModuleIO, v: *mut c_void) {
     // SAFETY: Redis passes back a value of this type.
     if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.save(&mut RdbOut { io, api })));
+        or_abort::<T>(api, "rdb_save", || v.save(&mut RdbOut { io, api }));
     }
 }
 
@@ -196,7 +298,9 @@ extern "C" fn aof_rewrite<T: NativeType>(
 ) {
     // SAFETY: as in `rdb_save`.
     if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.rewrite(&mut AofOut { io, key, api })));
+        or_abort::<T>(api, "aof_rewrite", || {
+            v.rewrite(&mut AofOut { io, key, api })
+        });
     }
 }
 
@@ -317,14 +421,16 @@ extern "C" fn defrag<T: NativeType>(
 extern "C" fn digest<T: NativeType>(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
     // SAFETY: as in `rdb_save`.
     if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.digest(&mut Digest { md, api })));
+        or_abort::<T>(api, "digest", || v.digest(&mut Digest { md, api }));
     }
 }
 
 extern "C" fn free<T: NativeType>(v: *mut c_void) {
     if !v.is_null() {
-        // SAFETY: a value we boxed, handed back once to be freed.
-        drop(unsafe { Box::from_raw(v.cast::<T>()) });
+        // SAFETY: a value we boxed, handed back once to be freed (maybe on the lazy-free thread).
+        let v = unsafe { Box::from_raw(v.cast::<T>()) };
+        T::gauge().died(held(&*v));
+        drop(v);
     }
 }
 
@@ -346,7 +452,9 @@ extern "C" fn copy<T: NativeType>(
         return ptr::null_mut();
     };
     catch_unwind(AssertUnwindSafe(|| {
-        Box::into_raw(Box::new(v.clone())).cast()
+        let copy = v.clone();
+        born(&copy);
+        Box::into_raw(Box::new(copy)).cast()
     }))
     .unwrap_or(ptr::null_mut())
 }

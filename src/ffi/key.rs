@@ -138,6 +138,7 @@ impl<'a> Key<'a> {
         if t.is_null() {
             return Err(Error::Server("an unregistered data type"));
         }
+        let held = super::datatype::held(&value);
         let raw = Box::into_raw(Box::new(value));
         self.native = None;
         // SAFETY: an open key opened for writing; on success Redis owns the value and frees it
@@ -148,6 +149,7 @@ impl<'a> Key<'a> {
             drop(unsafe { Box::from_raw(raw) });
             return Err(Error::Server("RedisModule_ModuleTypeSetValue"));
         }
+        T::gauge().born(held);
         Ok(())
     }
 

@@ -294,6 +294,9 @@ struct Blocks {
     blocks: Vec<Block>,
     tree: Vec<u64>,
     len: u64,
+    /// Bytes of the blocks' buffers, kept in step with them: the INFO gauge reads `heap_bytes`
+    /// around every call, which must not cost a walk over the blocks.
+    bufs: usize,
 }
 
 impl Blocks {
@@ -302,13 +305,15 @@ impl Blocks {
             blocks: pack(ts),
             tree: Vec::new(),
             len: ts.len() as u64,
+            bufs: 0,
         };
         b.reindex();
         b
     }
 
-    /// Rebuilds the tree after blocks came or went.
+    /// Rebuilds the tree (and the buffers' total) after blocks came or went.
     fn reindex(&mut self) {
+        self.bufs = self.blocks.iter().map(|b| b.buf.len()).sum();
         self.tree.clear();
         if self.blocks.len() < FENWICK_MIN {
             self.tree.shrink_to_fit();
@@ -438,7 +443,7 @@ impl Blocks {
                 .partition_point(|b| b.first() <= ts)
                 .saturating_sub(1),
         };
-        let Some(block) = self.blocks.get_mut(i) else {
+        let Some(block) = self.blocks.get(i) else {
             return;
         };
         let p = block.count_le(ts);
@@ -446,15 +451,12 @@ impl Blocks {
         let small = usize::try_from(n).ok().filter(|n| *n <= BLOCK_BYTES);
         self.len += n;
         if let Some(m) = small {
-            if block.insert(p, ts, m) {
+            if self.in_block(i, |b| b.insert(p, ts, m)) == Some(true) {
                 self.bump(i, m as i64);
                 return;
             }
             // Between two blocks: the front of the next may have room.
-            if at_end
-                && let Some(next) = self.blocks.get_mut(i + 1)
-                && next.insert(0, ts, m)
-            {
+            if at_end && self.in_block(i + 1, |b| b.insert(0, ts, m)) == Some(true) {
                 self.bump(i + 1, m as i64);
                 return;
             }
@@ -495,9 +497,11 @@ impl Blocks {
         let (j, pb) = self.find(b - 1);
         self.len -= b - a;
         if i == j {
-            if let Some(block) = self.blocks.get_mut(i) {
+            let emptied = self.in_block(i, |block| {
                 block.remove(pa, pb + 1);
-                let empty = block.len() == 0;
+                block.len() == 0
+            });
+            if let Some(empty) = emptied {
                 if empty {
                     self.blocks.remove(i);
                     self.reindex();
@@ -550,10 +554,20 @@ impl Blocks {
             .flat_map(|b| (0..b.len()).map(|i| b.get(i)))
     }
 
+    /// Runs `f` on block `i` alone, keeping `bufs` in step with its buffer.
+    fn in_block<R>(&mut self, i: usize, f: impl FnOnce(&mut Block) -> R) -> Option<R> {
+        let block = self.blocks.get_mut(i)?;
+        let before = block.buf.len();
+        let r = f(block);
+        let after = block.buf.len();
+        self.bufs = (self.bufs + after).saturating_sub(before);
+        Some(r)
+    }
+
     fn heap_bytes(&self) -> usize {
         size_class(self.blocks.capacity() * size_of::<Block>())
             + size_class(self.tree.capacity() * size_of::<u64>())
-            + self.blocks.iter().map(|b| b.buf.len()).sum::<usize>()
+            + self.bufs
     }
 }
 
@@ -866,6 +880,8 @@ impl CompactLog {
             }
             assert_eq!(total, b.len);
             assert_eq!(b.tree.is_empty(), b.blocks.len() < FENWICK_MIN);
+            let bufs: usize = b.blocks.iter().map(|b| b.buf.len()).sum();
+            assert_eq!(b.bufs, bufs, "the buffers' total");
         }
     }
 }

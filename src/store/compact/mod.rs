@@ -15,7 +15,7 @@ use super::{Expire, Store, expire};
 use crate::core::error::Error;
 use crate::core::window::Log;
 use crate::ffi::{
-    AofOut, Class, Ctx, Defrag, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot,
+    AofOut, Class, Ctx, Defrag, Digest, Gauge, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot,
 };
 use change::write_change;
 use log::CompactLog;
@@ -26,6 +26,7 @@ pub const APPLY_MAX_ADD: u64 = 10_000_000;
 pub const PAIRS_PER_COMMAND: usize = 512;
 
 static TYPE: TypeSlot = TypeSlot::new();
+static GAUGE: Gauge = Gauge::new();
 
 impl NativeType for CompactLog {
     const NAME: &'static std::ffi::CStr = c"swcompact";
@@ -35,9 +36,15 @@ impl NativeType for CompactLog {
         &TYPE
     }
 
+    fn gauge() -> &'static Gauge {
+        &GAUGE
+    }
+
     fn save(&self, out: &mut RdbOut<'_>) {
         let (count, bytes) = codec::encode(self);
         out.unsigned(count);
+        #[cfg(feature = "panic-test")]
+        crate::core::fault::hit(crate::core::fault::Point::RdbSave);
         out.buffer(&bytes);
     }
 
@@ -239,6 +246,15 @@ impl<'k, 'a> CompactStore<'k, 'a> {
         self.key.native::<CompactLog>()
     }
 
+    /// Changes the log with `f`, keeping `compact_bytes` in step with its heap.
+    fn change<R>(&mut self, f: impl FnOnce(&mut CompactLog) -> R) -> Option<R> {
+        let log = self.log()?;
+        let before = log.heap_bytes();
+        let r = f(log);
+        GAUGE.resized(before, log.heap_bytes());
+        Some(r)
+    }
+
     /// Sets the TTL as `PEXPIREAT at_ms` would, and records it.
     pub fn expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
         self.fx.expire = expire(self.key, at_ms)?;
@@ -271,7 +287,7 @@ impl Log for CompactStore<'_, '_> {
                 self.fx.emptied = true;
                 len
             }
-            None => log.trim(cutoff),
+            None => self.change(|log| log.trim(cutoff)).unwrap_or(0),
         };
         if removed > 0 {
             self.fx.trimmed = Some(cutoff);
@@ -283,8 +299,8 @@ impl Log for CompactStore<'_, '_> {
         if self.log().is_none() {
             self.key.set_native(CompactLog::default())?;
         }
-        let log = self.log().ok_or(Error::Server("a new compact log"))?;
-        log.add(score, n);
+        self.change(|log| log.add(score, n))
+            .ok_or(Error::Server("a new compact log"))?;
         self.fx.added = Some((score, n));
         Ok(())
     }
@@ -309,15 +325,14 @@ impl Store for CompactStore<'_, '_> {
 
     fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error> {
         let through = through.unwrap_or(log::MAX_TS);
-        let Some(log) = self.log() else {
+        let Some(removed) = self.change(|log| log.refund(through, n)) else {
             return Ok(0);
         };
-        let removed = log.refund(through, n);
         if removed == 0 {
             return Ok(0);
         }
         // An empty log is no key, as an empty sorted set is none.
-        if log.is_empty() {
+        if self.log().is_some_and(|log| log.is_empty()) {
             self.key.unlink()?;
             self.fx.emptied = true;
         }
