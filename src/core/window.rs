@@ -244,17 +244,13 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
-// The integration tests' contract model: an independent reading of the contract.
-#[cfg(test)]
-#[path = "../../tests/support/model.rs"]
-mod model;
-
 #[cfg(test)]
 mod tests {
-    use super::model::Model;
     use super::*;
     use crate::core::limits::Limit;
     use crate::core::rng::Rng;
+    // The shared contract model (dev-only crate `testkit`): an independent reading of the contract.
+    use testkit::model::Model;
 
     /// The simplest log: a sorted vector of scores.
     #[derive(Debug, Clone, Default, PartialEq)]
