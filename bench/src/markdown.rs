@@ -3,12 +3,13 @@
 use std::path::Path;
 
 use crate::Result;
-use crate::depth;
 use crate::lanes::{PAIRED_TURN, PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
 use crate::measure::{COPIES, LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
 use crate::report::{
-    DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, source_line, worst_line,
+    DEPTH_HEADER, HEADER, Run, check_line, depth_row, late_lines, refund_line, row, source_line,
+    tally, worst_line,
 };
+use crate::{depth, late};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let rows: Vec<Vec<String>> = run.results.iter().map(row).collect();
@@ -19,6 +20,8 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
     out += &markdown_table(&HEADER, &rows);
     out += &format!("\n{}.\n\n", source_line(&run.results));
     out += &format!("{}.\n\n", worst_line(&run.worst));
+    out += &late_text(run);
+    out += &format!("{}.\n\n", refund_line(run.refund.as_deref()));
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
     out += &depth_text(run);
@@ -39,8 +42,7 @@ fn machine_text(run: &Run) -> String {
 }
 
 fn targets_text(run: &Run) -> String {
-    let held = run.checks.iter().filter(|c| c.holds).count();
-    let mut out = format!("## Targets: {held} of {} hold\n\n", run.checks.len());
+    let mut out = format!("## Targets: {}\n\n", tally(&run.checks));
     for check in &run.checks {
         out += &format!("- {}\n", check_line(check));
     }
@@ -99,6 +101,24 @@ fn method_text() -> String {
          do not run `multi`; the split variants run only there. Warm-ups span the longest \
          window.\n\n"
     )
+}
+
+fn late_text(run: &Run) -> String {
+    let mut out = format!(
+        "`late`: one key logging {} requests, one every {} ms, in a {}-s window; then {} rounds \
+         of a batch of calls on time (appends), then a batch of calls from each kind of late \
+         caller, the clock running on through all of them; every call is admitted and logged \
+         where its time falls. In-command µs/call from `INFO commandstats` deltas around each \
+         batch, by kind:\n\n",
+        late::LOGGED,
+        late::STEP_MS,
+        late::WINDOW_S,
+        late::ROUNDS
+    );
+    for line in late_lines(&run.late) {
+        out += &format!("- {line}\n");
+    }
+    out + "\n"
 }
 
 fn depth_text(run: &Run) -> String {
