@@ -5,6 +5,7 @@
 # Exits non-zero, saying why on stderr, when it cannot: the bench then reports it unavailable.
 set -euo pipefail
 
+# Keep in step with CELL_VERSION in bench/src/markdown.rs.
 version="0.2.2"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${CARGO_TARGET_DIR:-$root/target}/redis-cell-$version"

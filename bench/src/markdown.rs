@@ -9,7 +9,11 @@ use crate::report::{
     DEPTH_HEADER, HEADER, Run, check_line, depth_row, late_lines, refund_line, row, source_line,
     tally, worst_line,
 };
-use crate::{depth, late};
+use crate::workload::WORKLOADS;
+use crate::{depth, late, refund};
+
+/// The redis-cell that scripts/redis-cell.sh builds.
+const CELL_VERSION: &str = "0.2.2";
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let rows: Vec<Vec<String>> = run.results.iter().map(row).collect();
@@ -21,7 +25,13 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
     out += &format!("\n{}.\n\n", source_line(&run.results));
     out += &format!("{}.\n\n", worst_line(&run.worst));
     out += &late_text(run);
-    out += &format!("{}.\n\n", refund_line(run.refund.as_deref()));
+    out += &format!(
+        "REFUND: one key per storage warmed as `hot` is, then {} REFUNDs of one request, each \
+         after two ALLOWs (the second's `now` as `AT`), in pipelines; `INFO commandstats` keeps \
+         the two commands apart. {}.\n\n",
+        refund::REFUNDS,
+        refund_line(run.refund.as_deref())
+    );
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
     out += &depth_text(run);
@@ -49,7 +59,17 @@ fn targets_text(run: &Run) -> String {
     out
 }
 
+/// `1 s / 10, 60 s / 100`
+fn limits_text(limits: impl Iterator<Item = (u64, u64)>) -> String {
+    let parts: Vec<String> = limits.map(|(w, m)| format!("{w} s / {m}")).collect();
+    parts.join(", ")
+}
+
 fn method_text() -> String {
+    let tenant = WORKLOADS
+        .iter()
+        .find(|w| w.has_tenant())
+        .unwrap_or(&WORKLOADS[0]);
     format!(
         "Each workload runs on one private server with a simulated clock (the client sends \
          `now`), in two passes.\n\n\
@@ -99,7 +119,24 @@ fn method_text() -> String {
          in-command time and memory are per request, summed over the calls and keys, and a \
          request is admitted when all three calls are. `lua` and `commands` know one limit and \
          do not run `multi`; the split variants run only there. Warm-ups span the longest \
-         window.\n\n"
+         window.\n\n\
+         `tenant` gives every request two keys: a user's (one of {tenant_users}, limits {user}) \
+         and their tenant's (one for all, limits {tenant}). `module` and `compact` send one \
+         `SLIDINGWINDOW.ALLOWALL 2 user tenant now LIMIT 1 ... LIMIT 2 ...`; `module-split` \
+         and `compact-split` one ALLOW per key, each with its key's limits (not atomic: the \
+         user is charged when the tenant refuses); `lua-split` the seed script once per key, \
+         with the key's longest limit. Where the module has no ALLOWALL, its rows are missing \
+         and the targets on them say unavailable.\n\n\
+         `redis-cell` is redis-cell {CELL_VERSION}'s `CL.THROTTLE key max-1 max window 1` \
+         (GCRA: one timestamp per key, the same rate), built from crates.io under `target/` \
+         by `scripts/redis-cell.sh` (never committed) and loaded into a server of its own, same \
+         binary and flags, which takes its turns with the others. It keeps time on the \
+         server's clock, not the simulated one, so its admitted share says little and its \
+         keys expire by design (not counted as expired). Without it (no network, a failed \
+         build) its rows are missing and its targets say unavailable.\n\n",
+        tenant_users = tenant.keys,
+        user = limits_text(tenant.limits()),
+        tenant = limits_text(tenant.tenant_limits.iter().copied()),
     )
 }
 
@@ -134,8 +171,8 @@ fn depth_text(run: &Run) -> String {
          clock running on from one depth to the next; module then PING at each depth. Requests: \
          {}. What a round trip costs the server (reading, parsing, replying, waking the event \
          loop) is shared by the requests of one pipeline, and is most of PING's cost, so the \
-         module/ping ratio depends on the depth; the target above is checked at the table's \
-         depth ({PIPELINE_DEPTH}). At low depths both figures are mostly that per-round-trip \
+         module/ping ratio depends on the depth, and measures Redis's protocol more than the \
+         module: it is no longer a target (the table's depth is {PIPELINE_DEPTH}). At low depths both figures are mostly that per-round-trip \
          cost, which varies from run to run with the machine's load: compare module and ping \
          within one run.\n\n",
         depth::WORKLOAD,
