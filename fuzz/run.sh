@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 seconds="${FUZZ_SECONDS:-60}"
-targets="${FUZZ_TARGETS:-args window compact}"
+targets="${FUZZ_TARGETS:-args multi window compact}"
 export RUSTC_BOOTSTRAP=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
-//! ACL categories: ALLOW is `@write @slow`, PEEK `@read @fast`, both in `@slidingwindow`, where
-//! the server lets a module say so; the rules README "Operating" gives per server version.
+//! ACL categories: ALLOW, ALLOWALL and REFUND are `@write @slow`, PEEK and PEEKALL `@read @fast`,
+//! all in `@slidingwindow`, where the server lets a module say so; the rules README "Operating"
+//! gives per server version. Key patterns check every key of ALLOWALL / PEEKALL.
 
 mod common;
 #[path = "support/kit.rs"]
@@ -82,15 +83,21 @@ impl Role {
         match (support, self) {
             (Support::ModuleCategory, role) => role.by_category(),
             (Support::Categories, Role::Module) | (Support::Names, Role::Module) => {
-                "+slidingwindow.allow +slidingwindow.peek"
+                "+slidingwindow.allow +slidingwindow.peek +slidingwindow.allowall \
+                 +slidingwindow.peekall +slidingwindow.refund"
             }
             (Support::Categories, role) => role.by_category(),
-            (Support::Names, Role::Read) => "+@read +slidingwindow.peek",
-            (Support::Names, Role::Write) => "+@write +slidingwindow.allow",
-            (Support::Names, Role::Both) => {
-                "+@read +@write +slidingwindow.allow +slidingwindow.peek"
+            (Support::Names, Role::Read) => "+@read +slidingwindow.peek +slidingwindow.peekall",
+            (Support::Names, Role::Write) => {
+                "+@write +slidingwindow.allow +slidingwindow.allowall +slidingwindow.refund"
             }
-            (Support::Names, Role::AllButWrites) => "+@all -@write -slidingwindow.allow",
+            (Support::Names, Role::Both) => {
+                "+@read +@write +slidingwindow.allow +slidingwindow.peek +slidingwindow.allowall \
+                 +slidingwindow.peekall +slidingwindow.refund"
+            }
+            (Support::Names, Role::AllButWrites) => {
+                "+@all -@write -slidingwindow.allow -slidingwindow.allowall -slidingwindow.refund"
+            }
         }
     }
 }
@@ -102,22 +109,34 @@ fn set_user(s: &Server, user: &str, keys: &str, rule: &str) -> redis::Value {
     call(&mut s.client(), &args)
 }
 
-/// (PEEK answered, ALLOW answered) for `user` on `key`; anything else than NOPERM or the
-/// five-integer reply fails.
+/// (PEEK answered, ALLOW answered) for `user` on `key`; PEEKALL answers as PEEK does, ALLOWALL
+/// and REFUND as ALLOW does. Anything else than NOPERM or the command's reply fails.
 fn may(s: &Server, user: &str, key: &str) -> (bool, bool) {
     let mut con = client_as(s, user);
-    let mut answered = |cmd: &str| {
-        let v = call(&mut con, &[cmd, key, "3600", "1000", "1000"]);
-        if five(&v).is_some() {
+    let mut answered = |args: &[&str]| {
+        let v = call(&mut con, args);
+        if five(&v).is_some() || matches!(v, redis::Value::Array(_) | redis::Value::Int(_)) {
             return true;
         }
-        assert_eq!(error_code(&v), "NOPERM", "{user}: {cmd} {key}: {v:?}");
+        assert_eq!(error_code(&v), "NOPERM", "{user}: {args:?}: {v:?}");
         false
     };
-    (
-        answered("SLIDINGWINDOW.PEEK"),
-        answered("SLIDINGWINDOW.ALLOW"),
-    )
+    let peek = answered(&["SLIDINGWINDOW.PEEK", key, "3600", "1000", "1000"]);
+    let allow = answered(&["SLIDINGWINDOW.ALLOW", key, "3600", "1000", "1000"]);
+    let all = |cmd| [cmd, "1", key, "1000", "LIMIT", "1", "3600", "1000"];
+    assert_eq!(
+        answered(&all("SLIDINGWINDOW.PEEKALL")),
+        peek,
+        "{user}: PEEKALL {key}"
+    );
+    assert_eq!(
+        answered(&all("SLIDINGWINDOW.ALLOWALL")),
+        allow,
+        "{user}: ALLOWALL {key}"
+    );
+    let refund = ["SLIDINGWINDOW.REFUND", key, "1", "AT", "0"];
+    assert_eq!(answered(&refund), allow, "{user}: REFUND {key}");
+    (peek, allow)
 }
 
 fn acl_cat(s: &Server, category: &str) -> Vec<String> {
@@ -189,7 +208,10 @@ fn acl_cat_lists_the_commands_in_their_categories() {
     let names = |names: &[&str]| -> Vec<String> {
         names.iter().map(|n| format!("slidingwindow.{n}")).collect()
     };
-    let (writers, peek) = (names(&["allow", "apply", "convert"]), names(&["peek"]));
+    let (writers, peek) = (
+        names(&["allow", "allowall", "apply", "convert", "refund"]),
+        names(&["peek", "peekall"]),
+    );
     let none: Vec<String> = Vec::new();
     let listed = [
         ("write", &writers),
@@ -220,7 +242,9 @@ fn acl_cat_lists_the_commands_in_their_categories() {
     if has_own {
         assert_eq!(
             acl_cat(&s, "slidingwindow"),
-            names(&["allow", "apply", "convert", "peek"])
+            names(&[
+                "allow", "allowall", "apply", "convert", "peek", "peekall", "refund"
+            ])
         );
     }
 }
@@ -248,6 +272,41 @@ fn the_module_role_grants_only_this_module() {
     ] {
         let v = call(&mut con, other);
         assert_eq!(error_code(&v), "NOPERM", "{rule}: {other:?}: {v:?}");
+    }
+}
+
+/// Every key of an ALLOWALL / PEEKALL must match the user's patterns: one key outside refuses
+/// the call, and `%R~` keys admit PEEKALL but not ALLOWALL.
+#[test]
+fn key_patterns_check_every_key_of_a_call() {
+    let s = Server::start();
+    let cases = [
+        ("~{r}*", [true, true, true, true]),
+        ("%R~{r}*", [true, false, false, false]),
+        ("~{r}a", [false, false, true, true]),
+    ];
+    for (i, (keys, want)) in cases.into_iter().enumerate() {
+        let user = format!("all{i}");
+        assert_eq!(set_user(&s, &user, keys, "+@all"), redis::Value::Okay);
+        let mut con = client_as(&s, &user);
+        let calls = [
+            "SLIDINGWINDOW.PEEKALL 2 {r}a {r}b 1000 LIMIT 1 60 5 LIMIT 2 60 5",
+            "SLIDINGWINDOW.ALLOWALL 2 {r}a {r}b 1000 LIMIT 1 60 5 LIMIT 2 60 5",
+            "SLIDINGWINDOW.ALLOWALL 1 {r}a 1000 LIMIT 1 60 5",
+            "SLIDINGWINDOW.REFUND {r}a 1",
+        ];
+        for (line, may) in calls.into_iter().zip(want) {
+            let args: Vec<&str> = line.split(' ').collect();
+            let v = call(&mut con, &args);
+            if may {
+                assert!(
+                    matches!(v, redis::Value::Array(_) | redis::Value::Int(_)),
+                    "{keys}: {args:?}: {v:?}"
+                );
+            } else {
+                assert_eq!(error_code(&v), "NOPERM", "{keys}: {args:?}: {v:?}");
+            }
+        }
     }
 }
 

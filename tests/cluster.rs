@@ -99,19 +99,7 @@ fn slot_moves_under_traffic(storage: &str) {
     for _ in 0..w.keys {
         let keys: Vec<String> = q(&mut src_con, &["CLUSTER", "GETKEYSINSLOT", &s, "1"]);
         let Some(key) = keys.first() else { break };
-        let reply: String = q(
-            &mut src_con,
-            &[
-                "MIGRATE",
-                "127.0.0.1",
-                &dst_port,
-                "",
-                "0",
-                "10000",
-                "KEYS",
-                key,
-            ],
-        );
+        let reply = migrate(&mut src_con, &dst_port, key);
         assert!(reply == "OK" || reply == "NOKEY", "MIGRATE {key}: {reply}");
         // The key is gone from the source: a plain client is sent to the target with ASK.
         assert_redirect(
@@ -219,6 +207,14 @@ fn failover_under_traffic(storage: &str) {
     cluster.assert_replicas_match();
 }
 
+/// `MIGRATE` of one key from the node of `con` to the node on `port`: `OK` or `NOKEY`.
+fn migrate(con: &mut redis::Connection, port: &str, key: &str) -> String {
+    q(
+        con,
+        &["MIGRATE", "127.0.0.1", port, "", "0", "10000", "KEYS", key],
+    )
+}
+
 fn setslot(node: &Server, args: &[&str], slot: u16) {
     let s = slot.to_string();
     let mut line = vec!["CLUSTER", "SETSLOT", &s];
@@ -246,4 +242,153 @@ fn assert_counted(out: &Outcome) {
         out.admitted,
         out.calls
     );
+}
+
+/// ALLOWALL / PEEKALL keys are declared: keys of different slots answer `CROSSSLOT`, on any
+/// node, before the module runs; hash-tagged keys of one slot are served by its master.
+#[test]
+fn several_keys_must_share_a_slot() {
+    let cluster = Cluster::start("zset");
+    let crossslot = "CROSSSLOT Keys in request don't hash to the same slot";
+    for node in &cluster.nodes {
+        let mut con = node.client();
+        for cmd in ["SLIDINGWINDOW.ALLOWALL", "SLIDINGWINDOW.PEEKALL"] {
+            let args = [
+                cmd, "2", "a", "b", "*", "LIMIT", "1", "60", "5", "LIMIT", "2", "60", "5",
+            ];
+            let reply = call(&mut con, &args);
+            assert_eq!(error_line(&reply).as_deref(), Some(crossslot), "{cmd}");
+        }
+    }
+    let mut c = cluster.client();
+    let limits = [(0, 60, 5), (1, 60, 5)];
+    let keys = ["{t7}:user:42".to_string(), "{t7}".to_string()];
+    let mut models = vec![model::Model::default(); 2];
+    for now in [1000u64, 1000, 2000] {
+        let got = multi(&mut c, "ALLOWALL", &keys, &limits, now, 2);
+        assert_eq!(
+            got,
+            Some(model::Model::allow_all(&mut models, &limits, now, 2))
+        );
+    }
+    assert_eq!(
+        calls_of(
+            &cluster.nodes[cluster.master_of_slot(cluster.keyslot("{t7}"))],
+            "slidingwindow.allowall"
+        ),
+        3
+    );
+    cluster.assert_replicas_match();
+}
+
+/// A hash-tagged ALLOWALL (a user key and its tenant key) runs through a live slot migration:
+/// keys move one by one from one master to another while calls continue. A call that finds its
+/// keys split between the two nodes is refused whole (`TRYAGAIN`) and changes nothing; every
+/// other reply, and every key at the end, on the target and its replica, equals the model's.
+#[test]
+fn several_keys_run_through_a_live_slot_migration() {
+    for storage in STORAGES {
+        let cluster = Cluster::start(storage);
+        let keys: Vec<String> = ["{ten}:u1", "{ten}:u2", "{ten}"].map(String::from).to_vec();
+        // Each user at 5 a minute, the tenant at 8 a minute and 100 an hour.
+        let limits = [(0, 60, 5), (1, 60, 5), (2, 60, 8), (2, 3600, 100)];
+        let slot = cluster.keyslot(&keys[0]);
+        let src = cluster.master_of_slot(slot);
+        let dst = *cluster.masters().iter().find(|&&m| m != src).unwrap();
+        let (src_id, dst_id) = (cluster.id(src), cluster.id(dst));
+        let dst_port = cluster.nodes[dst].port().to_string();
+        let s = slot.to_string();
+        let mut c = cluster.client();
+        let mut models = vec![model::Model::default(); keys.len()];
+        let mut now = 1_700_000_000_000u64;
+        let (mut answered, mut retried) = (0, 0);
+        let mut step = |c: &mut redis::cluster::ClusterConnection, now: &mut u64| {
+            *now += 2500;
+            let cost = 1 + *now % 2;
+            let peeked = multi(c, "PEEKALL", &keys, &limits, *now, cost);
+            match multi(c, "ALLOWALL", &keys, &limits, *now, cost) {
+                Some(got) => {
+                    let want = model::Model::allow_all(&mut models, &limits, *now, cost);
+                    assert_eq!(got, want, "ALLOWALL at {now}");
+                    if let Some(p) = peeked {
+                        assert_eq!(p, got, "PEEKALL at {now}");
+                    }
+                    answered += 1;
+                }
+                None => retried += 1,
+            }
+        };
+        for _ in 0..10 {
+            step(&mut c, &mut now);
+        }
+        setslot(&cluster.nodes[dst], &["IMPORTING", &src_id], slot);
+        setslot(&cluster.nodes[src], &["MIGRATING", &dst_id], slot);
+        step(&mut c, &mut now);
+        let mut src_con = cluster.nodes[src].client();
+        for _ in 0..keys.len() {
+            let held: Vec<String> = q(&mut src_con, &["CLUSTER", "GETKEYSINSLOT", &s, "1"]);
+            let Some(key) = held.first() else { break };
+            let reply = migrate(&mut src_con, &dst_port, key);
+            assert_eq!(reply, "OK", "MIGRATE {key}");
+            // Keys split between the nodes, or all moved: calls go on.
+            for _ in 0..3 {
+                step(&mut c, &mut now);
+            }
+        }
+        setslot(&cluster.nodes[dst], &["NODE", &dst_id], slot);
+        setslot(&cluster.nodes[src], &["NODE", &dst_id], slot);
+        for m in cluster.masters() {
+            if m != src && m != dst {
+                setslot(&cluster.nodes[m], &["NODE", &dst_id], slot);
+            }
+        }
+        for _ in 0..10 {
+            step(&mut c, &mut now);
+        }
+        assert!(
+            answered >= 20,
+            "{storage}: {answered} answered, {retried} refused"
+        );
+        assert!(
+            calls_of(&cluster.nodes[dst], "slidingwindow.allowall") > 0,
+            "no ALLOWALL ran on the target"
+        );
+        cluster.wait_stable();
+        assert_eq!(cluster.master_of_slot(slot), dst);
+        let mut target = cluster.nodes[dst].client();
+        for (key, m) in keys.iter().zip(&models) {
+            assert_eq!(kit::scores(&mut target, key), m.scores, "{storage}: {key}");
+        }
+        cluster.assert_replicas_match();
+    }
+}
+
+/// One ALLOWALL / PEEKALL through the cluster client: its six integers, or None when the
+/// cluster refused it whole (`TRYAGAIN`: its keys were split by a migration; the client's
+/// retries may end on the redirection that led there).
+fn multi(
+    c: &mut redis::cluster::ClusterConnection,
+    cmd: &str,
+    keys: &[String],
+    limits: &[(usize, u64, u64)],
+    now: u64,
+    cost: u64,
+) -> Option<Vec<i64>> {
+    let mut command = redis::cmd(&format!("SLIDINGWINDOW.{cmd}"));
+    command
+        .arg(keys.len())
+        .arg(keys)
+        .arg(now)
+        .arg("COST")
+        .arg(cost);
+    for &(k, w, m) in limits {
+        command.arg("LIMIT").arg(k + 1).arg(w).arg(m);
+    }
+    match command.query::<Vec<i64>>(c) {
+        Ok(v) => Some(v),
+        // The client retries these a few times; while the keys stay split, it gives up with the
+        // last one (a refused call changed nothing).
+        Err(e) if matches!(e.code(), Some("TRYAGAIN" | "MOVED" | "ASK")) => None,
+        Err(e) => panic!("{cmd}: {e}"),
+    }
 }

@@ -304,6 +304,27 @@ fn now_star_scores_with_the_server_clock() {
 }
 
 #[test]
+fn now_star_and_the_ttl_read_the_clock_once() {
+    let s = Server::start();
+    let mut c = s.client();
+    // A large COST keeps the call busy long enough for a second clock reading to differ.
+    let cost = "400000";
+    let ok: String = q(
+        &mut c,
+        &["CONFIG", "SET", "slidingwindow.max-members-per-call", cost],
+    );
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        sw5(&mut c, &format!("ALLOW k 3600 {cost} * COST {cost}"))[..3],
+        [1, 400000, 0]
+    );
+    let sc = scores(&mut c, "k");
+    assert_eq!(sc.len(), 400000);
+    assert!(sc.iter().all(|t| *t == sc[0]), "one score for one call");
+    assert_eq!(pexpiretime(&mut c, "k"), sc[0] as i64 + 3_600_000);
+}
+
+#[test]
 fn largest_valid_arguments_are_accepted() {
     let s = Server::start();
     let mut c = s.client();

@@ -28,17 +28,20 @@ fn render(v: &Value) -> String {
     }
 }
 
+/// One argument as `render` prints it; Redis >= 7.2 (and Valkey) adds a `display_text`.
+fn argument(display_text: bool, name: &str, ty: &str, rest: &str) -> String {
+    let display = if display_text {
+        format!(" display_text {name}")
+    } else {
+        String::new()
+    };
+    format!("[name {name} type {ty}{display}{rest}]")
+}
+
 /// The `arguments` of ALLOW and PEEK as `render` prints them. Redis >= 7.2 (and Valkey) adds a
 /// `display_text` to every argument that is neither a oneof nor a block.
 fn expected_arguments(display_text: bool) -> String {
-    let arg = |name: &str, ty: &str, rest: &str| {
-        let display = if display_text {
-            format!(" display_text {name}")
-        } else {
-            String::new()
-        };
-        format!("[name {name} type {ty}{display}{rest}]")
-    };
+    let arg = |name: &str, ty: &str, rest: &str| argument(display_text, name, ty, rest);
     let now = format!(
         "[name now type oneof arguments [{} {}]]",
         arg("now", "integer", ""),
@@ -87,6 +90,80 @@ fn command_docs_declare_every_argument() {
             "COMMAND DOCS {name} on {:?}",
             s.version()
         );
+    }
+}
+
+/// `COMMAND DOCS` of ALLOWALL, PEEKALL and REFUND list every argument; `COMMAND GETKEYS` finds
+/// every key of a call (numkeys of them after the count, as EVAL's), and `COMMAND INFO` marks
+/// the several-key commands `movablekeys`.
+#[test]
+fn the_several_key_commands_declare_their_keys_and_arguments() {
+    let s = Server::start();
+    let display_text = s.version().redis_at_least(7, 2);
+    let arg = |name: &str, ty: &str, rest: &str| argument(display_text, name, ty, rest);
+    let one_of = |name: &str, first: &str| {
+        format!(
+            "[name {name} type oneof{} arguments [{} {}]]",
+            if name == "at" {
+                " token AT flags [+optional]"
+            } else {
+                ""
+            },
+            arg(first, "integer", ""),
+            arg("server-clock", "pure-token", " token *")
+        )
+    };
+    let all_args = format!(
+        "[{} {} {} {} [name limit type block token LIMIT flags [+multiple +multiple_token] \
+         arguments [{} {} {}]]]",
+        arg("numkeys", "integer", ""),
+        arg("key", "key", " key_spec_index 0 flags [+multiple]"),
+        one_of("now", "now"),
+        arg("cost", "integer", " token COST flags [+optional]"),
+        arg("keyno", "integer", ""),
+        arg("window", "integer", ""),
+        arg("max", "integer", ""),
+    );
+    let refund_args = format!(
+        "[{} {} {}]",
+        arg("key", "key", " key_spec_index 0"),
+        arg("n", "integer", ""),
+        one_of("at", "ts"),
+    );
+    let mut c = s.client();
+    for (name, args) in [
+        ("slidingwindow.allowall", &all_args),
+        ("slidingwindow.peekall", &all_args),
+        ("slidingwindow.refund", &refund_args),
+    ] {
+        let docs = render(&common::call(&mut c, &["COMMAND", "DOCS", name]));
+        assert!(
+            docs.ends_with(&format!("module slidingwindow arguments {args}]]")),
+            "COMMAND DOCS {name} on {:?}: {docs}",
+            s.version()
+        );
+    }
+    let getkeys = |c: &mut redis::Connection, args: &[&str]| {
+        let mut all = vec!["COMMAND", "GETKEYS"];
+        all.extend(args);
+        render(&common::call(c, &all))
+    };
+    for cmd in ["SLIDINGWINDOW.ALLOWALL", "SLIDINGWINDOW.PEEKALL"] {
+        let line = [cmd, "3", "{t}:u", "{t}", "g", "*", "LIMIT", "1", "1", "1"];
+        assert_eq!(getkeys(&mut c, &line), "[{t}:u {t} g]", "{cmd}");
+        let line = [cmd, "1", "k", "5", "COST", "2", "LIMIT", "1", "1", "1"];
+        assert_eq!(getkeys(&mut c, &line), "[k]", "{cmd}");
+    }
+    let line = ["SLIDINGWINDOW.REFUND", "k", "1", "AT", "5"];
+    assert_eq!(getkeys(&mut c, &line), "[k]");
+    for (name, movable) in [
+        ("slidingwindow.allowall", true),
+        ("slidingwindow.peekall", true),
+        ("slidingwindow.refund", false),
+        ("slidingwindow.allow", false),
+    ] {
+        let info = render(&common::call(&mut c, &["COMMAND", "INFO", name]));
+        assert_eq!(info.contains("+movablekeys"), movable, "{name}: {info}");
     }
 }
 

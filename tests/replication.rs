@@ -304,3 +304,125 @@ fn replicas_emit_the_masters_keyspace_events() {
     wait_in_sync(&s, &replica);
     assert_eq!(replica.digest(), s.digest());
 }
+
+/// Mixed traffic over both storages: ALLOW, ALLOWALL over several keys (some sorted sets, some
+/// compact logs in one call), PEEKALL, REFUND with and without AT, and refused calls. A replica
+/// and a server restarted from its AOF end with exactly the master's data; one ALLOWALL reaches
+/// the AOF as one `MULTI`/`EXEC` unit, a sorted set's refund as `ZREM` of exactly its members.
+#[test]
+fn several_keys_and_refunds_replicate_exactly() {
+    let mut master = Server::builder()
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let replica = start_replica(&master, &[]);
+    let mut c = master.client();
+    // One call on two fresh keys: one unit in the AOF.
+    let before = aof_bytes(master.dir()).len();
+    let line = "SLIDINGWINDOW.ALLOWALL 2 {u}a {u}b 1000 LIMIT 1 60 5 LIMIT 2 60 5";
+    let r = call(&mut c, &line.split(' ').collect::<Vec<_>>());
+    assert_eq!(ints(&r)[0], 1);
+    let unit = String::from_utf8_lossy(&aof_bytes(master.dir())[before..]).to_lowercase();
+    let at = |word: &str| {
+        unit.find(word)
+            .unwrap_or_else(|| panic!("no {word} in {unit:?}"))
+    };
+    assert!(
+        at("multi") < at("zadd") && unit.rfind("zadd") < unit.find("exec"),
+        "{unit:?}"
+    );
+    assert_eq!(unit.matches("zadd").count(), 2, "{unit:?}");
+    // A refund: exactly the removed member.
+    let member: Vec<String> = redis::cmd("ZRANGE")
+        .arg("{u}a")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let before = aof_bytes(master.dir()).len();
+    assert_eq!(
+        call(&mut c, &["SLIDINGWINDOW.REFUND", "{u}a", "5"]),
+        redis::Value::Int(1)
+    );
+    let unit = String::from_utf8_lossy(&aof_bytes(master.dir())[before..]).into_owned();
+    assert!(
+        unit.contains("ZREM") && unit.contains(&member[0]),
+        "{unit:?}"
+    );
+
+    let mut rng = Rng::new(0x4EF);
+    let keys: Vec<String> = (0..8).map(|i| format!("{{m}}{i}")).collect();
+    let mut now = server_time_ms(&mut c) as u64;
+    for step in 0..1500 {
+        if step % 100 == 0 {
+            let storage = ["zset", "compact"][step / 100 % 2];
+            let _: () = redis::cmd("CONFIG")
+                .arg(&["SET", "slidingwindow.storage", storage])
+                .query(&mut c)
+                .unwrap();
+        }
+        now = match rng.range(0, 19) {
+            0 => now + 120_000,
+            1 => now - rng.range(0, 4000),
+            _ => now + rng.range(0, 900),
+        };
+        let now_arg = if rng.chance(10) {
+            "*".to_string()
+        } else {
+            now.to_string()
+        };
+        let n = rng.range(1, 4) as usize;
+        let first = rng.range(0, (keys.len() - n) as u64) as usize;
+        let mut args: Vec<String> = match rng.range(0, 9) {
+            0..=4 => {
+                let cmd = if rng.chance(20) {
+                    "PEEKALL"
+                } else {
+                    "ALLOWALL"
+                };
+                let mut a = vec![format!("SLIDINGWINDOW.{cmd}"), n.to_string()];
+                a.extend(keys[first..first + n].iter().cloned());
+                a.extend([now_arg.clone(), "COST".into(), rng.range(1, 3).to_string()]);
+                for k in 1..=n {
+                    a.extend([
+                        "LIMIT".into(),
+                        k.to_string(),
+                        "60".into(),
+                        rng.range(2, 9).to_string(),
+                    ]);
+                    if rng.chance(30) {
+                        a.extend(["LIMIT".into(), k.to_string(), "5".into(), "3".into()]);
+                    }
+                }
+                a
+            }
+            5..=7 => {
+                let mut a = vec![
+                    "SLIDINGWINDOW.REFUND".to_string(),
+                    keys[first].clone(),
+                    rng.range(1, 3).to_string(),
+                ];
+                if rng.chance(60) {
+                    a.extend(["AT".into(), now_arg.clone()]);
+                }
+                a
+            }
+            _ => ["SLIDINGWINDOW.ALLOW", &keys[first], "61", "6", &now_arg]
+                .map(String::from)
+                .to_vec(),
+        };
+        if rng.chance(3) {
+            args.push("BOGUS".into()); // malformed: refused, no effect
+        }
+        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply = call(&mut c, &words);
+        if let Some(err) = error_line(&reply) {
+            assert!(args.last().is_some_and(|a| a == "BOGUS"), "{args:?}: {err}");
+        }
+    }
+    wait_in_sync(&master, &replica);
+    let digest = master.digest();
+    assert_ne!(digest, "0".repeat(40), "the traffic left no data");
+    assert_eq!(replica.digest(), digest);
+    master.restart();
+    assert_eq!(master.digest(), digest, "restarted from the AOF");
+}

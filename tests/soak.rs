@@ -58,6 +58,42 @@ fn mixed_call(rng: &mut Rng, i: u64) -> Vec<String> {
         8 => c.extend(["LIMIT".into(), "1".into()]),
         9 => c.truncate(3),
         10 => c[1] = "wrongtype".into(),
+        // Several keys: the key and a cold one (the third sometimes of another type), or a
+        // refund with or without AT.
+        11..=13 => {
+            let cmd = if rng.chance(25) {
+                "PEEKALL"
+            } else {
+                "ALLOWALL"
+            };
+            let other = format!("cold:{}", rng.range(0, 4999));
+            let three = rng.chance(20);
+            let mut all = vec![
+                format!("SLIDINGWINDOW.{cmd}"),
+                if three { "3" } else { "2" }.to_string(),
+                c[1].clone(),
+                other,
+            ];
+            if three {
+                all.push("wrongtype".into());
+            }
+            all.push(c[4].clone());
+            all.extend(["LIMIT", "1"].map(String::from));
+            all.extend([c[2].clone(), c[3].clone()]);
+            all.extend(["LIMIT", "2", "3", "5", "COST", "2"].map(String::from));
+            if three || rng.chance(10) {
+                all.extend(["LIMIT", "3", "1", "1"].map(String::from));
+            }
+            return all;
+        }
+        14 => {
+            let mut refund = vec!["SLIDINGWINDOW.REFUND".to_string(), c[1].clone()];
+            refund.push(rng.range(1, 3).to_string());
+            if rng.chance(50) {
+                refund.extend(["AT".to_string(), c[4].clone()]);
+            }
+            return refund;
+        }
         _ => {}
     }
     c
@@ -77,7 +113,12 @@ fn run_mix(con: &mut Connection, seed: u64, first: u64, calls: u64) {
                     let e = error_line(&r).unwrap_or_default();
                     !e.contains("internal error") && !e.contains("refused")
                 }
-                v => five(v).is_some(),
+                // ALLOW and PEEK: five integers; ALLOWALL and PEEKALL: six; REFUND: one.
+                Value::Array(items) => {
+                    (items.len() == 6 && items.iter().all(|i| matches!(i, Value::Int(_))))
+                        || five(&r).is_some()
+                }
+                v => matches!(v, Value::Int(_)) && c[0] == "SLIDINGWINDOW.REFUND",
             };
             assert!(ok, "{c:?} answered {r:?}");
         }

@@ -15,30 +15,14 @@ mod error;
 #[allow(dead_code)]
 #[path = "../../src/core/limits.rs"]
 mod limits;
+mod reading;
 
 use args::{Args, Now};
 use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 
-const TOP: u128 = 1 << 53;
-
-/// The contract's integer: ASCII digits only, value in `lo..=hi`. Leading zeros are fine.
-fn integer(word: &[u8], lo: u128, hi: u128) -> Option<u64> {
-    if word.is_empty() || !word.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let digits = &word[word.iter().take_while(|b| **b == b'0').count()..];
-    if digits.len() > 20 {
-        return None;
-    }
-    // At most 20 digits always fit a u128; all zeros leave no digits, which is 0.
-    let value = match digits {
-        [] => 0,
-        d => std::str::from_utf8(d).ok()?.parse::<u128>().ok()?,
-    };
-    (lo..=hi).contains(&value).then_some(value as u64)
-}
+use reading::{TOP, integer};
 
 fn window(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP / 1000)

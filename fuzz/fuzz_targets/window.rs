@@ -417,6 +417,7 @@ fn run(data: &[u8]) -> Result<()> {
         let req = Request {
             limits: limits(&mut u)?,
             now,
+            clock: now,
             cost: number(&mut u, 1, 4, MAX_EXACT)?,
             max_add: number(&mut u, 1, 6, MAX_EXACT)?,
         };

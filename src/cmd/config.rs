@@ -4,21 +4,7 @@ use crate::core::error::MAX_ADD_PER_CALL;
 use crate::ffi::{EnumConfig, Loader, NumericConfig};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
-/// Where ALLOW keeps the log of a key it creates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Storage {
-    Zset,
-    Compact,
-}
-
-impl Storage {
-    pub fn name(self) -> &'static str {
-        match self {
-            Storage::Zset => "zset",
-            Storage::Compact => "compact",
-        }
-    }
-}
+pub use crate::store::Storage;
 
 // Commands and config callbacks run on the main thread; atomics keep that free of `unsafe`.
 static STORAGE: AtomicI32 = AtomicI32::new(0);

@@ -5,7 +5,7 @@ use super::{Answer, run};
 use crate::core::error::Error;
 use crate::core::fault::{self, Point};
 use crate::ffi::{Access, Argv, Ctx, Handler, Spec, handler};
-use crate::store::Effects;
+use crate::store::Changes;
 
 struct DebugPanic;
 impl Handler for DebugPanic {
@@ -14,7 +14,7 @@ impl Handler for DebugPanic {
     }
 }
 
-fn body<'a>(_ctx: Ctx<'a>, argv: Argv<'a>, _fx: &mut Effects<'a>) -> Result<Answer, Error> {
+fn body<'a>(_ctx: Ctx<'a>, argv: Argv<'a>, _fx: &mut Changes<'a>) -> Result<Answer, Error> {
     if argv.bytes(1).eq_ignore_ascii_case(b"ARM") {
         let point = argv.bytes(2);
         if point.eq_ignore_ascii_case(b"AFTER-TRIM") {
@@ -35,6 +35,7 @@ pub fn spec() -> Spec {
         handler: handler::<DebugPanic>(),
         flags: c"readonly",
         access: Access::Read,
+        keys: crate::ffi::Keys::One,
         summary: c"Panics on purpose (test builds only)",
         complexity: c"O(1)",
         arity: -1,

@@ -22,6 +22,35 @@ pub const WINDOW_ARGS: [Arg; 6] = [
         .multiple(),
 ];
 
+/// One limit on one key: `LIMIT keyno window max`.
+const KEYED_LIMIT: [Arg; 3] = [
+    Arg::integer(c"keyno"),
+    Arg::integer(c"window"),
+    Arg::integer(c"max"),
+];
+
+/// `numkeys key [key ...] now|* [COST cost] LIMIT keyno window max [LIMIT keyno window max ...]`,
+/// for ALLOWALL and PEEKALL alike.
+pub const ALL_ARGS: [Arg; 5] = [
+    Arg::integer(c"numkeys"),
+    Arg::key(c"key").multiple(),
+    Arg::one_of(c"now", &NOW),
+    Arg::integer(c"cost").token(c"COST").optional(),
+    Arg::block(c"limit", &KEYED_LIMIT)
+        .token(c"LIMIT")
+        .multiple(),
+];
+
+/// `ts`: a Unix time in ms, or `*` for the server's clock.
+const TS: [Arg; 2] = [Arg::integer(c"ts"), Arg::pure_token(c"server-clock", c"*")];
+
+/// `key n [AT ts|*]`.
+pub const REFUND_ARGS: [Arg; 3] = [
+    Arg::key(c"key"),
+    Arg::integer(c"n"),
+    Arg::one_of(c"at", &TS).token(c"AT").optional(),
+];
+
 const STORAGES: [Arg; 2] = [
     Arg::pure_token(c"zset", c"zset"),
     Arg::pure_token(c"compact", c"compact"),

@@ -2,6 +2,7 @@
 //! publishes whatever it changed from outside the unwind boundary.
 
 mod allow;
+mod allowall;
 mod apply;
 pub mod config;
 mod convert;
@@ -9,13 +10,15 @@ mod convert;
 mod debug;
 mod docs;
 mod peek;
+mod peekall;
+mod refund;
 mod request;
 mod stats;
 
 use crate::core::error::Error;
 use crate::core::reply::Reply;
-use crate::ffi::{Access, Argv, Ctx, Handler, Loader, Spec, handler};
-use crate::store::Effects;
+use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
+use crate::store::Changes;
 use crate::store::compact::log::CompactLog;
 use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -33,13 +36,13 @@ impl Answer {
     }
 }
 
-type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Effects<'a>) -> Result<Answer, Error>;
+type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Changes<'a>) -> Result<Answer, Error>;
 
 /// Runs `body` with panics contained: a bug answers an error instead of aborting the server, and
 /// every change made before it still reaches replicas and the AOF. Counts the answer for INFO:
 /// in `calls` (if any), or as an error.
 fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Counter>) {
-    let mut fx = Effects::default();
+    let mut fx = Changes::default();
     let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
     let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
     let answer = match (result, published) {
@@ -73,13 +76,17 @@ macro_rules! handlers {
 handlers! {
     Allow => allow::run, Some(&stats::ALLOW_CALLS);
     Peek => peek::run, Some(&stats::PEEK_CALLS);
+    AllowAll => allowall::run, Some(&stats::ALLOW_CALLS);
+    PeekAll => peekall::run, Some(&stats::PEEK_CALLS);
+    Refund => refund::run, Some(&stats::REFUND_CALLS);
     Convert => convert::run, None;
     Apply => apply::run, None;
 }
 
 /// Commands whose effects the module replicates as themselves, or calls in place.
-const NEEDED: [&std::ffi::CStr; 6] = [
+const NEEDED: [&std::ffi::CStr; 7] = [
     c"ZADD",
+    c"ZREM",
     c"ZREMRANGEBYSCORE",
     c"UNLINK",
     c"PEXPIREAT",
@@ -113,6 +120,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             handler: handler::<Allow>(),
             flags: c"write deny-oom",
             access: Access::Update,
+            keys: Keys::One,
             summary: c"Trims the sliding-window log, counts it, and logs the request if it fits",
             complexity: c"O(log N + M): N members in the window, M members trimmed",
             arity: -5,
@@ -124,6 +132,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             handler: handler::<Peek>(),
             flags: c"readonly",
             access: Access::Read,
+            keys: Keys::One,
             summary: c"Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
             complexity: c"O(log N): N members in the window",
             arity: -5,
@@ -131,10 +140,48 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             acl: c"read fast",
         },
         Spec {
+            name: c"slidingwindow.allowall",
+            handler: counted_handler::<AllowAll>(),
+            flags: c"write deny-oom",
+            access: Access::Update,
+            keys: Keys::Counted,
+            summary: c"Checks one request against the limits of several keys, and logs it in every key only if it fits them all",
+            complexity: c"O(K log N + M): K keys, N members in a key's window, M members trimmed",
+            arity: -8,
+            args: &docs::ALL_ARGS,
+            acl: c"write slow",
+        },
+        Spec {
+            name: c"slidingwindow.peekall",
+            handler: counted_handler::<PeekAll>(),
+            flags: c"readonly",
+            access: Access::Read,
+            keys: Keys::Counted,
+            summary: c"Answers what SLIDINGWINDOW.ALLOWALL would, changing nothing",
+            complexity: c"O(K log N): K keys, N members in a key's window",
+            arity: -8,
+            args: &docs::ALL_ARGS,
+            acl: c"read fast",
+        },
+        Spec {
+            name: c"slidingwindow.refund",
+            handler: handler::<Refund>(),
+            // No deny-oom: it frees memory.
+            flags: c"write",
+            access: Access::Update,
+            keys: Keys::One,
+            summary: c"Takes back up to n logged requests, the newest at or before a time",
+            complexity: c"O(log N + M): N members in the log, M members removed",
+            arity: -3,
+            args: &docs::REFUND_ARGS,
+            acl: c"write slow",
+        },
+        Spec {
             name: c"slidingwindow.convert",
             handler: handler::<Convert>(),
             flags: c"write deny-oom",
             access: Access::Update,
+            keys: Keys::One,
             summary: c"Moves a key's log to the other storage (zset or compact), keeping its timestamps and TTL",
             complexity: c"O(N log N) for N logged requests",
             arity: 3,
@@ -146,6 +193,7 @@ pub fn register(loader: &Loader) -> Result<(), String> {
             handler: handler::<Apply>(),
             flags: c"write deny-oom",
             access: Access::Update,
+            keys: Keys::One,
             summary: c"Internal: replays a resolved change of a compact log (replication and AOF)",
             complexity: c"O(log N + M) for M timestamps added or trimmed",
             arity: 3,

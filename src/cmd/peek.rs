@@ -4,21 +4,15 @@ use super::Answer;
 use super::request::request;
 use crate::core::error::Error;
 use crate::core::window;
-use crate::ffi::{Argv, Ctx, Key, Kind, Mode};
-use crate::store::Effects;
-use crate::store::compact::CompactStore;
-use crate::store::compact::log::CompactLog;
-use crate::store::zset::ZsetLog;
+use crate::ffi::{Argv, Ctx, Mode};
+use crate::store::{self, Changes, Storage};
 
-pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Effects<'a>) -> Result<Answer, Error> {
+pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
     let req = request(ctx, argv)?;
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
-    let mut key = Key::open(ctx, name, Mode::Read)?;
-    // The logs only read; `fx` stays empty, so nothing is propagated.
-    let reply = match key.kind::<CompactLog>() {
-        Kind::Empty | Kind::Zset => window::peek(&mut ZsetLog::new(&mut key, &mut fx.zset), &req)?,
-        Kind::Native => window::peek(&mut CompactStore::new(&mut key, &mut fx.compact), &req)?,
-        Kind::Other => return Err(Error::WrongType),
-    };
+    let mut key = store::open(ctx, name, Mode::Read)?;
+    // The log only reads (a missing key reads as an empty one); `fx` stays empty, so nothing is
+    // propagated.
+    let reply = window::peek(&mut key.log(fx.one(), Storage::Zset), &req)?;
     Ok(Answer::Fields(reply))
 }

@@ -1,42 +1,64 @@
 //! From a command's arguments to a checked `Request`, with `now` resolved.
 
 use super::config;
-use crate::core::args::{self, Args, Now};
+use crate::core::args::{self, AllArgs, Args, Now};
 use crate::core::error::{Error, MAX_EXACT};
-use crate::core::window::Request;
+use crate::core::window::{AllRequest, Request};
 use crate::ffi::{Argv, Ctx};
 
-/// Parses without allocating for any well-formed call.
-fn parse(argv: Argv<'_>) -> Result<Args, Error> {
+/// Runs `parse` over the call's words, without allocating for any well-formed ALLOW or REFUND.
+pub fn words<T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
     // The common short call fills a small array; one with LIMIT options a larger one.
     match argv.len() {
-        0..=8 => parse_inline::<8>(argv),
-        9..=args::MOST_WORDS => parse_inline::<{ args::MOST_WORDS }>(argv),
+        0..=8 => inline::<8, T>(argv, parse),
+        9..=args::MOST_WORDS => inline::<{ args::MOST_WORDS }, T>(argv, parse),
         _ => {
             let words: Vec<&[u8]> = (0..argv.len()).map(|i| argv.bytes(i)).collect();
-            args::parse(&words)
+            parse(&words)
         }
     }
 }
 
-fn parse_inline<const N: usize>(argv: Argv<'_>) -> Result<Args, Error> {
+fn inline<const N: usize, T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
     let mut words: [&[u8]; N] = [&[]; N];
     for (i, slot) in words.iter_mut().enumerate().take(argv.len()) {
         *slot = argv.bytes(i);
     }
-    args::parse(words.get(..argv.len()).unwrap_or(&[]))
+    parse(words.get(..argv.len()).unwrap_or(&[]))
+}
+
+/// A time as the client sent it, `*` the server's `clock`.
+pub fn resolve(clock: u64, at: Now) -> u64 {
+    match at {
+        Now::At(ms) => ms,
+        Now::Server => clock.min(MAX_EXACT),
+    }
 }
 
 /// The call's request: arguments checked, `*` read from the server's clock.
 pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
-    let args = parse(argv)?;
-    let now = match args.now {
-        Now::At(ms) => ms,
-        Now::Server => ctx.now_ms().min(MAX_EXACT),
-    };
+    let args: Args = words(argv, args::parse)?;
+    // One clock reading per call: `*` and the TTL agree.
+    let clock = ctx.now_ms();
     Ok(Request {
         limits: args.limits,
-        now,
+        now: resolve(clock, args.now),
+        clock,
+        cost: args.cost,
+        max_add: config::max_members_per_call(),
+    })
+}
+
+/// An ALLOWALL / PEEKALL call's request: arguments checked (keys distinct, each limited), `*`
+/// read from the server's clock, once.
+pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
+    let args: AllArgs = words(argv, args::parse_all)?;
+    let clock = ctx.now_ms();
+    Ok(AllRequest {
+        limits: args.limits,
+        keys: args.numkeys,
+        now: resolve(clock, args.now),
+        clock,
         cost: args.cost,
         max_add: config::max_members_per_call(),
     })

@@ -26,9 +26,12 @@ impl Counter {
     }
 }
 
-/// ALLOW / PEEK calls answered with their reply array (the dispatcher counts them).
+/// ALLOW(ALL) / PEEK(ALL) calls answered with their reply array (the dispatcher counts them).
 pub static ALLOW_CALLS: Counter = Counter::new();
 pub static PEEK_CALLS: Counter = Counter::new();
+/// REFUND calls answered with a count (the dispatcher counts them).
+pub static REFUND_CALLS: Counter = Counter::new();
+static REFUNDED: Counter = Counter::new();
 /// Calls of any SLIDINGWINDOW command the module answered with an error.
 pub static ERRORS: Counter = Counter::new();
 static ADMITTED: Counter = Counter::new();
@@ -48,6 +51,11 @@ pub fn allow(cost: u64, outcome: &Outcome) {
     TRIMMED.add(outcome.trimmed);
 }
 
+/// Counts the members one REFUND call removed.
+pub fn refund(removed: u64) {
+    REFUNDED.add(removed);
+}
+
 struct Fields;
 
 impl Report for Fields {
@@ -59,6 +67,8 @@ impl Report for Fields {
         s.uint(c"admitted_requests", ADMITTED_REQUESTS.get());
         s.uint(c"trimmed", TRIMMED.get());
         s.uint(c"errors", ERRORS.get());
+        s.uint(c"refund_calls", REFUND_CALLS.get());
+        s.uint(c"refunded", REFUNDED.get());
         s.text(c"storage", config::storage().name());
         s.uint(c"max_members_per_call", config::max_members_per_call());
     }

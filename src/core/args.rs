@@ -1,8 +1,9 @@
 //! Argument parsing for `SLIDINGWINDOW.ALLOW|PEEK key window max now [COST n] [LIMIT window max]...`,
-//! free of Redis.
+//! `SLIDINGWINDOW.ALLOWALL|PEEKALL numkeys key [key ...] now [COST n] LIMIT keyno window max...`
+//! and `SLIDINGWINDOW.REFUND key n [AT ts]`, free of Redis.
 
-use super::error::{Arg, Error, MAX_EXACT, MAX_LIMITS, MAX_WINDOW_SECONDS, token};
-use super::limits::{Limit, Limits};
+use super::error::{Arg, Error, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, token};
+use super::limits::{KeyedLimits, Limit, Limits};
 
 /// Most words a well-formed call has: name, key, window, max, now, `COST n`, 15 `LIMIT w m`.
 pub const MOST_WORDS: usize = 5 + 2 + 3 * (MAX_LIMITS - 1);
@@ -35,22 +36,12 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
     let _ = name;
     let window = integer(window, 1, MAX_WINDOW_SECONDS).ok_or(Error::Invalid(Arg::Window))?;
     let max = integer(max, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::Max))?;
-    let now = match *now {
-        b"*" => Now::Server,
-        n => Now::At(integer(n, 0, MAX_EXACT).ok_or(Error::Invalid(Arg::Now))?),
-    };
+    let now = time(now, Arg::Now)?;
     let mut limits = Limits::new(limit(window, max));
     let mut cost = None;
     let mut rest = options;
     while let [option, tail @ ..] = rest {
-        if option.eq_ignore_ascii_case(b"COST") {
-            if cost.is_some() {
-                return Err(Error::RepeatedOption(token(option)));
-            }
-            let [value, tail @ ..] = tail else {
-                return Err(Error::MissingValue(token(option)));
-            };
-            cost = Some(integer(value, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::Cost))?);
+        if let Some(tail) = cost_option(option, tail, &mut cost)? {
             rest = tail;
         } else if option.eq_ignore_ascii_case(b"LIMIT") {
             // The 17th limit is refused on its name, whatever follows it.
@@ -74,6 +65,138 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
         now,
         cost: cost.unwrap_or(1),
     })
+}
+
+/// A parsed ALLOWALL / PEEKALL call; the keys are `argv[2..2 + numkeys]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllArgs {
+    pub numkeys: usize,
+    /// Each `LIMIT` option in order, with its key (0-based).
+    pub limits: KeyedLimits,
+    pub now: Now,
+    pub cost: u64,
+}
+
+/// Parses ALLOWALL's whole argv: numkeys, the keys (distinct), now, then options left to right;
+/// the first error wins, and a key without a `LIMIT` is told last.
+pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
+    let [name, numkeys, rest @ ..] = argv else {
+        let name = argv.first().copied().unwrap_or(b"slidingwindow");
+        return Err(Error::WrongArity(token(name).to_ascii_lowercase()));
+    };
+    let _ = name;
+    let numkeys = integer(numkeys, 1, MAX_KEYS as u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n < rest.len())
+        .ok_or(Error::Invalid(Arg::NumKeys))?;
+    let (keys, rest) = rest.split_at(numkeys);
+    for (i, key) in keys.iter().enumerate() {
+        if let Some(first) = keys.iter().take(i).position(|k| k == key) {
+            return Err(Error::RepeatedKey(first + 1, i + 1));
+        }
+    }
+    let [now, options @ ..] = rest else {
+        return Err(Error::Invalid(Arg::NumKeys));
+    };
+    let now = time(now, Arg::Now)?;
+    // Four words a LIMIT: one allocation of the right size for a well-formed call.
+    let mut limits = KeyedLimits::with_capacity(options.len() / 4);
+    let mut cost = None;
+    let mut rest = options;
+    while let [option, tail @ ..] = rest {
+        if let Some(tail) = cost_option(option, tail, &mut cost)? {
+            rest = tail;
+        } else if option.eq_ignore_ascii_case(b"LIMIT") {
+            let [keyno, window, max, tail @ ..] = tail else {
+                return Err(Error::MissingKeyedValues(token(option)));
+            };
+            let key = integer(keyno, 1, numkeys as u64)
+                .and_then(|k| usize::try_from(k).ok())
+                .ok_or(Error::Invalid(Arg::LimitKeyno(numkeys)))?;
+            if limits.on_key(key - 1) == MAX_LIMITS {
+                return Err(Error::TooManyKeyLimits(key));
+            }
+            let window =
+                integer(window, 1, MAX_WINDOW_SECONDS).ok_or(Error::Invalid(Arg::LimitWindow))?;
+            let max = integer(max, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::LimitMax))?;
+            limits.push(key - 1, limit(window, max));
+            rest = tail;
+        } else {
+            return Err(Error::UnknownOption(token(option)));
+        }
+    }
+    if let Some(key) = limits.first_unlimited(numkeys) {
+        return Err(Error::KeyWithoutLimit(key + 1));
+    }
+    Ok(AllArgs {
+        numkeys,
+        limits,
+        now,
+        cost: cost.unwrap_or(1),
+    })
+}
+
+/// A parsed REFUND call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundArgs {
+    pub n: u64,
+    /// `AT ts`: only members scored at or before it; None takes the newest, whatever their score.
+    pub at: Option<Now>,
+}
+
+/// Parses `SLIDINGWINDOW.REFUND key n [AT ts]`.
+pub fn parse_refund(argv: &[&[u8]]) -> Result<RefundArgs, Error> {
+    let [_name, _key, n, options @ ..] = argv else {
+        let name = argv.first().copied().unwrap_or(b"slidingwindow");
+        return Err(Error::WrongArity(token(name).to_ascii_lowercase()));
+    };
+    let n = integer(n, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::RefundN))?;
+    let mut at = None;
+    let mut rest = options;
+    while let [option, tail @ ..] = rest {
+        if !option.eq_ignore_ascii_case(b"AT") {
+            return Err(Error::UnknownOption(token(option)));
+        }
+        if at.is_some() {
+            return Err(Error::RepeatedOption(token(option)));
+        }
+        let [value, tail @ ..] = tail else {
+            return Err(Error::MissingValue(token(option)));
+        };
+        at = Some(time(value, Arg::At)?);
+        rest = tail;
+    }
+    Ok(RefundArgs { n, at })
+}
+
+/// A time in ms within `0..=2^53`, or `*` for the server's clock; `arg` names it in the error.
+fn time(word: &[u8], arg: Arg) -> Result<Now, Error> {
+    match word {
+        b"*" => Ok(Now::Server),
+        n => Ok(Now::At(
+            integer(n, 0, MAX_EXACT).ok_or(Error::Invalid(arg))?,
+        )),
+    }
+}
+
+/// `COST n` if `option` is it: its value checked into `cost`, and the words after it. None for
+/// any other option.
+fn cost_option<'w>(
+    option: &[u8],
+    tail: &'w [&'w [u8]],
+    cost: &mut Option<u64>,
+) -> Result<Option<&'w [&'w [u8]]>, Error> {
+    if !option.eq_ignore_ascii_case(b"COST") {
+        return Ok(None);
+    }
+    if cost.is_some() {
+        return Err(Error::RepeatedOption(token(option)));
+    }
+    let [value, tail @ ..] = tail else {
+        return Err(Error::MissingValue(token(option)));
+    };
+    *cost = Some(integer(value, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::Cost))?);
+    Ok(Some(tail))
 }
 
 fn limit(window_s: u64, max: u64) -> Limit {
@@ -386,5 +509,190 @@ mod tests {
                 assert_eq!(name, "slidingwindow.allow");
             }
         }
+    }
+
+    fn all(line: &str) -> Result<AllArgs, Error> {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        parse_all(&words)
+    }
+
+    /// Limits as (key 0-based, window s, max).
+    fn keyed(numkeys: usize, limits: &[(usize, u64, u64)], now: Now, cost: u64) -> AllArgs {
+        let mut all = KeyedLimits::default();
+        for &(k, w, m) in limits {
+            assert!(all.push(k, limit(w, m)));
+        }
+        AllArgs {
+            numkeys,
+            limits: all,
+            now,
+            cost,
+        }
+    }
+
+    #[test]
+    fn allowall_valid_forms() {
+        let at = Now::At(5);
+        let cases = [
+            (
+                "ALLOWALL 1 k 5 LIMIT 1 10 3",
+                keyed(1, &[(0, 10, 3)], at, 1),
+            ),
+            (
+                "ALLOWALL 2 u t * limit 2 60 1000 COST 3 LIMIT 1 1 10 Limit 1 60 100",
+                keyed(
+                    2,
+                    &[(1, 60, 1000), (0, 1, 10), (0, 60, 100)],
+                    Now::Server,
+                    3,
+                ),
+            ),
+            (
+                "ALLOWALL 2 a b 0 COST 1 LIMIT 02 9007199254740 9007199254740992 LIMIT 1 1 1",
+                keyed(
+                    2,
+                    &[(1, MAX_WINDOW_SECONDS, MAX_EXACT), (0, 1, 1)],
+                    Now::At(0),
+                    1,
+                ),
+            ),
+            // A key that looks like an option or a number is still a key.
+            (
+                "ALLOWALL 3 LIMIT COST 7 5 LIMIT 3 1 1 LIMIT 2 1 1 LIMIT 1 1 1",
+                keyed(3, &[(2, 1, 1), (1, 1, 1), (0, 1, 1)], at, 1),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(all(line), Ok(want), "{line}");
+        }
+        // 16 keys with 16 limits each.
+        let keys: String = (0..16).map(|k| format!(" k{k}")).collect();
+        let limits: String = (1..=16)
+            .flat_map(|k| (1..=16).map(move |w| format!(" LIMIT {k} {w} 9")))
+            .collect();
+        let line = format!("ALLOWALL 16{keys} 5{limits}");
+        let Ok(parsed) = all(&line) else {
+            panic!("{line}");
+        };
+        assert_eq!(parsed.limits.count(), 256);
+        assert_eq!(parsed.limits.longest_window_ms(15), 16_000);
+    }
+
+    #[test]
+    fn allowall_errors_first_one_wins() {
+        let limits17 = (0..17).map(|_| " LIMIT 2 1 1").collect::<String>();
+        let cases = [
+            ("ALLOWALL 0 k 5 LIMIT 1 1 1", Error::Invalid(Arg::NumKeys)),
+            ("ALLOWALL 17 k 5 LIMIT 1 1 1", Error::Invalid(Arg::NumKeys)),
+            ("ALLOWALL x k 5 LIMIT 1 1 1", Error::Invalid(Arg::NumKeys)),
+            ("ALLOWALL -1 k 5 LIMIT 1 1 1", Error::Invalid(Arg::NumKeys)),
+            // More keys than words left for them and now.
+            ("ALLOWALL 4 a b c", Error::Invalid(Arg::NumKeys)),
+            ("ALLOWALL 2 a b", Error::Invalid(Arg::NumKeys)),
+            ("ALLOWALL 1 a", Error::Invalid(Arg::NumKeys)),
+            ("ALLOWALL 3 a b a 5 LIMIT 1 1 1", Error::RepeatedKey(1, 3)),
+            ("ALLOWALL 3 a b b x", Error::RepeatedKey(2, 3)),
+            ("ALLOWALL 1 a x LIMIT 1 1 1", Error::Invalid(Arg::Now)),
+            ("ALLOWALL 1 a 9007199254740993", Error::Invalid(Arg::Now)),
+            ("ALLOWALL 1 a 5", Error::KeyWithoutLimit(1)),
+            ("ALLOWALL 2 a b 5 LIMIT 1 1 1", Error::KeyWithoutLimit(2)),
+            ("ALLOWALL 2 a b 5 COST 2", Error::KeyWithoutLimit(1)),
+            (
+                "ALLOWALL 2 a b 5 LIMIT 1 1",
+                Error::MissingKeyedValues("LIMIT".into()),
+            ),
+            (
+                "ALLOWALL 2 a b 5 LIMIT 3 1 1",
+                Error::Invalid(Arg::LimitKeyno(2)),
+            ),
+            (
+                "ALLOWALL 2 a b 5 LIMIT 0 1 1",
+                Error::Invalid(Arg::LimitKeyno(2)),
+            ),
+            (
+                "ALLOWALL 2 a b 5 LIMIT 1 0 1",
+                Error::Invalid(Arg::LimitWindow),
+            ),
+            (
+                "ALLOWALL 2 a b 5 LIMIT 1 1 0",
+                Error::Invalid(Arg::LimitMax),
+            ),
+            // keyno, then window, then max.
+            (
+                "ALLOWALL 2 a b 5 LIMIT x 0 0",
+                Error::Invalid(Arg::LimitKeyno(2)),
+            ),
+            (
+                "ALLOWALL 1 a 5 LIMIT 1 1 1 COST 0",
+                Error::Invalid(Arg::Cost),
+            ),
+            (
+                "ALLOWALL 1 a 5 COST 1 LIMIT 1 1 1 cost 2",
+                Error::RepeatedOption("cost".into()),
+            ),
+            ("ALLOWALL 1 a 5 COST", Error::MissingValue("COST".into())),
+            (
+                "ALLOWALL 1 a 5 LIMIT 1 1 1 FOO",
+                Error::UnknownOption("FOO".into()),
+            ),
+            // An option error comes before a key without a LIMIT.
+            ("ALLOWALL 2 a b 5 FOO", Error::UnknownOption("FOO".into())),
+        ];
+        for (line, want) in cases {
+            assert_eq!(all(line), Err(want), "{line}");
+        }
+        // The 17th limit on one key, whatever follows its keyno.
+        let line = format!("ALLOWALL 2 a b 5 LIMIT 1 1 1{limits17}");
+        assert_eq!(all(&line), Err(Error::TooManyKeyLimits(2)));
+        let line = format!("ALLOWALL 2 a b 5{} LIMIT 2 0 0", &limits17[..16 * 12]);
+        assert_eq!(all(&line), Err(Error::TooManyKeyLimits(2)));
+        for argv in [&[][..], &[b"SLIDINGWINDOW.ALLOWALL".as_slice()][..]] {
+            let Err(Error::WrongArity(_)) = parse_all(argv) else {
+                panic!("{argv:?} should be a wrong arity");
+            };
+        }
+    }
+
+    #[test]
+    fn refund_forms_and_errors() {
+        let refund = |line: &str| {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            parse_refund(&words)
+        };
+        let ok = |n, at| Ok(RefundArgs { n, at });
+        let cases = [
+            ("REFUND k 1", ok(1, None)),
+            ("REFUND k 9007199254740992", ok(MAX_EXACT, None)),
+            ("REFUND k 3 AT 1000", ok(3, Some(Now::At(1000)))),
+            ("REFUND k 3 at *", ok(3, Some(Now::Server))),
+            ("REFUND k 3 At 0", ok(3, Some(Now::At(0)))),
+            ("REFUND k 0", Err(Error::Invalid(Arg::RefundN))),
+            (
+                "REFUND k 9007199254740993",
+                Err(Error::Invalid(Arg::RefundN)),
+            ),
+            ("REFUND k x AT y", Err(Error::Invalid(Arg::RefundN))),
+            ("REFUND k 1 AT -1", Err(Error::Invalid(Arg::At))),
+            (
+                "REFUND k 1 AT 9007199254740993",
+                Err(Error::Invalid(Arg::At)),
+            ),
+            ("REFUND k 1 AT", Err(Error::MissingValue("AT".into()))),
+            (
+                "REFUND k 1 AT 5 AT 6",
+                Err(Error::RepeatedOption("AT".into())),
+            ),
+            (
+                "REFUND k 1 COST 5",
+                Err(Error::UnknownOption("COST".into())),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(refund(line), want, "{line}");
+        }
+        let Err(Error::WrongArity(name)) = parse_refund(&[b"SLIDINGWINDOW.REFUND", b"k"]) else {
+            panic!("arity");
+        };
+        assert_eq!(name, "slidingwindow.refund");
     }
 }

@@ -9,8 +9,10 @@ pub const MAX_WINDOW_SECONDS: u64 = MAX_EXACT / 1000;
 /// Default of the most members one admitted call may add: 100,000 inserts take ~0.15 s; a
 /// million took 6 s.
 pub const MAX_ADD_PER_CALL: u64 = 100_000;
-/// Most limits one call may name, the positional one included.
+/// Most limits one call may name, the positional one included; for ALLOWALL, most on one key.
 pub const MAX_LIMITS: usize = 16;
+/// Most keys one ALLOWALL / PEEKALL call may name.
+pub const MAX_KEYS: usize = 16;
 
 /// The numeric arguments, named as the user knows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +25,14 @@ pub enum Arg {
     LimitWindow,
     /// The max of a `LIMIT window max` option.
     LimitMax,
+    /// ALLOWALL's `numkeys`.
+    NumKeys,
+    /// The keyno of ALLOWALL's `LIMIT keyno window max`; holds `numkeys`, its upper bound.
+    LimitKeyno(usize),
+    /// REFUND's `n`.
+    RefundN,
+    /// REFUND's `AT ts`.
+    At,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +48,14 @@ pub enum Error {
     MissingValues(String),
     /// A 17th limit.
     TooManyLimits,
+    /// ALLOWALL's `LIMIT` with fewer than three values after it.
+    MissingKeyedValues(String),
+    /// ALLOWALL's 17th limit on one key (1-based).
+    TooManyKeyLimits(usize),
+    /// ALLOWALL's key `.1` (1-based) is key `.0` again.
+    RepeatedKey(usize, usize),
+    /// ALLOWALL's key (1-based) with no `LIMIT`.
+    KeyWithoutLimit(usize),
     /// An admitted call that would add more members than one call may (`cap`).
     TooManyMembers {
         cost: u64,
@@ -88,6 +106,21 @@ impl fmt::Display for Error {
                 f,
                 "ERR LIMIT max must be an integer between 1 and {MAX_EXACT}"
             ),
+            Error::Invalid(Arg::NumKeys) => write!(
+                f,
+                "ERR numkeys must be an integer between 1 and {MAX_KEYS}, followed by that many keys and now"
+            ),
+            Error::Invalid(Arg::LimitKeyno(numkeys)) => write!(
+                f,
+                "ERR LIMIT keyno must be an integer between 1 and numkeys ({numkeys})"
+            ),
+            Error::Invalid(Arg::RefundN) => {
+                write!(f, "ERR n must be an integer between 1 and {MAX_EXACT}")
+            }
+            Error::Invalid(Arg::At) => write!(
+                f,
+                "ERR AT must be an integer between 0 and {MAX_EXACT}, or *"
+            ),
             Error::UnknownOption(tok) => write!(f, "ERR syntax error, unknown option '{tok}'"),
             Error::RepeatedOption(tok) => {
                 write!(f, "ERR syntax error, option '{tok}' given twice")
@@ -101,6 +134,22 @@ impl fmt::Display for Error {
             Error::TooManyLimits => write!(
                 f,
                 "ERR syntax error, at most {MAX_LIMITS} limits in one call"
+            ),
+            Error::MissingKeyedValues(tok) => write!(
+                f,
+                "ERR syntax error, option '{tok}' needs three values (keyno window max)"
+            ),
+            Error::TooManyKeyLimits(keyno) => write!(
+                f,
+                "ERR syntax error, at most {MAX_LIMITS} limits on one key (key {keyno})"
+            ),
+            Error::RepeatedKey(first, again) => write!(
+                f,
+                "ERR key {again} is key {first} again: the keys of one call must be distinct"
+            ),
+            Error::KeyWithoutLimit(keyno) => write!(
+                f,
+                "ERR key {keyno} has no LIMIT: every key needs at least one"
             ),
             Error::TooManyMembers { cost, cap } => write!(
                 f,
@@ -225,6 +274,38 @@ mod tests {
                 "ERR the sorted set holds a score that is not a timestamp in ms (an integer between 0 and 9007199254740992): 1.5",
             ),
             (Error::BadApply("cutoff"), "ERR SLIDINGWINDOW.APPLY: cutoff"),
+            (
+                Error::Invalid(Arg::NumKeys),
+                "ERR numkeys must be an integer between 1 and 16, followed by that many keys and now",
+            ),
+            (
+                Error::Invalid(Arg::LimitKeyno(3)),
+                "ERR LIMIT keyno must be an integer between 1 and numkeys (3)",
+            ),
+            (
+                Error::Invalid(Arg::RefundN),
+                "ERR n must be an integer between 1 and 9007199254740992",
+            ),
+            (
+                Error::Invalid(Arg::At),
+                "ERR AT must be an integer between 0 and 9007199254740992, or *",
+            ),
+            (
+                Error::MissingKeyedValues("LIMIT".into()),
+                "ERR syntax error, option 'LIMIT' needs three values (keyno window max)",
+            ),
+            (
+                Error::TooManyKeyLimits(2),
+                "ERR syntax error, at most 16 limits on one key (key 2)",
+            ),
+            (
+                Error::RepeatedKey(1, 3),
+                "ERR key 3 is key 1 again: the keys of one call must be distinct",
+            ),
+            (
+                Error::KeyWithoutLimit(2),
+                "ERR key 2 has no LIMIT: every key needs at least one",
+            ),
         ];
         for (err, text) in cases {
             assert_eq!(err.to_string(), *text);

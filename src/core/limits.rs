@@ -1,7 +1,7 @@
 //! The limits of one call (the positional `window max`, then each `LIMIT window max`), what each
 //! says after the call, and the choice of the one that binds the reply.
 
-pub use super::error::MAX_LIMITS;
+pub use super::error::{MAX_KEYS, MAX_LIMITS};
 
 /// One `window max` pair, window already in ms.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,7 +37,7 @@ impl Limits {
     }
 
     /// Every limit, in position order.
-    pub fn iter(&self) -> impl Iterator<Item = &Limit> {
+    pub fn iter(&self) -> impl Iterator<Item = &Limit> + Clone {
         std::iter::once(&self.first).chain(&self.more)
     }
 
@@ -54,6 +54,63 @@ impl Limits {
     /// `Wmax`: the log keeps this much, and an admission sets the TTL to it.
     pub fn longest_window_ms(&self) -> u64 {
         self.iter().fold(0, |w, l| w.max(l.window_ms))
+    }
+}
+
+/// The limits of an ALLOWALL call: each `LIMIT keyno window max` in position order, with its
+/// key (0-based); at most `MAX_LIMITS` on one key of at most `MAX_KEYS`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyedLimits {
+    items: Vec<(usize, Limit)>,
+    per_key: [u8; MAX_KEYS],
+}
+
+impl KeyedLimits {
+    /// Room for `n` limits, so that a well-formed call allocates once.
+    pub fn with_capacity(n: usize) -> KeyedLimits {
+        KeyedLimits {
+            items: Vec::with_capacity(n.min(MAX_KEYS * MAX_LIMITS)),
+            per_key: [0; MAX_KEYS],
+        }
+    }
+
+    /// How many limits `key` has so far.
+    pub fn on_key(&self, key: usize) -> usize {
+        self.per_key.get(key).map_or(0, |n| usize::from(*n))
+    }
+
+    /// Adds a limit on `key`; false (and nothing added) for a key past `MAX_KEYS` or one that
+    /// has `MAX_LIMITS` already.
+    pub fn push(&mut self, key: usize, limit: Limit) -> bool {
+        match self.per_key.get_mut(key) {
+            Some(n) if usize::from(*n) < MAX_LIMITS => {
+                *n += 1;
+                self.items.push((key, limit));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Every limit with its key, in position order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, Limit)> + Clone + '_ {
+        self.items.iter().copied()
+    }
+
+    pub fn count(&self) -> usize {
+        self.items.len()
+    }
+
+    /// `Wmax_k`: key `key` keeps this much, and an admission sets its TTL to it.
+    pub fn longest_window_ms(&self, key: usize) -> u64 {
+        self.iter()
+            .filter(|(k, _)| *k == key)
+            .fold(0, |w, (_, l)| w.max(l.window_ms))
+    }
+
+    /// The first of keys `0..keys` without a limit.
+    pub fn first_unlimited(&self, keys: usize) -> Option<usize> {
+        (0..keys).find(|k| self.on_key(*k) == 0)
     }
 }
 
@@ -169,6 +226,34 @@ mod tests {
                 assert_eq!(tally.binding().1, *s);
             }
         }
+    }
+
+    #[test]
+    fn keyed_limits_at_most_sixteen_a_key() {
+        let l = |w: u64| Limit {
+            window_ms: w * 1000,
+            max: 1,
+        };
+        let mut all = KeyedLimits::with_capacity(4);
+        assert_eq!(all.first_unlimited(2), Some(0));
+        assert!(all.push(1, l(5)));
+        assert!(all.push(0, l(1)));
+        assert!(all.push(1, l(60)));
+        assert_eq!(all.first_unlimited(2), None);
+        assert_eq!(all.first_unlimited(3), Some(2));
+        assert_eq!(all.longest_window_ms(1), 60_000);
+        assert_eq!(all.longest_window_ms(0), 1000);
+        assert_eq!(all.longest_window_ms(2), 0);
+        let order: Vec<usize> = all.iter().map(|(k, _)| k).collect();
+        assert_eq!(order, [1, 0, 1]);
+        for _ in 2..MAX_LIMITS {
+            assert!(all.push(1, l(2)));
+        }
+        assert_eq!(all.on_key(1), MAX_LIMITS);
+        assert!(!all.push(1, l(2)));
+        assert!(!all.push(MAX_KEYS, l(2)));
+        assert!(all.push(MAX_KEYS - 1, l(2)));
+        assert_eq!(all.count(), MAX_LIMITS + 2);
     }
 
     #[test]

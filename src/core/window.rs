@@ -3,10 +3,10 @@
 //! Scores are ms timestamps. A member leaves the window once `score <= now - window`, exactly as the
 //! seed's `ZREMRANGEBYSCORE key -inf now-window*1000`.
 
-use super::error::{Error, MAX_LIMITS};
+use super::error::{Error, MAX_KEYS, MAX_LIMITS};
 #[cfg(feature = "panic-test")]
 use super::fault::{self, Point};
-use super::limits::{Limits, Standing, Tally};
+use super::limits::{KeyedLimits, Limit, Limits, Standing, Tally};
 use super::reply::{Reply, wait_ms};
 
 /// A log of request timestamps, oldest first. Scores are `f64` because a key may have been written by
@@ -32,6 +32,8 @@ pub struct Request {
     /// The positional limit first, then each `LIMIT` option.
     pub limits: Limits,
     pub now: u64,
+    /// The server's clock (ms) as the call read it, once: the TTL counts from it.
+    pub clock: u64,
     pub cost: u64,
     /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
     pub max_add: u64,
@@ -56,57 +58,148 @@ pub struct Outcome {
     pub trimmed: u64,
 }
 
+/// One ALLOWALL / PEEKALL call, with `now` resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllRequest {
+    /// Each `LIMIT` option in order, with its key (an index into the call's logs).
+    pub limits: KeyedLimits,
+    pub keys: usize,
+    pub now: u64,
+    /// The server's clock (ms) as the call read it, once: every key's TTL counts from it.
+    pub clock: u64,
+    pub cost: u64,
+    /// Most members one admitted call may add, over every key.
+    pub max_add: u64,
+}
+
 /// Trim by the longest window, count each window, maybe add: one `SLIDINGWINDOW.ALLOW` against
-/// `log`. Each window shorter than the longest costs one count through its cutoff, and one k-th
-/// oldest when it is full.
+/// `log`, the one-key case of `allow_all`. Each window shorter than the longest costs one count
+/// through its cutoff, and one k-th oldest when it is full.
 ///
 /// An admission that would add more than `max_add` members is an error that changes nothing, for
 /// ALLOW and PEEK alike; a call that would be refused anyway just answers.
 pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
-    let limits = &req.limits;
-    let longest = limits.longest_window_ms();
-    let trim_at = req.cutoff(longest);
-    if req.cost > req.max_add && admits_untrimmed(log, req)? {
-        return Err(Error::TooManyMembers {
-            cost: req.cost,
-            cap: req.max_add,
-        });
+    let call = Call {
+        now: req.now,
+        cost: req.cost,
+        max_add: req.max_add,
+        named: req.limits.has_options(),
+    };
+    decide::<L, _, MAX_LIMITS>(
+        std::slice::from_mut(log),
+        req.limits.iter().map(|l| (0, *l)),
+        &call,
+    )
+}
+
+/// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log`.
+pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, Error> {
+    allow(&mut Preview::new(log), req).map(|o| o.reply)
+}
+
+/// `SLIDINGWINDOW.ALLOWALL` against `logs` (one per key, in the call's order): every key trimmed
+/// by its own longest window; admitted only if the cost fits every limit of every key, and then
+/// added to every key. Always six integers.
+pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Error> {
+    if logs.len() != req.keys {
+        return Err(Error::Server("one log for each key"));
     }
-    let trimmed = log.trim(trim_at)?;
-    #[cfg(feature = "panic-test")]
-    fault::hit(Point::AfterTrim);
-    let before = log.count()?;
-    // Members left that are at or before each limit's cutoff; none for the longest window, which
-    // the trim just cut. Added members (scored `now`) never are.
-    let mut through = [0u64; MAX_LIMITS];
-    for (t, l) in through.iter_mut().zip(limits.iter()) {
-        if l.window_ms < longest {
-            // Cutoffs are within +-2^53, so the conversion is exact.
-            *t = log.count_through(req.cutoff(l.window_ms) as f64)?;
+    let call = Call {
+        now: req.now,
+        cost: req.cost,
+        max_add: req.max_add,
+        named: true,
+    };
+    decide::<L, _, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.iter(), &call)
+}
+
+/// `SLIDINGWINDOW.PEEKALL`: what `allow_all` would answer now, touching no log.
+pub fn peek_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Reply, Error> {
+    let mut views: Vec<Preview<'_, L>> = logs.iter_mut().map(Preview::new).collect();
+    allow_all(&mut views, req).map(|o| o.reply)
+}
+
+/// What every limit of a call shares.
+struct Call {
+    now: u64,
+    cost: u64,
+    max_add: u64,
+    /// Whether the reply names the binding limit (a sixth integer).
+    named: bool,
+}
+
+impl Call {
+    fn cutoff(&self, window_ms: u64) -> i64 {
+        to_i64(self.now).saturating_sub(to_i64(window_ms))
+    }
+}
+
+/// The decision over one or several logs; `limits` are `(log index, limit)` in position order,
+/// at most `N`, every log having at least one.
+fn decide<L, I, const N: usize>(logs: &mut [L], limits: I, call: &Call) -> Result<Outcome, Error>
+where
+    L: Log,
+    I: Iterator<Item = (usize, Limit)> + Clone,
+{
+    let keys = logs.len().min(MAX_KEYS);
+    let mut longest = [0u64; MAX_KEYS];
+    for (k, l) in limits.clone() {
+        if let Some(w) = longest.get_mut(k) {
+            *w = (*w).max(l.window_ms);
         }
     }
-    let allowed = limits
-        .iter()
-        .zip(&through)
-        .all(|(l, t)| fits(before.saturating_sub(*t), req.cost, l.max));
-    if allowed {
-        log.add(req.now, req.cost)?;
-        #[cfg(feature = "panic-test")]
-        fault::hit(Point::AfterAdd);
+    // Every key's error is known before the first key changes.
+    let members = call.cost.saturating_mul(keys as u64);
+    if members > call.max_add && admits_untrimmed(logs, limits.clone(), call)? {
+        return Err(Error::TooManyMembers {
+            cost: call.cost,
+            cap: call.max_add,
+        });
     }
-    let total = if allowed { before + req.cost } else { before };
+    let mut trimmed = 0u64;
+    let mut before = [0u64; MAX_KEYS];
+    for ((log, b), w) in logs.iter_mut().zip(&mut before).zip(&longest) {
+        trimmed = trimmed.saturating_add(log.trim(call.cutoff(*w))?);
+        #[cfg(feature = "panic-test")]
+        fault::hit(Point::AfterTrim);
+        *b = log.count()?;
+    }
+    // Members left that are at or before each limit's cutoff; none for its key's longest window,
+    // which the trim just cut. Added members (scored `now`) never are.
+    let mut through = [0u64; N];
+    for ((k, l), t) in limits.clone().zip(through.iter_mut()) {
+        if l.window_ms < longest.get(k).copied().unwrap_or(0) {
+            // Cutoffs are within +-2^53, so the conversion is exact.
+            *t = log_of(logs, k)?.count_through(call.cutoff(l.window_ms) as f64)?;
+        }
+    }
+    let allowed = limits.clone().zip(&through).all(|((k, l), t)| {
+        let count = before.get(k).copied().unwrap_or(0);
+        fits(count.saturating_sub(*t), call.cost, l.max)
+    });
+    if allowed {
+        for log in logs.iter_mut() {
+            log.add(call.now, call.cost)?;
+            #[cfg(feature = "panic-test")]
+            fault::hit(Point::AfterAdd);
+        }
+    }
     let mut tally = Tally::default();
-    for (l, t) in limits.iter().zip(&through) {
+    let mut keyed = [0usize; N];
+    for (((k, l), t), key) in limits.zip(&through).zip(keyed.iter_mut()) {
+        *key = k;
+        let total = before.get(k).copied().unwrap_or(0);
+        let total = if allowed { total + call.cost } else { total };
         let count = total.saturating_sub(*t);
-        let retry_ms = if req.cost > l.max {
+        let retry_ms = if call.cost > l.max {
             -1
         } else {
             // Only the `need` oldest members of this window have to leave before the cost fits.
-            match count.saturating_add(req.cost).checked_sub(l.max) {
+            match count.saturating_add(call.cost).checked_sub(l.max) {
                 None | Some(0) => 0,
-                Some(need) => log
+                Some(need) => log_of(logs, k)?
                     .kth_oldest(t.saturating_add(need))?
-                    .map_or(0, |s| wait_ms(s, req.cutoff(l.window_ms))),
+                    .map_or(0, |s| wait_ms(s, call.cutoff(l.window_ms))),
             }
         };
         tally.push(Standing {
@@ -117,12 +210,12 @@ pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
         });
     }
     let (b, bound) = tally.binding();
-    // The newest member is in every window that holds any member.
+    // The newest member is in every window of its key that holds any member.
     let reset_after_ms = match bound.count {
         0 => 0,
-        _ => log
+        _ => log_of(logs, keyed.get(b).copied().unwrap_or(0))?
             .newest()?
-            .map_or(0, |s| wait_ms(s, req.cutoff(bound.window_ms))),
+            .map_or(0, |s| wait_ms(s, call.cutoff(bound.window_ms))),
     };
     Ok(Outcome {
         reply: Reply {
@@ -131,27 +224,31 @@ pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
             remaining: bound.remaining,
             retry_after_ms: tally.retry_ms(),
             reset_after_ms,
-            binding: limits.has_options().then_some(b),
+            binding: call.named.then_some(b),
         },
         trimmed,
     })
 }
 
-/// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log`.
-pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, Error> {
-    allow(&mut Preview::new(log), req).map(|o| o.reply)
+fn log_of<L>(logs: &mut [L], k: usize) -> Result<&mut L, Error> {
+    logs.get_mut(k).ok_or(Error::Server("a log for each limit"))
 }
 
-/// Whether every limit would admit the call, counted before any trim.
-fn admits_untrimmed<L: Log>(log: &mut L, req: &Request) -> Result<bool, Error> {
-    if req.limits.iter().any(|l| req.cost > l.max) {
-        return Ok(false);
-    }
-    let all = log.count()?;
-    for l in req.limits.iter() {
+/// Whether every limit of every key would admit the call, counted before any trim.
+fn admits_untrimmed<L, I>(logs: &mut [L], limits: I, call: &Call) -> Result<bool, Error>
+where
+    L: Log,
+    I: Iterator<Item = (usize, Limit)>,
+{
+    for (k, l) in limits {
+        if call.cost > l.max {
+            return Ok(false);
+        }
+        let log = log_of(logs, k)?;
+        let all = log.count()?;
         // Cutoffs are within +-2^53, so the conversion is exact.
-        let live = all.saturating_sub(log.count_through(req.cutoff(l.window_ms) as f64)?);
-        if !fits(live, req.cost, l.max) {
+        let live = all.saturating_sub(log.count_through(call.cutoff(l.window_ms) as f64)?);
+        if !fits(live, call.cost, l.max) {
             return Ok(false);
         }
     }
@@ -244,6 +341,10 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
+// The shared contract model (dev-only crate `testkit`), for the storages' unit tests too.
+#[cfg(test)]
+pub(crate) use testkit::model;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,6 +402,7 @@ mod tests {
         Request {
             limits: all,
             now,
+            clock: now,
             cost,
             max_add: u64::MAX,
         }
@@ -578,6 +680,16 @@ mod tests {
         }
     }
 
+    /// The next call's time: mostly a little later, sometimes back by up to half the longest
+    /// window, sometimes past every window.
+    fn next_now(rng: &mut Rng, now: u64, longest: u64) -> u64 {
+        match rng.range(0, 9) {
+            0 => now.saturating_sub(rng.range(0, longest / 2)),
+            1 => now + longest * rng.range(1, 2),
+            _ => now + rng.range(0, longest / 20),
+        }
+    }
+
     #[test]
     fn several_limits_follow_the_model_and_peek_equals_allow() {
         let mut rng = Rng::new(0x11_1175);
@@ -593,11 +705,7 @@ mod tests {
             let longest = limits.iter().map(|l| l.0).max().unwrap_or(1) * 1000;
             let mut now: u64 = 100_000;
             for step in 0..150 {
-                now = match rng.range(0, 9) {
-                    0 => now.saturating_sub(rng.range(0, longest / 2)),
-                    1 => now + longest * rng.range(1, 2),
-                    _ => now + rng.range(0, longest / 20),
-                };
+                now = next_now(&mut rng, now, longest);
                 let cost = if rng.chance(70) { 1 } else { rng.range(1, 14) };
                 let r = multi(&limits, now, cost);
                 let before = log.clone();
@@ -790,5 +898,169 @@ mod tests {
                         .max(before.0.len() as u64)
             );
         }
+    }
+
+    fn all_req(keys: usize, limits: &[(usize, u64, u64)], now: u64, cost: u64) -> AllRequest {
+        let mut all = KeyedLimits::default();
+        for &(k, w, max) in limits {
+            assert!(all.push(
+                k,
+                Limit {
+                    window_ms: w * 1000,
+                    max
+                }
+            ));
+        }
+        AllRequest {
+            limits: all,
+            keys,
+            now,
+            clock: now,
+            cost,
+            max_add: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn several_keys_follow_the_model_and_peek_equals_allow() {
+        let mut rng = Rng::new(0xA11_4EE5);
+        // Admitted, refused, bound by a key past the first, refused by one key only.
+        let mut seen = [0u32; 4];
+        for stream in 0..120 {
+            let keys = rng.range(1, 16) as usize;
+            let mut limits: Vec<(usize, u64, u64)> = Vec::new();
+            for k in 0..keys {
+                let most = if rng.chance(20) { 16 } else { 3 };
+                for _ in 0..rng.range(1, most) {
+                    limits.push((k, rng.pick(&[1, 2, 5, 10, 60]), rng.range(1, 12)));
+                }
+            }
+            // Limits in any order of keys.
+            for i in (1..limits.len()).rev() {
+                limits.swap(i, rng.range(0, i as u64) as usize);
+            }
+            let longest = limits.iter().map(|l| l.1).max().unwrap_or(1) * 1000;
+            let mut logs = vec![VecLog::default(); keys];
+            let mut models = vec![Model::default(); keys];
+            let mut now: u64 = 100_000;
+            for step in 0..60 {
+                now = next_now(&mut rng, now, longest);
+                // Some keys also see traffic of their own.
+                if rng.chance(30) {
+                    let k = rng.range(0, keys as u64 - 1) as usize;
+                    let at = now.saturating_sub(rng.range(0, 2000));
+                    let n = rng.range(1, 3);
+                    let _ = logs[k].add(at, n);
+                    models[k].scores.extend(std::iter::repeat_n(at, n as usize));
+                    models[k].scores.sort_unstable();
+                }
+                let cost = if rng.chance(70) { 1 } else { rng.range(1, 14) };
+                let r = all_req(keys, &limits, now, cost);
+                let before = logs.clone();
+                let Ok(peeked) = peek_all(&mut logs, &r) else {
+                    panic!("{r:?} failed");
+                };
+                assert_eq!(logs, before, "peek changed a log");
+                assert_eq!(
+                    &*peeked.fields(),
+                    Model::peek_all(&models, &limits, now, cost),
+                    "stream {stream} step {step}: peek"
+                );
+                let Ok(out) = allow_all(&mut logs, &r) else {
+                    panic!("{r:?} failed");
+                };
+                assert_eq!(peeked, out.reply, "stream {stream} step {step}");
+                let want = Model::allow_all(&mut models, &limits, now, cost);
+                assert_eq!(&*out.reply.fields(), want, "stream {stream} step {step}");
+                for (log, model) in logs.iter().zip(&models) {
+                    let stored: Vec<u64> = log.0.iter().map(|s| *s as u64).collect();
+                    assert_eq!(stored, model.scores, "stream {stream} step {step}");
+                }
+                seen[usize::from(out.reply.allowed)] += 1;
+                let b = out.reply.binding.unwrap_or(0);
+                seen[2] += u32::from(limits[b].0 > 0);
+                seen[3] += u32::from(!out.reply.allowed && keys > 1);
+            }
+        }
+        assert!(seen.iter().all(|n| *n > 300), "{seen:?}");
+    }
+
+    #[test]
+    fn one_key_allowall_is_allow_with_a_sixth_integer() {
+        let mut rng = Rng::new(0x0E_4E11);
+        for _ in 0..200 {
+            let limits: Vec<(u64, u64)> = (0..rng.range(1, 16))
+                .map(|_| (rng.range(1, 10), rng.range(1, 9)))
+                .collect();
+            let keyed: Vec<(usize, u64, u64)> = limits.iter().map(|&(w, m)| (0, w, m)).collect();
+            let mut one = VecLog::default();
+            let mut all = [VecLog::default()];
+            let mut now = 50_000u64;
+            for _ in 0..40 {
+                now = if rng.chance(10) {
+                    now.saturating_sub(rng.range(0, 3000))
+                } else {
+                    now + rng.range(0, 900)
+                };
+                let cost = rng.range(1, 3);
+                let Ok(a) = allow(&mut one, &multi(&limits, now, cost)) else {
+                    panic!("allow failed");
+                };
+                let Ok(b) = allow_all(&mut all, &all_req(1, &keyed, now, cost)) else {
+                    panic!("allow_all failed");
+                };
+                assert_eq!(b.reply, named(a.reply, a.reply.binding.unwrap_or(0)));
+                assert_eq!(b.trimmed, a.trimmed);
+                assert_eq!(one, all[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn several_keys_refused_by_one_change_none() {
+        // Key 1 has room, key 2 (index 1) is full: nothing added anywhere; the trims stay.
+        let mut logs = vec![VecLog(vec![1.0, 9000.0]), VecLog(vec![8000.0, 9500.0])];
+        let r = all_req(2, &[(0, 5, 10), (1, 10, 2)], 10_000, 1);
+        let Ok(out) = allow_all(&mut logs, &r) else {
+            panic!("failed");
+        };
+        assert_eq!(out.reply, named(reply(false, 2, 0, 8000, 9500), 1));
+        assert_eq!(out.trimmed, 1);
+        assert_eq!(logs, [VecLog(vec![9000.0]), VecLog(vec![8000.0, 9500.0])]);
+        // Wrong number of logs: an error, nothing changed.
+        assert!(allow_all(&mut logs[..1], &r).is_err());
+    }
+
+    #[test]
+    fn the_cap_counts_every_key_and_comes_before_any_change() {
+        let stored = [VecLog(vec![1000.0]), VecLog(vec![1000.0])];
+        // 3 members to each of two keys: 6 > 5, admissible on both: an error, no trim.
+        let r = AllRequest {
+            max_add: 5,
+            ..all_req(2, &[(0, 1, 10), (1, 1, 10)], 20_000, 3)
+        };
+        let mut logs = stored.to_vec();
+        assert_eq!(
+            peek_all(&mut logs, &r),
+            Err(Error::TooManyMembers { cost: 3, cap: 5 })
+        );
+        assert_eq!(
+            allow_all(&mut logs, &r).map(|o| o.reply),
+            Err(Error::TooManyMembers { cost: 3, cap: 5 })
+        );
+        assert_eq!(logs, stored);
+        // Refused by the second key anyway: the ordinary answer.
+        let r = AllRequest {
+            max_add: 5,
+            ..all_req(2, &[(0, 1, 10), (1, 1, 2)], 20_000, 3)
+        };
+        let got = allow_all(&mut logs, &r).map(|o| o.reply);
+        assert_eq!(got, Ok(named(reply(false, 0, 2, -1, 0), 1)));
+        // Within the cap: admitted.
+        let r = AllRequest {
+            max_add: 6,
+            ..all_req(2, &[(0, 1, 10), (1, 1, 10)], 20_000, 3)
+        };
+        assert!(allow_all(&mut logs, &r).is_ok_and(|o| o.reply.allowed));
     }
 }

@@ -5,6 +5,8 @@
 use super::api;
 use super::context::Ctx;
 use super::string::Argv;
+use crate::core::args::integer;
+use crate::core::error::MAX_KEYS;
 use redis_module::{Context, raw};
 use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
@@ -29,6 +31,41 @@ extern "C" fn trampoline<H: Handler>(
     let argv = unsafe { Argv::new(ctx, argv, argc) };
     H::call(ctx, argv);
     raw::REDISMODULE_OK as c_int
+}
+
+/// The callback for a command whose keys are counted (`numkeys key...`, as EVAL's): besides
+/// running `H`, it answers the server's key-position requests (`getkeys-api`), which Redis 7.0
+/// uses for cluster routing where later servers read the key spec.
+extern "C" fn counted_trampoline<H: Handler>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: read once per call; present on every server with key specs.
+    let (is_request, key_at) = unsafe {
+        (
+            raw::RedisModule_IsKeysPositionRequest,
+            raw::RedisModule_KeyAtPos,
+        )
+    };
+    if let (Some(is_request), Some(key_at), Some(api)) = (is_request, key_at, api::get())
+        && let Some(c) = NonNull::new(ctx)
+        // SAFETY: the context of this call.
+        && unsafe { is_request(ctx) } != 0
+    {
+        // SAFETY: Redis hands the command its own arguments for the length of the call.
+        let args = unsafe { Argv::new(Ctx::new(c, api), argv, argc) };
+        let n = integer(args.bytes(1), 1, MAX_KEYS as u64).unwrap_or(0);
+        for i in 0..n {
+            let pos = c_int::try_from(i + 2).unwrap_or(c_int::MAX);
+            if pos < argc {
+                // SAFETY: the context of a key-position request, a position within argv.
+                unsafe { key_at(ctx, pos) };
+            }
+        }
+        return raw::REDISMODULE_OK as c_int;
+    }
+    trampoline::<H>(ctx, argv, argc)
 }
 
 /// What a command does with its key.
@@ -57,13 +94,23 @@ impl Access {
 type CommandFn =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// One key, at argument 1.
+    One,
+    /// As EVAL declares them: the count at argument 1, then that many keys.
+    Counted,
+}
+
 /// One command to register.
 pub struct Spec {
     pub name: &'static CStr,
     pub handler: CommandFn,
     pub flags: &'static CStr,
-    /// What the command does with its key, for ACL key permissions.
+    /// What the command does with its keys, for ACL key permissions.
     pub access: Access,
+    pub keys: Keys,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     /// Redis checks it before calling us (negative: at least that many).
@@ -239,6 +286,11 @@ pub fn handler<H: Handler>() -> CommandFn {
     trampoline::<H>
 }
 
+/// The callback for `H` with counted keys (`Keys::Counted`).
+pub fn counted_handler<H: Handler>() -> CommandFn {
+    counted_trampoline::<H>
+}
+
 /// The module's load context, for registration.
 pub struct Loader<'a> {
     ctx: &'a Context,
@@ -319,16 +371,31 @@ impl<'a> Loader<'a> {
         let (Some(create), Some(get), Some(set_info)) = (create, get, set_info) else {
             return Err(fail("this server lacks the command API"));
         };
+        // The legacy (first, last, step) triple; Redis derives it again from the key spec.
+        // Counted keys are `movablekeys`, found through the key-position requests of
+        // `counted_handler` where a server does not read the spec.
+        let (first, last, step) = match spec.keys {
+            Keys::One => (1, 1, 1),
+            Keys::Counted => (0, 0, 0),
+        };
+        let flags = match spec.keys {
+            Keys::One => CString::from(spec.flags),
+            Keys::Counted => {
+                let mut all = spec.flags.to_bytes().to_vec();
+                all.extend_from_slice(b" getkeys-api");
+                CString::new(all).map_err(|_| fail("command flags"))?
+            }
+        };
         // SAFETY: the load context and static NUL-terminated strings.
         let r = unsafe {
             create(
                 self.raw(),
                 spec.name.as_ptr(),
                 Some(spec.handler),
-                spec.flags.as_ptr(),
-                1,
-                1,
-                1,
+                flags.as_ptr(),
+                first,
+                last,
+                step,
             )
         };
         if r != raw::REDISMODULE_OK as c_int {
@@ -348,7 +415,9 @@ impl<'a> Loader<'a> {
         };
         // The list ends with an all-zero spec.
         // SAFETY: an all-zero key spec is the terminator Redis looks for.
-        let mut key_specs = [key_spec(spec.access), unsafe { std::mem::zeroed() }];
+        let mut key_specs = [key_spec(spec.access, spec.keys), unsafe {
+            std::mem::zeroed()
+        }];
         let mut args = ArgTable::new(spec.args);
         let info = raw::RedisModuleCommandInfo {
             version: &version,
@@ -417,8 +486,31 @@ impl<'a> Loader<'a> {
 /// `errno` (Linux) for a category that exists already.
 const EBUSY: i32 = 16;
 
-/// The key at argument 1, and only it.
-fn key_spec(access: Access) -> raw::RedisModuleCommandKeySpec {
+/// The search begins at argument 1: the key there and only it, or (counted) the number of keys
+/// there and that many keys after it, as EVAL's spec.
+fn key_spec(access: Access, keys: Keys) -> raw::RedisModuleCommandKeySpec {
+    let (find_keys_type, fk) = match keys {
+        Keys::One => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                    lastkey: 0,
+                    keystep: 1,
+                    limit: 0,
+                },
+            },
+        ),
+        Keys::Counted => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
+            },
+        ),
+    };
     raw::RedisModuleCommandKeySpec {
         notes: std::ptr::null(),
         flags: access.flags(),
@@ -426,13 +518,7 @@ fn key_spec(access: Access) -> raw::RedisModuleCommandKeySpec {
         bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
             index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
         },
-        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        },
+        find_keys_type,
+        fk,
     }
 }

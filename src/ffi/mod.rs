@@ -13,7 +13,7 @@ mod info;
 mod key;
 mod string;
 
-pub use command::{Access, Arg, Handler, Loader, Spec, handler};
+pub use command::{Access, Arg, Handler, Keys, Loader, Spec, counted_handler, handler};
 pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
 pub use datatype::{AofOut, Digest, NativeType, RdbIn, RdbOut, TypeSlot};

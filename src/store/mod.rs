@@ -1,33 +1,207 @@
 //! Where a log is kept. Each storage implements the window's `Log` over an open key, records what
 //! it changes, and owns its effects: what it propagates to replicas and the AOF, and which
 //! keyspace events it emits.
+//!
+//! Every command reaches a key's storage through `open`, which checks the key's type once.
 
 pub mod compact;
 pub mod zset;
 
 use crate::core::error::Error;
 use crate::core::window::Log;
-use crate::ffi::{Ctx, Key};
+use crate::ffi::{Class, Ctx, Key, Kind, Mode, RString};
+use compact::CompactStore;
+use compact::log::CompactLog;
+use zset::ZsetLog;
+
+/// The two storages of a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    Zset,
+    Compact,
+}
+
+impl Storage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Storage::Zset => "zset",
+            Storage::Compact => "compact",
+        }
+    }
+}
 
 /// A storage seen by a command: the log, plus the key's TTL.
 pub trait Store: Log {
     /// Sets the key's absolute expiry (ms) after an admission.
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error>;
+    /// REFUND: removes up to `n` of the newest members scored at or before `through` (None: the
+    /// newest, whatever their score); how many went. No trim, the TTL untouched; a key left
+    /// empty is deleted.
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error>;
 }
 
-/// Everything one call changed, whatever the storage; owned by the dispatcher, outside the
-/// unwind boundary, so that what a panicking call did still reaches replicas.
+/// A key opened by a command, its type checked: a sorted set, a compact log, or missing.
+pub struct Opened<'a> {
+    key: Key<'a>,
+    held: Option<Storage>,
+}
+
+/// The one way in: opens `name` for a command. Any type but the two logs is `WRONGTYPE`.
+pub fn open<'a>(ctx: Ctx<'a>, name: RString<'a>, mode: Mode) -> Result<Opened<'a>, Error> {
+    let key = Key::open(ctx, name, mode)?;
+    let held = match key.kind::<CompactLog>() {
+        Kind::Empty => None,
+        Kind::Zset => Some(Storage::Zset),
+        Kind::Native => Some(Storage::Compact),
+        Kind::Other => return Err(Error::WrongType),
+    };
+    Ok(Opened { key, held })
+}
+
+impl<'a> Opened<'a> {
+    /// The key's log, recording its changes in `fx`; a missing key is created in `new` once
+    /// something is added to it.
+    pub fn log<'k>(&'k mut self, fx: &'k mut Effects<'a>, new: Storage) -> Slot<'k, 'a> {
+        match self.held.unwrap_or(new) {
+            Storage::Zset => Slot::Zset(ZsetLog::new(&mut self.key, &mut fx.zset)),
+            Storage::Compact => Slot::Compact(CompactStore::new(&mut self.key, &mut fx.compact)),
+        }
+    }
+
+    /// Moves the log to `target` storage in place, keeping every timestamp and the TTL; the
+    /// number of logged requests. A sorted set must hold only integer scores in `0..=2^53`.
+    pub fn convert(&mut self, fx: &mut Effects<'a>, target: Storage) -> Result<u64, Error> {
+        let key = &mut self.key;
+        let log = match self.held {
+            None => return Err(Error::NoSuchKey),
+            Some(from) if from == target => {
+                return Ok(match from {
+                    Storage::Zset => key.len(),
+                    Storage::Compact => key.native::<CompactLog>().map_or(0, |l| l.len()),
+                });
+            }
+            Some(Storage::Zset) => zset::export(key)?,
+            // Unlinking the key frees its value: the log goes on as a copy.
+            Some(Storage::Compact) => key.native::<CompactLog>().cloned().unwrap_or_default(),
+        };
+        // Everything is read and checked; from here on the key changes, and `fx` records it.
+        let len = log.len();
+        let ttl = key.expire_at();
+        key.unlink()?;
+        fx.replaced = Some(key.name());
+        self.held = None;
+        match target {
+            Storage::Compact => compact::import(key, &mut fx.compact, log)?,
+            Storage::Zset => zset::import(key, &mut fx.zset, &log)?,
+        }
+        self.held = (len > 0).then_some(target);
+        if let Some(at) = ttl.filter(|_| len > 0) {
+            self.log(fx, target).set_expiry(at)?;
+        }
+        Ok(len)
+    }
+}
+
+/// One key's log in whichever storage it has.
+// It lives on the stack for one call: boxing the larger variant would allocate on the hot path.
+#[allow(clippy::large_enum_variant)]
+pub enum Slot<'k, 'a> {
+    Zset(ZsetLog<'k, 'a>),
+    Compact(CompactStore<'k, 'a>),
+}
+
+/// Runs the same expression on whichever storage `$slot` holds.
+macro_rules! each {
+    ($slot:expr, $log:ident => $body:expr) => {
+        match $slot {
+            Slot::Zset($log) => $body,
+            Slot::Compact($log) => $body,
+        }
+    };
+}
+
+impl Log for Slot<'_, '_> {
+    fn count(&mut self) -> Result<u64, Error> {
+        each!(self, log => log.count())
+    }
+
+    fn count_through(&mut self, score: f64) -> Result<u64, Error> {
+        each!(self, log => log.count_through(score))
+    }
+
+    fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
+        each!(self, log => log.trim(cutoff))
+    }
+
+    fn add(&mut self, score: u64, n: u64) -> Result<(), Error> {
+        each!(self, log => log.add(score, n))
+    }
+
+    fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
+        each!(self, log => log.kth_oldest(k))
+    }
+
+    fn newest(&mut self) -> Result<Option<f64>, Error> {
+        each!(self, log => log.newest())
+    }
+}
+
+impl Store for Slot<'_, '_> {
+    fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
+        each!(self, log => log.set_expiry(at_ms))
+    }
+
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error> {
+        each!(self, log => log.refund(through, n))
+    }
+}
+
+/// What one call changed on one key, whatever the storage.
 #[derive(Default)]
 pub struct Effects<'a> {
-    pub zset: zset::Effects<'a>,
-    pub compact: compact::Effects<'a>,
+    /// The key's old value was unlinked first (a conversion).
+    replaced: Option<RString<'a>>,
+    zset: zset::Effects<'a>,
+    compact: compact::Effects<'a>,
 }
 
 impl<'a> Effects<'a> {
     /// Propagates and announces every recorded change, once.
-    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
+    fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
+        if let Some(name) = self.replaced.take() {
+            ctx.replicate_key(c"UNLINK", name)?;
+            ctx.notify(Class::Generic, c"del", name);
+        }
         self.zset.publish(ctx)?;
         self.compact.publish(ctx)
+    }
+}
+
+/// Everything one call changed, key by key; owned by the dispatcher, outside the unwind
+/// boundary, so that what a panicking call did still reaches replicas. A one-key call needs no
+/// allocation.
+#[derive(Default)]
+pub struct Changes<'a> {
+    first: Effects<'a>,
+    more: Vec<Effects<'a>>,
+}
+
+impl<'a> Changes<'a> {
+    /// The effects of a one-key call.
+    pub fn one(&mut self) -> &mut Effects<'a> {
+        &mut self.first
+    }
+
+    /// The effects of `n` keys, in the order given.
+    pub fn keys(&mut self, n: usize) -> impl Iterator<Item = &mut Effects<'a>> {
+        self.more.resize_with(n.saturating_sub(1), Effects::default);
+        std::iter::once(&mut self.first).chain(self.more.iter_mut())
+    }
+
+    /// Propagates and announces every key's changes in order, once.
+    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
+        self.first.publish(ctx)?;
+        self.more.iter_mut().try_for_each(|fx| fx.publish(ctx))
     }
 }
 

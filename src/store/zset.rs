@@ -154,7 +154,12 @@ pub struct Effects<'a> {
     trim: Trim,
     added: Members<'a>,
     added_at: i64,
+    /// A whole log written into the emptied key (a conversion), members with their scores.
+    imported: Vec<(u64, OwnedString<'a>)>,
     expire: Expire,
+    /// Members a REFUND removed; `refund_emptied` when they were the last.
+    refunded: Members<'a>,
+    refund_emptied: bool,
 }
 
 impl<'a> Effects<'a> {
@@ -192,7 +197,19 @@ impl<'a> Effects<'a> {
                 replicate_zadd(ctx, key, pairs)?;
             }
         }
-        if !fx.added.as_slice().is_empty() {
+        for batch in fx.imported.chunks(MEMBERS_PER_ZADD) {
+            let scores = batch
+                .iter()
+                .map(|(ts, _)| ctx.string(ts.to_string().as_bytes()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let pairs = scores
+                .iter()
+                .zip(batch)
+                .map(|(s, (_, m))| (s.as_rstring(), m.as_rstring()));
+            replicate_zadd(ctx, key, pairs)?;
+        }
+        let added = !fx.added.as_slice().is_empty() || !fx.imported.is_empty();
+        if added {
             ctx.notify(Class::Zset, c"zadd", key);
         }
         match fx.expire {
@@ -203,7 +220,16 @@ impl<'a> Effects<'a> {
                 ctx.notify(Class::Generic, c"expire", key);
             }
         }
-        if fx.trim != Trim::Nothing || !fx.added.as_slice().is_empty() {
+        let refunded = fx.refunded.as_slice();
+        if !refunded.is_empty() {
+            let members: Vec<RString<'_>> = refunded.iter().map(|m| m.as_rstring()).collect();
+            ctx.replicate_key_args(c"ZREM", key, &members)?;
+            ctx.notify(Class::Zset, c"zrem", key);
+            if fx.refund_emptied {
+                ctx.notify(Class::Generic, c"del", key);
+            }
+        }
+        if fx.trim != Trim::Nothing || added || !refunded.is_empty() {
             ctx.signal_modified(key);
         }
         Ok(())
@@ -404,36 +430,14 @@ pub fn export(key: &mut Key<'_>) -> Result<CompactLog, Error> {
     Ok(log)
 }
 
-/// Writes `log` into the empty `key` as a sorted set with fresh members, and sends it on as
-/// `ZADD`s; announces `zadd`.
-pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: &CompactLog) -> Result<(), Error> {
-    let name = key.name();
-    let mut batch: Vec<(u64, OwnedString<'a>)> = Vec::with_capacity(MEMBERS_PER_ZADD);
-    let send = |batch: &mut Vec<(u64, OwnedString<'a>)>| -> Result<(), Error> {
-        let scores = batch
-            .iter()
-            .map(|(ts, _)| ctx.string(ts.to_string().as_bytes()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let pairs = scores.iter().zip(batch.iter());
-        replicate_zadd(
-            ctx,
-            name,
-            pairs.map(|(s, (_, m))| (s.as_rstring(), m.as_rstring())),
-        )?;
-        batch.clear();
-        Ok(())
-    };
+/// Writes `log` into the empty `key` as a sorted set with fresh members, recorded in `fx`: sent
+/// on as `ZADD`s, announced as `zadd`.
+pub fn import<'a>(key: &mut Key<'a>, fx: &mut Effects<'a>, log: &CompactLog) -> Result<(), Error> {
+    fx.key = Some(key.name());
+    fx.imported.reserve(usize::try_from(log.len()).unwrap_or(0));
     for ts in log.iter() {
-        batch.push((ts, add_fresh(key, ts)?));
-        if batch.len() == MEMBERS_PER_ZADD {
-            send(&mut batch)?;
-        }
-    }
-    if !batch.is_empty() {
-        send(&mut batch)?;
-    }
-    if !log.is_empty() {
-        ctx.notify(Class::Zset, c"zadd", name);
+        let member = add_fresh(key, ts)?;
+        fx.imported.push((ts, member));
     }
     Ok(())
 }
@@ -556,5 +560,37 @@ impl Store for ZsetLog<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
         self.fx.expire = expire(self.key, at_ms)?;
         Ok(())
+    }
+
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error> {
+        let len = self.key.len();
+        if len == 0 {
+            return Ok(0);
+        }
+        // From the newest member at or before `through`, stepping back: O(log N + M).
+        let max = through.map_or(POS_INF, |t| t as f64);
+        let mut gone = Members::None;
+        let range = self.key.range(NEG_INF, max, false, false)?;
+        let mut left = n;
+        while left > 0
+            && let Some((member, _)) = range.current()
+        {
+            gone.push(member);
+            left -= 1;
+            if !range.prev() {
+                break;
+            }
+        }
+        drop(range);
+        self.anchors.clear();
+        self.oldest = None;
+        self.newest = None;
+        for member in gone.as_slice() {
+            self.key.zrem(member)?;
+        }
+        let removed = gone.as_slice().len() as u64;
+        self.fx.refund_emptied = removed == len;
+        self.fx.refunded = gone;
+        Ok(removed)
     }
 }

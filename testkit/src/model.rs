@@ -1,4 +1,4 @@
-//! The contract's ALLOW/PEEK steps on a plain list of scores, so a test that drives a key with
+//! The contract's ALLOW/PEEK, ALLOWALL/PEEKALL and REFUND steps on plain lists of scores, so a test that drives a key with
 //! sequential calls knows every reply and the exact scores the key must hold afterwards.
 #![allow(dead_code)]
 
@@ -35,12 +35,35 @@ impl Model {
     /// (window s, max), the positional one first: the reply, with the sixth integer when
     /// there is more than one limit (that is, when `LIMIT` was given).
     pub fn allow_limits(&mut self, limits: &[(u64, u64)], now: u64, cost: u64) -> Vec<i64> {
+        let keyed: Vec<(usize, u64, u64)> = limits.iter().map(|&(w, m)| (0, w, m)).collect();
+        let mut reply = Model::allow_all(std::slice::from_mut(self), &keyed, now, cost);
+        if limits.len() == 1 {
+            reply.pop();
+        }
+        reply
+    }
+
+    /// `SLIDINGWINDOW.ALLOWALL numkeys key... now COST cost LIMIT keyno w m ...` over `keys`,
+    /// with `limits` as (key index 0-based, window s, max) in position order: the six integers.
+    pub fn allow_all(
+        keys: &mut [Model],
+        limits: &[(usize, u64, u64)],
+        now: u64,
+        cost: u64,
+    ) -> Vec<i64> {
         let now_i = i128::from(now);
         let n = i128::from(cost);
         let window = |w: u64| i128::from(w) * 1000;
-        let wmax = limits.iter().map(|&(w, _)| window(w)).max().unwrap();
-        // 1. Trim by the longest window.
-        self.scores.retain(|&s| i128::from(s) > now_i - wmax);
+        // 1. Each key trimmed by its own longest window.
+        for (k, key) in keys.iter_mut().enumerate() {
+            let wmax = limits
+                .iter()
+                .filter(|l| l.0 == k)
+                .map(|&(_, w, _)| window(w))
+                .max()
+                .unwrap();
+            key.scores.retain(|&s| i128::from(s) > now_i - wmax);
+        }
         // Members of one limit's window, oldest first (future scores count).
         let in_window = |scores: &[u64], w: i128| -> Vec<i128> {
             scores
@@ -49,20 +72,22 @@ impl Model {
                 .filter(|&s| s > now_i - w)
                 .collect()
         };
-        // 2. and 3. Admitted only if the cost fits every limit.
-        let allowed = limits.iter().all(|&(w, max)| {
-            in_window(&self.scores, window(w)).len() as i128 + n <= i128::from(max)
+        // 2. and 3. Admitted only if the cost fits every limit of every key.
+        let allowed = limits.iter().all(|&(k, w, max)| {
+            in_window(&keys[k].scores, window(w)).len() as i128 + n <= i128::from(max)
         });
         if allowed {
-            self.scores
-                .extend(std::iter::repeat_n(now, usize::try_from(cost).unwrap()));
-            self.scores.sort_unstable();
+            for key in keys.iter_mut() {
+                key.scores
+                    .extend(std::iter::repeat_n(now, usize::try_from(cost).unwrap()));
+                key.scores.sort_unstable();
+            }
         }
         let standings: Vec<Standing> = limits
             .iter()
-            .map(|&(w, max)| {
+            .map(|&(k, w, max)| {
                 let (w, max) = (window(w), i128::from(max));
-                let members = in_window(&self.scores, w);
+                let members = in_window(&keys[k].scores, w);
                 let count = members.len() as i128;
                 let retry = if n > max {
                     -1
@@ -109,17 +134,31 @@ impl Model {
             standings.iter().map(|s| s.retry).max().unwrap()
         };
         let s = standings[b];
-        let mut reply = vec![
+        vec![
             i64::from(allowed),
             i64::try_from(s.count).unwrap(),
             i64::try_from(s.remaining).unwrap(),
             i64::try_from(retry).unwrap(),
             i64::try_from(s.reset).unwrap(),
-        ];
-        if limits.len() > 1 {
-            reply.push(b as i64);
-        }
-        reply
+            b as i64,
+        ]
+    }
+
+    /// `SLIDINGWINDOW.PEEKALL`: ALLOWALL's reply, leaving every key alone.
+    pub fn peek_all(keys: &[Model], limits: &[(usize, u64, u64)], now: u64, cost: u64) -> Vec<i64> {
+        Model::allow_all(&mut keys.to_vec(), limits, now, cost)
+    }
+
+    /// `SLIDINGWINDOW.REFUND key n [AT ts]`: removes the `n` newest members scored at or before
+    /// `at` (any score without it); how many went.
+    pub fn refund(&mut self, n: u64, at: Option<u64>) -> u64 {
+        let end = match at {
+            Some(ts) => self.scores.partition_point(|&s| s <= ts),
+            None => self.scores.len(),
+        };
+        let start = end.saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
+        self.scores.drain(start..end);
+        (end - start) as u64
     }
 
     /// PEEK with several limits: ALLOW's reply, leaving the model alone.

@@ -54,6 +54,36 @@ pub fn apply(change: &[u8], max_add: u64) -> Result<Apply, Error> {
     })
 }
 
+/// The word that opens a REFUND's change, `refund through n`: remove up to `n` of the newest
+/// timestamps at or before `through`. No window change starts with a letter.
+const REFUND: &[u8] = b"refund";
+
+/// A REFUND's change, if `change` is one: `(through, n)`, or what is wrong with it.
+pub fn refund(change: &[u8]) -> Option<Result<(u64, u64), Error>> {
+    let mut words = change.split(|b| *b == b' ');
+    if words.next() != Some(REFUND) {
+        return None;
+    }
+    let through = words.next().and_then(|w| integer(w, 0, MAX_EXACT));
+    let n = words.next().and_then(|w| integer(w, 1, MAX_EXACT));
+    Some(match (through, n, words.next()) {
+        (Some(through), Some(n), None) => Ok((through, n)),
+        _ => Err(Error::BadApply(
+            "refund takes through (0 to 2^53) and n (1 to 2^53)",
+        )),
+    })
+}
+
+/// Writes a REFUND's change: `refund through n`.
+pub fn write_refund(out: &mut impl std::io::Write, through: u64, n: u64) -> std::io::Result<()> {
+    let mut buf = [0u8; 21];
+    out.write_all(REFUND)?;
+    out.write_all(b" ")?;
+    out.write_all(decimal(through, &mut buf))?;
+    out.write_all(b" ")?;
+    out.write_all(decimal(n, &mut buf))
+}
+
 /// Writes `APPLY`'s change: `cutoff pexpireat [ts n]...`. Every replicated call writes one, so
 /// the numbers are spelled by hand rather than through `fmt`, at a tenth of its cost.
 pub fn write_change(
@@ -165,6 +195,23 @@ mod tests {
         for (change, want) in cases {
             assert_eq!(run(change), want, "{change:?}");
         }
+        let refunds = [
+            ("refund 5 2", Some(Ok((5, 2)))),
+            ("refund 9007199254740992 1", Some(Ok((MAX_EXACT, 1)))),
+            ("refund 5 0", Some(Err(()))),
+            ("refund 5", Some(Err(()))),
+            ("refund 5 1 1", Some(Err(()))),
+            ("refund -1 1", Some(Err(()))),
+            ("5 0", None),
+            ("-1 0 5 1", None),
+        ];
+        for (change, want) in refunds {
+            let got = refund(change.as_bytes()).map(|r| r.map_err(|_| ()));
+            assert_eq!(got, want, "{change:?}");
+        }
+        let mut out = Vec::new();
+        assert!(write_refund(&mut out, MAX_EXACT, 3).is_ok());
+        assert_eq!(refund(&out), Some(Ok((MAX_EXACT, 3))));
         let mut buf = [0u8; 21];
         let mut powers: Vec<u64> = (0..20).map(|e| 10u64.pow(e)).collect();
         powers.extend([1_700_000_000_000, MAX_EXACT, u64::MAX - 1, u64::MAX]);

@@ -282,6 +282,24 @@ impl CompactLog {
         m as u64
     }
 
+    /// Removes up to `n` of the newest timestamps at or before `through` (`MAX_TS`: any);
+    /// returns how many went. Rebuilds the log: O(N).
+    pub fn refund(&mut self, through: u64, n: u64) -> u64 {
+        let end = self.partition(|ts| ts <= through);
+        let start = end.saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
+        if start == end {
+            return 0;
+        }
+        let mut kept = CompactLog::default();
+        for (i, ts) in self.iter().enumerate() {
+            if i < start || i >= end {
+                kept.add(ts, 1);
+            }
+        }
+        *self = kept;
+        (end - start) as u64
+    }
+
     /// Adds `n` timestamps `ts`, after every equal one.
     pub fn add(&mut self, ts: u64, n: u64) {
         let Ok(n) = usize::try_from(n) else {

@@ -103,21 +103,16 @@ pub fn apply_batches(log: &CompactLog) -> Vec<Vec<u8>> {
     batches
 }
 
-/// Writes `log` into the empty `key` as a compact log, and sends it on as `APPLY`s; announces
-/// `slidingwindow.add`.
-pub fn import<'a>(ctx: Ctx<'a>, key: &mut Key<'a>, log: CompactLog) -> Result<(), Error> {
-    let name = key.name();
+/// Writes `log` into the empty `key` as a compact log, recorded in `fx`: sent on as `APPLY`s,
+/// announced as `slidingwindow.add`.
+pub fn import<'a>(key: &mut Key<'a>, fx: &mut Effects<'a>, log: CompactLog) -> Result<(), Error> {
+    fx.key = Some(key.name());
+    if log.is_empty() {
+        return Ok(());
+    }
     let batches = apply_batches(&log);
-    let empty = log.is_empty();
-    if !empty {
-        key.set_native(log)?;
-    }
-    for change in batches {
-        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", name, &change)?;
-    }
-    if !empty {
-        ctx.notify(Class::Module, c"slidingwindow.add", name);
-    }
+    key.set_native(log)?;
+    fx.imported = batches;
     Ok(())
 }
 
@@ -129,9 +124,13 @@ pub struct Effects<'a> {
     trimmed: Option<i64>,
     emptied: bool,
     added: Option<(u64, u64)>,
+    /// A whole log written into the emptied key (a conversion), as `APPLY` changes.
+    imported: Vec<Vec<u8>>,
     expire: Expire,
     /// Sent as the client sent it (an `APPLY`, deterministic by itself).
     verbatim: bool,
+    /// A REFUND's removal: up to how many of the newest timestamps at or before which.
+    refunded: Option<(u64, u64)>,
 }
 
 impl<'a> Effects<'a> {
@@ -140,13 +139,18 @@ impl<'a> Effects<'a> {
         let Some(key) = fx.key else {
             return Ok(());
         };
-        let changed = fx.trimmed.is_some() || fx.added.is_some();
-        if !changed && fx.expire == Expire::Untouched {
-            return Ok(());
+        if let Some((through, n)) = fx.refunded {
+            return publish_refund(ctx, key, through, n, fx.emptied, fx.verbatim);
         }
+        for change in &fx.imported {
+            ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
+        }
+        let changed = fx.trimmed.is_some() || fx.added.is_some();
         if fx.verbatim {
-            ctx.replicate_verbatim()?;
-        } else {
+            if changed || fx.expire != Expire::Untouched {
+                ctx.replicate_verbatim()?;
+            }
+        } else if changed || fx.expire != Expire::Untouched {
             let at = match fx.expire {
                 Expire::Set(at) => at,
                 _ => 0,
@@ -167,17 +171,44 @@ impl<'a> Effects<'a> {
         if fx.emptied {
             ctx.notify(Class::Generic, c"del", key);
         }
-        if fx.added.is_some() {
+        let added = fx.added.is_some() || !fx.imported.is_empty();
+        if added {
             ctx.notify(Class::Module, c"slidingwindow.add", key);
         }
         if fx.expire != Expire::Untouched {
             ctx.notify(Class::Generic, c"expire", key);
         }
-        if changed {
+        if changed || added {
             ctx.signal_modified(key);
         }
         Ok(())
     }
+}
+
+/// A REFUND's removal: `APPLY key "refund through n"`, which removes the same timestamps from
+/// the same log; `slidingwindow.refund`, then `del` if the log emptied.
+fn publish_refund<'a>(
+    ctx: Ctx<'a>,
+    key: RString<'a>,
+    through: u64,
+    n: u64,
+    emptied: bool,
+    verbatim: bool,
+) -> Result<(), Error> {
+    if verbatim {
+        ctx.replicate_verbatim()?;
+    } else {
+        let mut change = Vec::with_capacity(48);
+        change::write_refund(&mut change, through, n)
+            .map_err(|_| Error::Server("an APPLY change"))?;
+        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, &change)?;
+    }
+    ctx.notify(Class::Module, c"slidingwindow.refund", key);
+    if emptied {
+        ctx.notify(Class::Generic, c"del", key);
+    }
+    ctx.signal_modified(key);
+    Ok(())
 }
 
 /// A compact key seen as a `Log`; records what it changes in `fx`.
@@ -268,11 +299,80 @@ impl Store for CompactStore<'_, '_> {
         self.fx.expire = Expire::Set(at_ms);
         Ok(())
     }
+
+    fn refund(&mut self, through: Option<u64>, n: u64) -> Result<u64, Error> {
+        let through = through.unwrap_or(log::MAX_TS);
+        let Some(log) = self.log() else {
+            return Ok(0);
+        };
+        let removed = log.refund(through, n);
+        if removed == 0 {
+            return Ok(0);
+        }
+        // An empty log is no key, as an empty sorted set is none.
+        if log.is_empty() {
+            self.key.unlink()?;
+            self.fx.emptied = true;
+        }
+        self.fx.refunded = Some((through, removed));
+        Ok(removed)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::rng::Rng;
+    use crate::core::window::model::Model;
+
+    /// Refunds with and without `AT`, among adds and trims, with time going backwards.
+    #[test]
+    fn refunds_follow_the_model() {
+        let mut rng = Rng::new(0x0002_EF0D);
+        let mut log = CompactLog::default();
+        let mut model = Model::default();
+        let mut now: u64 = 1_000_000;
+        let mut refunded = 0;
+        for step in 0..20_000 {
+            now = match rng.range(0, 9) {
+                0 => now.saturating_sub(rng.range(0, 20_000)),
+                1 => now + rng.range(0, 1 << 33),
+                _ => now + rng.range(0, 300),
+            };
+            match rng.range(0, 9) {
+                0..=4 => {
+                    let n = rng.range(1, 4);
+                    log.add(now, n);
+                    model.scores.extend(std::iter::repeat_n(now, n as usize));
+                    model.scores.sort_unstable();
+                }
+                5 => {
+                    let cutoff = now as i64 - 5000;
+                    log.trim(cutoff);
+                    model.scores.retain(|s| *s as i64 > cutoff);
+                }
+                _ => {
+                    let n = if rng.chance(10) {
+                        u64::MAX
+                    } else {
+                        rng.range(1, 5)
+                    };
+                    let at = rng
+                        .chance(60)
+                        .then(|| now.saturating_sub(rng.range(0, 1000)) + rng.range(0, 500));
+                    let want = model.refund(n, at);
+                    assert_eq!(
+                        log.refund(at.unwrap_or(log::MAX_TS), n),
+                        want,
+                        "step {step}"
+                    );
+                    refunded += want;
+                }
+            }
+            assert_eq!(log.iter().collect::<Vec<_>>(), model.scores, "step {step}");
+        }
+        assert!(refunded > 5000, "{refunded}");
+    }
 
     #[test]
     fn batches_rebuild_the_log_within_their_limits() {

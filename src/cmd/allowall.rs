@@ -1,0 +1,33 @@
+//! `SLIDINGWINDOW.ALLOWALL numkeys key [key ...] now [COST n] LIMIT keyno window max...`: one
+//! request against the limits of several keys, all or nothing.
+
+use super::Answer;
+use super::config;
+use super::request::all_request;
+use crate::core::error::Error;
+use crate::core::window;
+use crate::ffi::{Argv, Ctx, Mode};
+use crate::store::{Changes, Store};
+
+pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
+    let req = all_request(ctx, argv)?;
+    // Every key is opened, its type checked, before any key changes.
+    let mut keys = super::peekall::open_keys(ctx, argv, req.keys, Mode::Write)?;
+    let storage = config::storage();
+    let mut logs: Vec<_> = keys
+        .iter_mut()
+        .zip(fx.keys(req.keys))
+        .map(|(key, fx)| key.log(fx, storage))
+        .collect();
+    let outcome = window::allow_all(&mut logs, &req)?;
+    if outcome.reply.allowed {
+        // Each key lives as long as its own longest window, from the server's clock.
+        let clock = i64::try_from(req.clock).unwrap_or(i64::MAX);
+        for (k, log) in logs.iter_mut().enumerate() {
+            let window = i64::try_from(req.limits.longest_window_ms(k)).unwrap_or(i64::MAX);
+            log.set_expiry(clock.saturating_add(window))?;
+        }
+    }
+    super::stats::allow(req.cost, &outcome);
+    Ok(Answer::Fields(outcome.reply))
+}

@@ -1,0 +1,595 @@
+//! Several keys in one call (`SLIDINGWINDOW.ALLOWALL` / `PEEKALL`) and refunds
+//! (`SLIDINGWINDOW.REFUND`), CONTRACT.md "Several keys" and "Refunds", against a real
+//! `redis-server` on both storages (and keys of both in one call): every reply, every key's
+//! scores and TTL equal the contract model's; one key is ALLOW; an error on any key changes no
+//! key; keyspace events and INFO counters.
+
+mod common;
+#[path = "support/kit.rs"]
+mod kit;
+use model::Model;
+use rng::Rng;
+use testkit::model;
+use testkit::rng;
+
+use common::{Server, call, error_line, ints, server_time_ms};
+use kit::{Events, STORAGES, exists, info_u64, pexpiretime, q, scores, snapshot};
+use redis::Connection;
+
+/// Windows long enough that no key expires on the server's clock while a test runs (a key's
+/// TTL is its longest window, and every key has one of these).
+const LONG: [u64; 4] = [600, 900, 1800, 3600];
+const SHORT: [u64; 4] = [1, 2, 5, 10];
+
+/// One ALLOWALL / PEEKALL call's words: limits as (key index 0-based, window s, max).
+fn all_words(
+    cmd: &str,
+    keys: &[String],
+    limits: &[(usize, u64, u64)],
+    now: &str,
+    cost: u64,
+) -> Vec<String> {
+    let mut w = vec![format!("SLIDINGWINDOW.{cmd}"), keys.len().to_string()];
+    w.extend(keys.iter().cloned());
+    w.push(now.to_string());
+    if cost != 1 {
+        w.extend(["COST".to_string(), cost.to_string()]);
+    }
+    for &(k, win, max) in limits {
+        w.extend([
+            "LIMIT".to_string(),
+            (k + 1).to_string(),
+            win.to_string(),
+            max.to_string(),
+        ]);
+    }
+    w
+}
+
+fn send(con: &mut Connection, words: &[String]) -> redis::Value {
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
+    call(con, &args)
+}
+
+fn send_ok(con: &mut Connection, words: &[String]) -> Vec<i64> {
+    let reply = send(con, words);
+    assert!(
+        error_line(&reply).is_none(),
+        "{}: {reply:?}",
+        words.join(" ")
+    );
+    ints(&reply)
+}
+
+fn refund_words(key: &str, n: u64, at: Option<u64>) -> Vec<String> {
+    let mut w = vec![
+        "SLIDINGWINDOW.REFUND".to_string(),
+        key.to_string(),
+        n.to_string(),
+    ];
+    if let Some(at) = at {
+        w.extend(["AT".to_string(), at.to_string()]);
+    }
+    w
+}
+
+/// Random limits for `keys` keys: each key 1 to 3 (sometimes up to 16), one of them long, in
+/// random order across keys.
+fn random_limits(rng: &mut Rng, keys: usize) -> Vec<(usize, u64, u64)> {
+    let mut limits = Vec::new();
+    for k in 0..keys {
+        limits.push((k, rng.pick(&LONG), rng.range(1, 12)));
+        let more = if rng.chance(10) { 15 } else { 2 };
+        for _ in 0..rng.range(0, more) {
+            let w = if rng.chance(60) {
+                rng.pick(&SHORT)
+            } else {
+                rng.pick(&LONG)
+            };
+            limits.push((k, w, rng.range(1, 12)));
+        }
+    }
+    for i in (1..limits.len()).rev() {
+        limits.swap(i, rng.range(0, i as u64) as usize);
+    }
+    limits
+}
+
+/// Streams of PEEKALL + ALLOWALL over 1 to 16 keys, with REFUNDs (with and without AT) and
+/// single-key ALLOWs mixed in, time going back now and then; every reply, every key's scores
+/// and TTL checked against the model. `mixed`: every other key is created in the other storage.
+fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u32; 4] {
+    let s = Server::builder().storage(storage).start();
+    let mut c = s.client();
+    let other = if storage == "zset" { "compact" } else { "zset" };
+    let mut rng = Rng::new(seed);
+    // Admitted, refused, bound by a key past the first, members refunded.
+    let mut seen = [0u32; 4];
+    for stream in 0..count {
+        let n = if rng.chance(25) {
+            rng.range(1, 16)
+        } else {
+            rng.range(1, 4)
+        } as usize;
+        let keys: Vec<String> = (0..n).map(|k| format!("{{s{stream}}}:k{k}")).collect();
+        let limits = random_limits(&mut rng, n);
+        let mut models = vec![Model::default(); n];
+        let mut expiry = vec![-2i64; n];
+        if mixed {
+            // Every other key made in the other storage, holding a member at 0.
+            let _: () = q(&mut c, &["CONFIG", "SET", "slidingwindow.storage", other]);
+            for k in (1..n).step_by(2) {
+                let w = ["SLIDINGWINDOW.ALLOW", &keys[k], "3600", "1", "0"].map(String::from);
+                assert_eq!(send_ok(&mut c, &w)[0], 1);
+                models[k].scores.push(0);
+                expiry[k] = pexpiretime(&mut c, &keys[k]);
+            }
+            let _: () = q(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+        }
+        let mut now: u64 = 1_700_000_000_000 + stream * 13;
+        for step in 0..steps {
+            let what = format!("stream {stream} step {step}");
+            now = match rng.range(0, 19) {
+                0 | 1 => now - rng.range(0, 5000),
+                2 => now + rng.pick(&SHORT) * 1000,
+                3 => now + rng.pick(&LONG) * 1000,
+                _ => now + rng.range(0, 700),
+            };
+            match rng.range(0, 9) {
+                // A refund on one key, at or before now, or of whatever is newest.
+                0 | 1 => {
+                    let k = rng.range(0, n as u64 - 1) as usize;
+                    let at = rng.chance(70).then(|| now - rng.range(0, 1500));
+                    let m = rng.range(1, 4);
+                    let before = pexpiretime(&mut c, &keys[k]);
+                    let got = send(&mut c, &refund_words(&keys[k], m, at));
+                    let want = models[k].refund(m, at);
+                    assert_eq!(got, redis::Value::Int(want as i64), "{what}: refund");
+                    seen[3] += want as u32;
+                    assert_eq!(scores(&mut c, &keys[k]), models[k].scores, "{what}: refund");
+                    if models[k].scores.is_empty() {
+                        assert!(!exists(&mut c, &keys[k]), "{what}: an emptied key is gone");
+                        expiry[k] = -2;
+                    } else {
+                        assert_eq!(pexpiretime(&mut c, &keys[k]), before, "{what}: TTL");
+                    }
+                    continue;
+                }
+                // Traffic of its own on one key.
+                2 => {
+                    let k = rng.range(0, n as u64 - 1) as usize;
+                    let own: Vec<(u64, u64)> = limits
+                        .iter()
+                        .filter(|l| l.0 == k)
+                        .map(|l| (l.1, l.2))
+                        .collect();
+                    let mut w = vec![
+                        "SLIDINGWINDOW.ALLOW".to_string(),
+                        keys[k].clone(),
+                        own[0].0.to_string(),
+                        own[0].1.to_string(),
+                        now.to_string(),
+                    ];
+                    for (win, max) in &own[1..] {
+                        w.extend(["LIMIT".into(), win.to_string(), max.to_string()]);
+                    }
+                    let t0 = server_time_ms(&mut c);
+                    let got = send_ok(&mut c, &w);
+                    assert_eq!(got, models[k].allow_limits(&own, now, 1), "{what}: ALLOW");
+                    if got[0] == 1 {
+                        let wmax = own.iter().map(|l| l.0).max().unwrap() as i64 * 1000;
+                        let at = pexpiretime(&mut c, &keys[k]);
+                        assert!(at >= t0 + wmax, "{what}: TTL");
+                    }
+                    expiry[k] = pexpiretime(&mut c, &keys[k]);
+                    continue;
+                }
+                _ => {}
+            }
+            let cost = if rng.chance(75) { 1 } else { rng.range(1, 12) };
+            let before: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
+            let peeked = send_ok(
+                &mut c,
+                &all_words("PEEKALL", &keys, &limits, &now.to_string(), cost),
+            );
+            let after: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
+            assert_eq!(after, before, "{what}: PEEKALL changed a key");
+            assert_eq!(
+                peeked,
+                Model::peek_all(&models, &limits, now, cost),
+                "{what}: PEEKALL"
+            );
+            let t0 = server_time_ms(&mut c);
+            let words = all_words("ALLOWALL", &keys, &limits, &now.to_string(), cost);
+            let got = send_ok(&mut c, &words);
+            let t1 = server_time_ms(&mut c);
+            assert_eq!(
+                got,
+                Model::allow_all(&mut models, &limits, now, cost),
+                "{what}: {}",
+                words.join(" ")
+            );
+            assert_eq!(got, peeked, "{what}: PEEKALL is ALLOWALL");
+            for (k, key) in keys.iter().enumerate() {
+                assert_eq!(scores(&mut c, key), models[k].scores, "{what}: key {k}");
+                let at = pexpiretime(&mut c, key);
+                let wmax = limits
+                    .iter()
+                    .filter(|l| l.0 == k)
+                    .map(|l| l.1)
+                    .max()
+                    .unwrap() as i64
+                    * 1000;
+                if models[k].scores.is_empty() {
+                    assert_eq!(at, -2, "{what}: key {k} emptied");
+                } else if got[0] == 1 {
+                    assert!(
+                        t0 + wmax <= at && at <= t1 + wmax,
+                        "{what}: key {k} TTL {at}"
+                    );
+                } else {
+                    assert_eq!(
+                        at, expiry[k],
+                        "{what}: a refused call changed key {k}'s TTL"
+                    );
+                }
+                expiry[k] = at;
+            }
+            seen[got[0] as usize] += 1;
+            seen[2] += u32::from(limits[got[5] as usize].0 > 0);
+        }
+    }
+    seen
+}
+
+#[test]
+fn random_streams_follow_the_contract_model() {
+    for (i, storage) in STORAGES.into_iter().enumerate() {
+        let seen = streams(storage, false, 0x41_1000 + i as u64, 40, 40);
+        assert!(seen.iter().all(|n| *n > 100), "{storage}: {seen:?}");
+    }
+}
+
+#[test]
+fn keys_of_both_storages_in_one_call() {
+    let seen = streams("zset", true, 0x41_2000, 30, 40);
+    assert!(seen.iter().all(|n| *n > 50), "{seen:?}");
+}
+
+/// `ALLOWALL 1 key now LIMIT 1 w m [LIMIT 1 w2 m2]...` answers what `ALLOW key w m now [LIMIT
+/// w2 m2]...` answers, with a sixth integer, and leaves the same scores.
+#[test]
+fn one_key_allowall_is_allow() {
+    for storage in STORAGES {
+        let s = Server::builder().storage(storage).start();
+        let mut c = s.client();
+        let mut rng = Rng::new(0x1_A11);
+        for stream in 0..30 {
+            let limits: Vec<(u64, u64)> = (0..rng.range(1, 4))
+                .map(|i| {
+                    (
+                        if i == 0 {
+                            rng.pick(&LONG)
+                        } else {
+                            rng.pick(&SHORT)
+                        },
+                        rng.range(1, 8),
+                    )
+                })
+                .collect();
+            let keyed: Vec<(usize, u64, u64)> = limits.iter().map(|&(w, m)| (0, w, m)).collect();
+            let (a, b) = (format!("one:{stream}:a"), format!("one:{stream}:b"));
+            let mut now = 1_700_000_000_000u64;
+            for _ in 0..30 {
+                now = if rng.chance(10) {
+                    now - rng.range(0, 3000)
+                } else {
+                    now + rng.range(0, 900)
+                };
+                let cost = rng.range(1, 3);
+                let mut w = vec![
+                    "SLIDINGWINDOW.ALLOW".to_string(),
+                    a.clone(),
+                    limits[0].0.to_string(),
+                    limits[0].1.to_string(),
+                    now.to_string(),
+                    "COST".to_string(),
+                    cost.to_string(),
+                ];
+                for (win, max) in &limits[1..] {
+                    w.extend(["LIMIT".into(), win.to_string(), max.to_string()]);
+                }
+                let mut one = send_ok(&mut c, &w);
+                let all = send_ok(
+                    &mut c,
+                    &all_words(
+                        "ALLOWALL",
+                        std::slice::from_ref(&b),
+                        &keyed,
+                        &now.to_string(),
+                        cost,
+                    ),
+                );
+                if one.len() == 5 {
+                    one.push(0);
+                }
+                assert_eq!(all, one);
+                assert_eq!(scores(&mut c, &a), scores(&mut c, &b));
+            }
+        }
+    }
+}
+
+/// A call that is an error for any key changes no key: WRONGTYPE on the third key, the member
+/// cap, and every malformed call; the trims of the first keys do not happen either.
+#[test]
+fn an_error_on_any_key_changes_no_key() {
+    for storage in STORAGES {
+        let s = Server::builder().storage(storage).start();
+        let mut c = s.client();
+        // Keys one and two hold a member a call at 100000 would trim, and one it keeps.
+        for key in ["{e}1", "{e}2"] {
+            for now in ["1000", "99000"] {
+                let r = send_ok(
+                    &mut c,
+                    &[
+                        "SLIDINGWINDOW.ALLOW".into(),
+                        key.into(),
+                        "10".into(),
+                        "10".into(),
+                        now.into(),
+                    ],
+                );
+                assert_eq!(r[0], 1);
+            }
+            let _: () = q(&mut c, &["PERSIST", key]);
+        }
+        let _: () = q(&mut c, &["SET", "{e}3", "text"]);
+        let keys = ["{e}1".to_string(), "{e}2".to_string(), "{e}3".to_string()];
+        let limits = [(0, 10, 5), (1, 10, 5), (2, 10, 5)];
+        let before: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
+        let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+        for cmd in ["ALLOWALL", "PEEKALL"] {
+            let got = send(&mut c, &all_words(cmd, &keys, &limits, "100000", 1));
+            assert_eq!(error_line(&got).as_deref(), Some(wrongtype), "{cmd}");
+        }
+        let _: () = q(
+            &mut c,
+            &["CONFIG", "SET", "slidingwindow.max-members-per-call", "5"],
+        );
+        let two = &keys[..2];
+        let got = send(
+            &mut c,
+            &all_words("ALLOWALL", two, &limits[..2], "100000", 3),
+        );
+        assert_eq!(
+            error_line(&got).as_deref(),
+            Some("ERR cost 3 would add more than 5 members in one call")
+        );
+        let _: () = q(
+            &mut c,
+            &[
+                "CONFIG",
+                "SET",
+                "slidingwindow.max-members-per-call",
+                "100000",
+            ],
+        );
+        let bad: &[(&str, &str)] = &[
+            (
+                "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}1 100000 LIMIT 1 10 5 LIMIT 2 10 5",
+                "ERR key 2 is key 1 again: the keys of one call must be distinct",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}2 100000 LIMIT 1 10 5",
+                "ERR key 2 has no LIMIT: every key needs at least one",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 9 {e}1 {e}2 100000 LIMIT 1 10 5",
+                "ERR numkeys must be an integer between 1 and 16, followed by that many keys and now",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 17 {e}1 {e}2 100000 LIMIT 1 10 5",
+                "ERR numkeys must be an integer between 1 and 16, followed by that many keys and now",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}2 100000 LIMIT 3 10 5 LIMIT 1 1 1",
+                "ERR LIMIT keyno must be an integer between 1 and numkeys (2)",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}2 100000 LIMIT 1 10",
+                "ERR syntax error, option 'LIMIT' needs three values (keyno window max)",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}2 100000 LIMIT 1 0 5 LIMIT 2 1 1",
+                "ERR LIMIT window must be an integer between 1 and 9007199254740 (window * 1000 <= 2^53)",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}2 100000 LIMIT 1 10 5 LIMIT 2 1 1 FOO",
+                "ERR syntax error, unknown option 'FOO'",
+            ),
+            (
+                "SLIDINGWINDOW.PEEKALL 2 {e}1 {e}2 x LIMIT 1 10 5 LIMIT 2 1 1",
+                "ERR now must be an integer between 0 and 9007199254740992, or *",
+            ),
+            (
+                "SLIDINGWINDOW.ALLOWALL 1 {e}1 100000",
+                "ERR wrong number of arguments for 'slidingwindow.allowall' command",
+            ),
+            (
+                "SLIDINGWINDOW.REFUND {e}1 0",
+                "ERR n must be an integer between 1 and 9007199254740992",
+            ),
+            (
+                "SLIDINGWINDOW.REFUND {e}1 1 AT -5",
+                "ERR AT must be an integer between 0 and 9007199254740992, or *",
+            ),
+            (
+                "SLIDINGWINDOW.REFUND {e}1 1 AT 5 AT 6",
+                "ERR syntax error, option 'AT' given twice",
+            ),
+            (
+                "SLIDINGWINDOW.REFUND {e}1 1 COST 1",
+                "ERR syntax error, unknown option 'COST'",
+            ),
+            ("SLIDINGWINDOW.REFUND {e}3 1", wrongtype),
+            (
+                "SLIDINGWINDOW.REFUND {e}1",
+                "ERR wrong number of arguments for 'slidingwindow.refund' command",
+            ),
+        ];
+        for (line, want) in bad {
+            let words: Vec<String> = line.split(' ').map(String::from).collect();
+            let got = send(&mut c, &words);
+            assert_eq!(error_line(&got).as_deref(), Some(*want), "{line}");
+        }
+        let after: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
+        assert_eq!(after, before, "{storage}: an error changed a key");
+    }
+}
+
+/// A refund on a missing key or with nothing at or before `AT` answers 0 and changes nothing;
+/// `AT *` is the server's clock.
+#[test]
+fn refunds_of_nothing_and_at_the_server_clock() {
+    for storage in STORAGES {
+        let s = Server::builder().storage(storage).start();
+        let mut c = s.client();
+        assert_eq!(
+            send(&mut c, &refund_words("missing", 5, None)),
+            redis::Value::Int(0)
+        );
+        // Two members before the server's clock, one an hour after it.
+        let t = server_time_ms(&mut c) as u64;
+        let future = t + 3_600_000;
+        for now in [t - 2000, t - 1000, future] {
+            let r = send_ok(
+                &mut c,
+                &["SLIDINGWINDOW.ALLOW", "r", "36000", "10", &now.to_string()].map(String::from),
+            );
+            assert_eq!(r[0], 1);
+        }
+        let before = snapshot(&mut c, "r");
+        assert_eq!(
+            send(&mut c, &refund_words("r", 5, Some(999))),
+            redis::Value::Int(0)
+        );
+        assert_eq!(snapshot(&mut c, "r"), before);
+        // `AT *`: the member from the future stays.
+        let got = call(&mut c, &["SLIDINGWINDOW.REFUND", "r", "5", "AT", "*"]);
+        assert_eq!(got, redis::Value::Int(2));
+        assert_eq!(scores(&mut c, "r"), [future]);
+        assert_eq!(pexpiretime(&mut c, "r"), before.1, "REFUND keeps the TTL");
+        assert_eq!(
+            send(&mut c, &refund_words("r", 9_007_199_254_740_992, None)),
+            redis::Value::Int(1)
+        );
+        assert!(!exists(&mut c, "r"));
+    }
+}
+
+/// Keyspace events: ALLOWALL's on each key as ALLOW's; REFUND's `zrem` (sorted set) or
+/// `slidingwindow.refund` (compact), then `del` when the key emptied.
+#[test]
+fn keyspace_events() {
+    for storage in STORAGES {
+        let s = Server::builder().storage(storage).start();
+        let mut c = s.client();
+        let (add, refund) = match storage {
+            "zset" => ("zadd", "zrem"),
+            _ => ("slidingwindow.add", "slidingwindow.refund"),
+        };
+        let mut ev = [Events::watch(&s, "{v}a"), Events::watch(&s, "{v}b")];
+        let marker = |c: &mut Connection, m: &str| {
+            let _: i64 = q(c, &["PUBLISH", "marker", m]);
+        };
+        let keys = ["{v}a".to_string(), "{v}b".to_string()];
+        let r = send_ok(
+            &mut c,
+            &all_words("ALLOWALL", &keys, &[(0, 60, 5), (1, 60, 5)], "*", 2),
+        );
+        assert_eq!(r[0], 1);
+        marker(&mut c, "1");
+        for e in &mut ev {
+            assert_eq!(e.until("1"), [add, "expire"]);
+        }
+        // A refused call changes nothing: no events.
+        let r = send_ok(
+            &mut c,
+            &all_words("ALLOWALL", &keys, &[(0, 60, 5), (1, 60, 2)], "*", 1),
+        );
+        assert_eq!(r[0], 0);
+        let r = send_ok(
+            &mut c,
+            &all_words("PEEKALL", &keys, &[(0, 60, 5), (1, 60, 5)], "*", 1),
+        );
+        assert_eq!(r[0], 1);
+        assert_eq!(
+            send(&mut c, &refund_words("{v}a", 1, Some(0))),
+            redis::Value::Int(0)
+        );
+        marker(&mut c, "2");
+        for e in &mut ev {
+            assert_eq!(e.until("2"), Vec::<String>::new());
+        }
+        assert_eq!(
+            send(&mut c, &refund_words("{v}a", 1, None)),
+            redis::Value::Int(1)
+        );
+        assert_eq!(
+            send(&mut c, &refund_words("{v}b", 5, None)),
+            redis::Value::Int(2)
+        );
+        marker(&mut c, "3");
+        assert_eq!(ev[0].until("3"), [refund]);
+        assert_eq!(ev[1].until("3"), [refund, "del"]);
+    }
+}
+
+/// INFO: ALLOWALL and PEEKALL count as one call each, COST once per admitted call; REFUND
+/// counts its calls and the members it removed.
+#[test]
+fn info_counts_calls_once() {
+    let s = Server::start();
+    let mut c = s.client();
+    let keys: Vec<String> = (0..3).map(|k| format!("{{i}}{k}")).collect();
+    let limits = [(0, 60, 10), (1, 60, 10), (2, 60, 4)];
+    for _ in 0..2 {
+        assert_eq!(
+            send_ok(&mut c, &all_words("ALLOWALL", &keys, &limits, "1000", 2))[0],
+            1
+        );
+    }
+    assert_eq!(
+        send_ok(&mut c, &all_words("ALLOWALL", &keys, &limits, "1000", 2))[0],
+        0
+    );
+    assert_eq!(
+        send_ok(&mut c, &all_words("PEEKALL", &keys, &limits, "1000", 1))[0],
+        0
+    );
+    assert!(
+        error_line(&send(
+            &mut c,
+            &all_words("ALLOWALL", &keys, &limits, "x", 1)
+        ))
+        .is_some()
+    );
+    assert_eq!(
+        send(&mut c, &refund_words("{i}0", 3, None)),
+        redis::Value::Int(3)
+    );
+    assert_eq!(
+        send(&mut c, &refund_words("{i}9", 3, None)),
+        redis::Value::Int(0)
+    );
+    let info = |f: &str| info_u64(&s, "slidingwindow", &format!("slidingwindow_{f}"));
+    assert_eq!(info("allow_calls"), 3);
+    assert_eq!(info("peek_calls"), 1);
+    assert_eq!(info("admitted"), 2);
+    assert_eq!(info("rejected"), 1);
+    assert_eq!(info("admitted_requests"), 4);
+    assert_eq!(info("errors"), 1);
+    assert_eq!(info("refund_calls"), 2);
+    assert_eq!(info("refunded"), 3);
+}
