@@ -22,6 +22,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
             "redis_version": run.machine.redis_version,
             "date": run.machine.date,
             "load_average_at_start": run.machine.load_at_start,
+            "load_average_at_end": run.load_at_end,
         },
         "run_seconds": run.seconds,
         "config": config_json(),

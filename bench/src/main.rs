@@ -1,6 +1,8 @@
-//! Benchmark: SLIDINGWINDOW.ALLOW against the seed's Lua script, its four commands sent plainly,
-//! and PING (the variants in variants::ALL), on three workloads with a simulated clock; then
-//! module and PING on `hot` at several pipeline depths. Starts its own redis-server.
+//! Benchmark: SLIDINGWINDOW.ALLOW (and ALLOWALL) against the seed's Lua script, its four
+//! commands sent plainly, PING and redis-cell's CL.THROTTLE (the variants in variants::ALL), on
+//! the workloads of workload::WORKLOADS with a simulated clock; then module and PING on `hot` at
+//! several pipeline depths, the worst expiry, late callers on a 2M-request log, and REFUND.
+//! Starts its own redis-server (and one for redis-cell).
 
 mod chart;
 mod depth;
@@ -94,6 +96,7 @@ fn main() -> Result<()> {
         refund,
         checks,
         seconds: started.elapsed().as_secs_f64(),
+        load_at_end: machine::load_average(),
     };
     report::print(&run);
     if only.is_some() {

@@ -46,8 +46,15 @@ fn machine_text(run: &Run) -> String {
          - `nproc`: {}\n\
          - CPU: {}\n\
          - redis-server {}\n\
-         - 1-minute load average at the start: {} (other work on the machine skews the figures)\n\n",
-        m.date, run.seconds, m.nproc, m.cpu_model, m.redis_version, m.load_at_start
+         - 1-minute load average at the start: {}, at the end: {} (other work on the machine \
+         skews the figures)\n\n",
+        m.date,
+        run.seconds,
+        m.nproc,
+        m.cpu_model,
+        m.redis_version,
+        m.load_at_start,
+        run.load_at_end
     )
 }
 

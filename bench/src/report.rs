@@ -20,6 +20,8 @@ pub struct Run {
     pub refund: Option<Vec<RefundResult>>,
     pub checks: Vec<Check>,
     pub seconds: f64,
+    /// 1-minute load average when the run ended (the machine's at the start).
+    pub load_at_end: String,
 }
 
 pub const HEADER: [&str; 14] = [
