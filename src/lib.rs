@@ -10,17 +10,12 @@ pub mod core;
 mod ffi;
 mod store;
 
-use redis_module::{Context, RedisString, Status, redis_module};
+use redis_module::{Context, RedisString, Status};
 
 // Unit tests run outside Redis, where the Redis allocator does not exist.
 #[cfg(not(test))]
-type Allocator = redis_module::alloc::RedisAlloc;
-#[cfg(not(test))]
-const ALLOCATOR: Allocator = redis_module::alloc::RedisAlloc;
-#[cfg(test)]
-type Allocator = std::alloc::System;
-#[cfg(test)]
-const ALLOCATOR: Allocator = std::alloc::System;
+#[global_allocator]
+static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     match ffi::Loader::new(ctx).and_then(|loader| cmd::register(&loader)) {
@@ -32,10 +27,4 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     }
 }
 
-redis_module! {
-    name: "slidingwindow",
-    version: 1,
-    allocator: (Allocator, ALLOCATOR),
-    data_types: [],
-    init: init,
-}
+entry_point!(c"slidingwindow", 1, init);

@@ -18,6 +18,7 @@ use rng::Rng;
 use std::time::Duration;
 
 const T0: u64 = 1_700_000_000_000;
+const MAX_TS: u64 = 1 << 53;
 
 fn compact_server() -> Server {
     Server::builder().storage("compact").start()
@@ -117,31 +118,72 @@ fn replies_equal_a_sorted_sets_and_the_models() {
     }
 }
 
-/// `MEMORY USAGE` per logged request, key and its overhead included, at most 8 bytes for logs of
-/// 1000 requests or more; a few requests fit in a fraction of a sorted set.
+/// Spans of the logs whose bytes are bounded: 1 ms up to all of time (2^53 ms).
+const SPANS: [u64; 14] = [
+    1,
+    1 << 4,
+    1 << 8,
+    1 << 12,
+    1 << 16,
+    1 << 20,
+    1 << 24,
+    1 << 28,
+    1 << 32,
+    1 << 36,
+    1 << 39,
+    1 << 44,
+    1 << 48,
+    // All of time but the first second, which the longest window (2^53 ms less 992) leaves out.
+    (1 << 53) - 1000,
+];
+
+/// `MEMORY USAGE` per logged request, key and its overhead included, for logs of 1000 requests
+/// or more: at most 8 bytes while they span less than 2^40 ms, at most 10 at any span; about 2
+/// for a dense log. A few requests fit in a fraction of a sorted set.
 #[test]
 fn a_logged_request_takes_at_most_8_bytes() {
     let s = compact_server();
     let mut c = s.client();
-    // A steady stream, a burst in one ms, and a log spanning more than 49 days (wide slots).
-    for i in 0..1000u64 {
-        sw5(
-            &mut c,
-            &format!("ALLOW steady 3600 1000000 {}", T0 + i * 60),
-        );
+    let mut rng = Rng::new(7);
+    for span in SPANS {
+        // In order, and the same spread in random order (a clock behind inserts in the middle).
+        for (order, key) in [
+            ("sorted", format!("s{span}")),
+            ("random", format!("r{span}")),
+        ] {
+            let start = MAX_TS - span;
+            let mut ts: Vec<u64> = (0..2000u64).map(|i| start + span * i / 1999).collect();
+            if order == "random" {
+                for i in (1..ts.len()).rev() {
+                    ts.swap(i, rng.range(0, i as u64) as usize);
+                }
+            }
+            for now in &ts {
+                sw5(&mut c, &format!("ALLOW {key} 9007199254740 1000000 {now}"));
+            }
+            ts.sort_unstable();
+            assert_eq!(scores(&mut c, &key), ts, "{key}");
+            let bytes: u64 = q(&mut c, &["MEMORY", "USAGE", &key, "SAMPLES", "0"]);
+            let bound = if span < 1 << 40 { 8 } else { 10 };
+            println!("{key}: {:.2} bytes a request", bytes as f64 / 2000.0);
+            assert!(
+                bytes <= bound * 2000,
+                "{key}: {bytes} bytes for 2000 requests ({:.2} a request)",
+                bytes as f64 / 2000.0
+            );
+        }
+    }
+    // A steady stream a ms apart, and a burst in one ms.
+    for i in 0..10_000u64 {
+        sw5(&mut c, &format!("ALLOW dense 3600 1000000 {}", T0 + i));
     }
     sw5(&mut c, &format!("ALLOW burst 3600 1000000 {T0} COST 60000"));
-    for i in 0..1000u64 {
-        let now = T0 + i * (1 << 23);
-        sw5(&mut c, &format!("ALLOW wide 9007199254740 1000000 {now}"));
-    }
-    for (key, count) in [("steady", 1000u64), ("burst", 60_000), ("wide", 1000)] {
-        assert_eq!(scores(&mut c, key).len() as u64, count, "{key}");
+    for (key, count, per) in [("dense", 10_000u64, 2.2), ("burst", 60_000, 1.2)] {
         let bytes: u64 = q(&mut c, &["MEMORY", "USAGE", key, "SAMPLES", "0"]);
+        println!("{key}: {:.2} bytes a request", bytes as f64 / count as f64);
         assert!(
-            bytes <= 8 * count,
-            "{key}: {bytes} bytes for {count} requests ({:.2} a request)",
-            bytes as f64 / count as f64
+            bytes as f64 <= per * count as f64,
+            "{key}: {bytes} bytes for {count} requests"
         );
     }
     // Ten requests: well under half of a sorted set's key.
@@ -557,6 +599,91 @@ fn the_golden_rdb_loads_to_the_same_logs() {
     }
 }
 
+const DUMPS: &str = "tests/fixtures/compact-v1-dumps.txt";
+
+/// The calls behind the DUMP fixture: per key, `(now, cost)` in the order sent, over spans from
+/// 1 ms to 2^53 ms, out of order, with bursts.
+fn dump_calls() -> Vec<(String, Vec<(u64, u64)>)> {
+    let mut rng = Rng::new(0xD0);
+    [1u64, 1000, 86_400_000, 1 << 33, 1 << 41, 1 << 53]
+        .into_iter()
+        .map(|span| {
+            let start = MAX_TS - span;
+            let calls = (0..400)
+                .map(|i| {
+                    let cost = if i % 97 == 0 { 300 } else { rng.range(1, 3) };
+                    (start + rng.range(0, span), cost)
+                })
+                .collect();
+            (format!("span{span}"), calls)
+        })
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Run once with `SLIDINGWINDOW_MODULE` set to a build of commit 345f612 (the ring of fixed-width
+/// slots): its DUMPs of `dump_calls`, one `key hex` line each.
+#[test]
+#[ignore = "writes tests/fixtures/compact-v1-dumps.txt with the module under test"]
+fn write_the_dump_fixture() {
+    let s = compact_server();
+    let mut c = s.client();
+    let mut out = String::new();
+    for (key, calls) in dump_calls() {
+        for (now, cost) in calls {
+            sw5(
+                &mut c,
+                &format!("ALLOW {key} 9007199254740 1000000 {now} COST {cost}"),
+            );
+        }
+        let dump: Vec<u8> = q(&mut c, &["DUMP", &key]);
+        out.push_str(&format!("{key} {}\n", hex(&dump)));
+    }
+    std::fs::write(DUMPS, out).unwrap();
+}
+
+/// DUMPs made by the previous layout's build restore with the same timestamps, and answer as
+/// the calls that made them say.
+#[test]
+fn dumps_of_the_previous_build_restore() {
+    let s = compact_server();
+    let mut c = s.client();
+    let text = std::fs::read_to_string(DUMPS).expect("tests/fixtures/compact-v1-dumps.txt");
+    let calls = dump_calls();
+    assert_eq!(text.lines().count(), calls.len());
+    for (line, (key, calls)) in text.lines().zip(calls) {
+        let (name, payload) = line.split_once(' ').expect("key hex");
+        assert_eq!(name, key);
+        let payload = unhex(payload);
+        let ok: String = redis::cmd("RESTORE")
+            .arg(&key)
+            .arg(0)
+            .arg(&payload)
+            .query(&mut c)
+            .expect("RESTORE");
+        assert_eq!(ok, "OK");
+        let mut want: Vec<u64> = calls
+            .iter()
+            .flat_map(|(now, cost)| std::iter::repeat_n(*now, *cost as usize))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(kind(&mut c, &key), "swcompact");
+        assert_eq!(scores(&mut c, &key), want, "{key}");
+        let count: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", &key, "compact"]);
+        assert_eq!(count as usize, want.len(), "{key}");
+    }
+}
+
 /// A compact key's keyspace events, and WATCH: woken by an ALLOW that admits or trims, not by
 /// PEEK nor by a refusal with nothing to trim.
 #[test]
@@ -648,11 +775,13 @@ fn apply_refuses_what_it_cannot_replay() {
 fn a_whole_expired_log_is_freed_in_the_background() {
     let s = compact_server();
     let mut c = s.client();
-    sw5(&mut c, &format!("ALLOW big 10 1000000 {T0} COST 100000"));
-    sw5(
-        &mut c,
-        &format!("ALLOW big 10 1000000 {} COST 100000", T0 + 1),
-    );
+    // Freeing costs one free per block (4096 requests of a burst): 98 of them, past 64.
+    for i in 0..4u64 {
+        sw5(
+            &mut c,
+            &format!("ALLOW big 10 1000000 {} COST 100000", T0 + i),
+        );
+    }
     let freed = info_u64(&s, "memory", "lazyfreed_objects");
     assert_eq!(
         sw5(&mut c, &format!("ALLOW big 10 5 {} COST 6", T0 + 60_000)),
@@ -719,4 +848,65 @@ fn convert_is_declared_a_write_of_its_one_key() {
         [1, 2, 8, 0, 3_600_000]
     );
     assert_eq!(kind(&mut c, "k"), "zset");
+}
+
+/// Active defrag moves compact logs' allocations (the module's callback logs how many, at
+/// `debug` level) and changes nothing a caller sees. Only servers built with a jemalloc that can
+/// defragment run it; the others skip with the reason printed (Debian's Redis 7.0 links the
+/// system jemalloc, the Valkey wheel uses libc malloc).
+#[test]
+fn active_defrag_moves_compact_logs() {
+    let s = Server::builder()
+        .storage("compact")
+        .args(["--loglevel", "debug"])
+        .start();
+    let mut c = s.client();
+    let allocator = s.info_field("memory", "mem_allocator").unwrap_or_default();
+    let enabled = call(&mut c, &["CONFIG", "SET", "activedefrag", "yes"]);
+    if let Some(why) = error_line(&enabled) {
+        println!("skipped: this server ({allocator}) cannot defragment: {why}");
+        return;
+    }
+    let _: String = q(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
+    // Blocks of 4 KiB allocated in turn across keys, then every other key deleted: each slab
+    // keeps half its regions, the heap is fragmented and mostly ours.
+    let keys: Vec<String> = (0..400).map(|k| format!("frag{k}")).collect();
+    for round in 0..12u64 {
+        let lines: Vec<String> = keys
+            .iter()
+            .map(|k| format!("ALLOW {k} 86400 100000 {} COST 4096", T0 + round))
+            .collect();
+        for line in &lines {
+            sw5(&mut c, line);
+        }
+    }
+    for k in keys.iter().step_by(2) {
+        let _: i64 = q(&mut c, &["DEL", k]);
+    }
+    let kept: Vec<&String> = keys.iter().skip(1).step_by(2).collect();
+    let before: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
+    let digest = s.digest();
+    for (name, value) in [
+        ("active-defrag-ignore-bytes", "1"),
+        ("active-defrag-threshold-lower", "1"),
+        ("active-defrag-cycle-min", "50"),
+        ("active-defrag-cycle-max", "90"),
+        ("activedefrag", "yes"),
+    ] {
+        let ok: String = q(&mut c, &["CONFIG", "SET", name, value]);
+        assert_eq!(ok, "OK", "{name}");
+    }
+    wait_until(
+        Duration::from_secs(60),
+        "the module's defrag callback moving a compact log",
+        || {
+            std::fs::read_to_string(s.log_path())
+                .unwrap_or_default()
+                .contains("slidingwindow: defrag moved")
+        },
+    );
+    let _: String = q(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
+    assert_eq!(s.digest(), digest);
+    let after: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
+    assert_eq!(after, before);
 }

@@ -494,6 +494,48 @@ fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
     assert!(s.is_running());
 }
 
+/// The same inside an ALLOWALL over a sorted set and a compact log: a panic after the first
+/// key's trim, or after its add (every key is trimmed before any is added to), still sends what
+/// the call did to replicas and the AOF.
+#[test]
+fn a_panic_inside_allowall_still_reaches_replicas_and_the_aof() {
+    let mut s = Server::builder()
+        .without_module()
+        .arg("--loadmodule")
+        .arg(panic_module().display().to_string())
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let replica = common::start_replica(&s, &[]);
+    let mut con = s.client();
+    assert_eq!(sw5(&mut con, "ALLOW a 10 100 1000 COST 3")[0], 1);
+    let _: () = kit::q(
+        &mut con,
+        &["CONFIG", "SET", "slidingwindow.storage", "compact"],
+    );
+    assert_eq!(sw5(&mut con, "ALLOW b 10 100 1000 COST 3")[0], 1);
+    let limits = "LIMIT 1 10 100 LIMIT 2 10 100";
+    for (point, now, left) in [
+        // Key a trimmed whole, then the panic: b untouched.
+        ("AFTER-TRIM", "11500", [vec![], vec![1000, 1000, 1000]]),
+        // Key b trimmed whole, then a gets its two members, then the panic.
+        ("AFTER-ADD", "12000", [vec![12000, 12000], vec![]]),
+    ] {
+        let armed = call(&mut con, &["SLIDINGWINDOW.DEBUGPANIC", "ARM", point]);
+        assert_eq!(armed, Value::Int(1), "arming {point}");
+        let line = format!("SLIDINGWINDOW.ALLOWALL 2 a b {now} COST 2 {limits}");
+        let args: Vec<&str> = line.split(' ').collect();
+        assert_internal_error(&call(&mut con, &args), point);
+        for (key, want) in ["a", "b"].iter().zip(&left) {
+            assert_eq!(&kit::scores(&mut con, key), want, "{point}: {key}");
+        }
+        common::wait_in_sync(&s, &replica);
+        assert_eq!(replica.digest(), s.digest(), "{point}: the replica differs");
+    }
+    let digest = s.digest();
+    s.restart();
+    assert_eq!(s.digest(), digest, "the AOF differs from the master's data");
+}
+
 #[test]
 fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
     let mut s = Server::builder()

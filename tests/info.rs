@@ -18,6 +18,8 @@ struct Section {
     admitted_requests: u64,
     trimmed: u64,
     errors: u64,
+    refund_calls: u64,
+    refunded: u64,
     storage: &'static str,
     max_members_per_call: u64,
 }
@@ -31,6 +33,8 @@ impl Section {
         admitted_requests: 0,
         trimmed: 0,
         errors: 0,
+        refund_calls: 0,
+        refunded: 0,
         storage: "zset",
         max_members_per_call: 100_000,
     };
@@ -44,6 +48,8 @@ impl Section {
             ("admitted_requests", self.admitted_requests.to_string()),
             ("trimmed", self.trimmed.to_string()),
             ("errors", self.errors.to_string()),
+            ("refund_calls", self.refund_calls.to_string()),
+            ("refunded", self.refunded.to_string()),
             ("storage", self.storage.to_string()),
             (
                 "max_members_per_call",
@@ -186,6 +192,41 @@ fn counters_are_exact_after_a_scripted_sequence() {
         ..after_errors
     };
     assert_section(&s, &after_scripts, "after MULTI and Lua");
+
+    // Several keys count once, COST once per admitted call; refunds count calls and members.
+    let all = |c: &mut redis::Connection, cmd: &str, now: &str, cost: &str| {
+        let line = format!(
+            "SLIDINGWINDOW.{cmd} 2 {{a}}1 {{a}}2 {now} COST {cost} LIMIT 1 10 4 LIMIT 2 10 3"
+        );
+        call(c, &line.split(' ').collect::<Vec<_>>())
+    };
+    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 1);
+    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 0);
+    assert_eq!(common::ints(&all(&mut c, "PEEKALL", "1000", "1"))[0], 1);
+    assert!(error_line(&all(&mut c, "ALLOWALL", "x", "1")).is_some());
+    assert_eq!(
+        call(&mut c, &["SLIDINGWINDOW.REFUND", "{a}1", "5"]),
+        Value::Int(2)
+    );
+    assert_eq!(
+        call(&mut c, &["SLIDINGWINDOW.REFUND", "{a}9", "5"]),
+        Value::Int(0)
+    );
+    // The trim of `{a}2` at 20000 (its two members left the window) counts.
+    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "20000", "1"))[0], 1);
+    let after_several = Section {
+        allow_calls: after_scripts.allow_calls + 3,
+        peek_calls: after_scripts.peek_calls + 1,
+        admitted: after_scripts.admitted + 2,
+        rejected: after_scripts.rejected + 1,
+        admitted_requests: after_scripts.admitted_requests + 2 + 1,
+        trimmed: after_scripts.trimmed + 2,
+        errors: after_scripts.errors + 1,
+        refund_calls: 2,
+        refunded: 2,
+        ..after_scripts
+    };
+    assert_section(&s, &after_several, "after ALLOWALL, PEEKALL and REFUND");
 }
 
 #[test]

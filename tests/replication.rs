@@ -423,6 +423,24 @@ fn several_keys_and_refunds_replicate_exactly() {
     let digest = master.digest();
     assert_ne!(digest, "0".repeat(40), "the traffic left no data");
     assert_eq!(replica.digest(), digest);
+    // PEEKALL runs on the read-only replica and answers as the master; the writes are refused.
+    let mut rc = replica.client();
+    let peek = format!(
+        "SLIDINGWINDOW.PEEKALL 3 {{m}}0 {{m}}1 {{m}}2 {now} LIMIT 1 60 5 LIMIT 2 60 5 LIMIT 3 5 3"
+    );
+    let peek: Vec<&str> = peek.split(' ').collect();
+    assert_eq!(ints(&call(&mut rc, &peek)), ints(&call(&mut c, &peek)));
+    for line in [
+        "SLIDINGWINDOW.ALLOWALL 1 {m}0 * LIMIT 1 60 5",
+        "SLIDINGWINDOW.REFUND {m}0 1",
+    ] {
+        let r = call(&mut rc, &line.split(' ').collect::<Vec<_>>());
+        assert!(
+            error_line(&r).is_some_and(|e| e.starts_with("READONLY")),
+            "{line} on a replica: {r:?}"
+        );
+    }
+    assert_eq!(replica.digest(), digest);
     master.restart();
     assert_eq!(master.digest(), digest, "restarted from the AOF");
 }

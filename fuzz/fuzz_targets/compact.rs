@@ -1,6 +1,8 @@
 //! Fuzzes the compact storage's pure parts: the log against a plain sorted vector through any
-//! sequence of adds (anywhere in time, any width) and trims; its RDB encoding round trip; and the
-//! decoder on arbitrary bytes, which must refuse or rebuild, never panic, never loop.
+//! sequence of adds (anywhere in time, any width), trims and refunds, checking counts and k-th
+//! oldest after each; its RDB encoding round trip; and the decoder on arbitrary bytes, which must
+//! refuse or rebuild, never panic, never loop. `cargo fuzz` builds with `--cfg fuzzing`, where the
+//! log's blocks hold 32 bytes, so that short inputs split, merge and re-lay out many blocks.
 
 #![no_main]
 
@@ -56,19 +58,36 @@ fn run(data: &[u8]) -> Result<()> {
     let mut log = CompactLog::default();
     let mut model: Vec<u64> = Vec::new();
     let mut ts = u.int_in_range(0..=MAX_TS)?;
-    for _ in 0..u.int_in_range(0..=64u8)? {
-        if u.arbitrary()? {
-            ts = next_ts(&mut u, ts)?;
-            let n = u.int_in_range(1..=64u64)?;
-            log.add(ts, n);
-            let at = model.partition_point(|t| *t <= ts);
-            model.splice(at..at, std::iter::repeat_n(ts, n as usize));
-        } else {
-            let cutoff = i64::try_from(next_ts(&mut u, ts)?).unwrap_or(i64::MAX) - u.int_in_range(0..=2i64)?;
-            let gone = log.trim(cutoff);
-            let keep = model.partition_point(|t| (*t as i64) <= cutoff);
-            model.drain(..keep);
-            assert_eq!(gone, keep as u64);
+    for _ in 0..u.int_in_range(0..=255u8)? {
+        match u.int_in_range(0..=5u8)? {
+            0..=2 => {
+                ts = next_ts(&mut u, ts)?;
+                let n = match u.int_in_range(0..=15u8)? {
+                    0 => u.int_in_range(1..=300u64)?,
+                    _ => u.int_in_range(1..=3u64)?,
+                };
+                log.add(ts, n);
+                let at = model.partition_point(|t| *t <= ts);
+                model.splice(at..at, std::iter::repeat_n(ts, n as usize));
+            }
+            3 => {
+                let through = match u.arbitrary()? {
+                    true => MAX_TS,
+                    false => next_ts(&mut u, ts)?,
+                };
+                let n = u.int_in_range(0..=40u64)?;
+                let end = model.partition_point(|t| *t <= through);
+                let m = (n as usize).min(end);
+                model.drain(end - m..end);
+                assert_eq!(log.refund(through, n), m as u64, "refund {n} through {through}");
+            }
+            _ => {
+                let cutoff = i64::try_from(next_ts(&mut u, ts)?).unwrap_or(i64::MAX) - u.int_in_range(0..=2i64)?;
+                let gone = log.trim(cutoff);
+                let keep = model.partition_point(|t| (*t as i64) <= cutoff);
+                model.drain(..keep);
+                assert_eq!(gone, keep as u64);
+            }
         }
         check(&log, &model, &mut u)?;
     }

@@ -8,10 +8,11 @@ use crate::ffi::{Argv, Ctx};
 
 /// Runs `parse` over the call's words, without allocating for any well-formed ALLOW or REFUND.
 pub fn words<T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
-    // The common short call fills a small array; one with LIMIT options a larger one.
+    // The common short call fills a small array; one with options a larger one.
     match argv.len() {
         0..=8 => inline::<8, T>(argv, parse),
-        9..=args::MOST_WORDS => inline::<{ args::MOST_WORDS }, T>(argv, parse),
+        9..=16 => inline::<16, T>(argv, parse),
+        17..=args::MOST_WORDS => inline::<{ args::MOST_WORDS }, T>(argv, parse),
         _ => {
             let words: Vec<&[u8]> = (0..argv.len()).map(|i| argv.bytes(i)).collect();
             parse(&words)

@@ -110,7 +110,12 @@ pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Er
         max_add: req.max_add,
         named: true,
     };
-    decide::<L, _, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.iter(), &call)
+    // Per-limit arrays on the stack, sized for the common call or for the largest one.
+    if req.limits.count() <= MAX_LIMITS {
+        decide::<L, _, MAX_LIMITS>(logs, req.limits.iter(), &call)
+    } else {
+        decide::<L, _, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.iter(), &call)
+    }
 }
 
 /// `SLIDINGWINDOW.PEEKALL`: what `allow_all` would answer now, touching no log.
@@ -185,11 +190,13 @@ where
         }
     }
     let mut tally = Tally::default();
-    let mut keyed = [0usize; N];
-    for (((k, l), t), key) in limits.zip(&through).zip(keyed.iter_mut()) {
-        *key = k;
+    for ((k, l), t) in limits.clone().zip(&through) {
         let total = before.get(k).copied().unwrap_or(0);
-        let total = if allowed { total + call.cost } else { total };
+        let total = if allowed {
+            total.saturating_add(call.cost)
+        } else {
+            total
+        };
         let count = total.saturating_sub(*t);
         let retry_ms = if call.cost > l.max {
             -1
@@ -213,7 +220,7 @@ where
     // The newest member is in every window of its key that holds any member.
     let reset_after_ms = match bound.count {
         0 => 0,
-        _ => log_of(logs, keyed.get(b).copied().unwrap_or(0))?
+        _ => log_of(logs, limits.clone().nth(b).map_or(0, |(k, _)| k))?
             .newest()?
             .map_or(0, |s| wait_ms(s, call.cutoff(bound.window_ms))),
     };

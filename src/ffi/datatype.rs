@@ -43,8 +43,10 @@ pub trait NativeType: Sized + Clone + 'static {
     /// Commands that rebuild the value, for an AOF rewrite without the RDB preamble.
     fn rewrite(&self, out: &mut AofOut<'_>);
     fn digest(&self, out: &mut Digest<'_>);
-    /// The value's heap buffer besides itself, if any: start and length in bytes.
-    fn buffer(&self) -> Option<(*const u8, usize)>;
+    /// Bytes of heap the value owns besides itself.
+    fn heap_bytes(&self) -> usize;
+    /// Offers each heap buffer the value owns to the defragmenter.
+    fn defrag(&mut self, d: &mut Defrag<'_>);
     /// How much work freeing takes; above 64, Redis frees the value off the main thread.
     fn free_effort(&self) -> usize;
 }
@@ -203,13 +205,113 @@ extern "C" fn mem_usage<T: NativeType>(v: *const c_void) -> usize {
     let (Some(api), Some(value)) = (api::get(), unsafe { value::<T>(v) }) else {
         return 0;
     };
-    // What the allocator really handed out, not what was asked for.
-    // SAFETY: both blocks come from the module allocator (RedisModule_Alloc).
-    let mut bytes = unsafe { (api.malloc_size)(v.cast_mut()) };
-    if let Some((start, len)) = value.buffer().filter(|(_, len)| *len > 0) {
-        bytes += unsafe { (api.malloc_size)(start.cast_mut().cast()) }.max(len);
+    // What the allocator really handed out for the value, and its buffers in size classes.
+    // SAFETY: the value comes from the module allocator (RedisModule_Alloc).
+    let own = unsafe { (api.malloc_size)(v.cast_mut()) };
+    own + value.heap_bytes()
+}
+
+/// The server's defragmenter during one value's turn: each buffer offered to it may move.
+pub struct Defrag<'a> {
+    ctx: *mut raw::RedisModuleDefragCtx,
+    alloc: DefragAllocFn,
+    _api: &'a Api,
+    /// Allocations moved so far.
+    moved: usize,
+}
+
+type DefragAllocFn =
+    unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx, *mut c_void) -> *mut c_void;
+
+impl Defrag<'_> {
+    /// The new home of the allocation at `p`, if the defragmenter moved it (freeing the old).
+    fn moved(&mut self, p: *mut c_void) -> Option<NonNull<c_void>> {
+        // SAFETY: `p` is a live allocation of the module allocator, which the global allocator
+        // is; the server copies it and frees the old one, or returns NULL and leaves it.
+        let moved = NonNull::new(unsafe { (self.alloc)(self.ctx, p) });
+        self.moved += usize::from(moved.is_some());
+        moved
     }
-    bytes
+}
+
+impl crate::store::compact::log::Mover for Defrag<'_> {
+    fn bytes(&mut self, buf: &mut Box<[u8]>) {
+        if buf.is_empty() {
+            return;
+        }
+        let len = buf.len();
+        let old = buf.as_mut_ptr();
+        if let Some(new) = self.moved(old.cast()) {
+            let moved = ptr::slice_from_raw_parts_mut(new.as_ptr().cast::<u8>(), len);
+            // SAFETY: the old allocation is gone; the new one holds the same bytes with the same
+            // layout, so it becomes the box, and the old box is forgotten, never freed twice.
+            std::mem::forget(std::mem::replace(buf, unsafe { Box::from_raw(moved) }));
+        }
+    }
+
+    fn vec<T>(&mut self, v: &mut Vec<T>) {
+        if v.capacity() == 0 || size_of::<T>() == 0 {
+            return;
+        }
+        let (len, cap) = (v.len(), v.capacity());
+        if let Some(new) = self.moved(v.as_mut_ptr().cast()) {
+            // SAFETY: as in `bytes`: the same elements at a new address, same capacity.
+            let moved = unsafe { Vec::from_raw_parts(new.as_ptr().cast::<T>(), len, cap) };
+            std::mem::forget(std::mem::replace(v, moved));
+        }
+    }
+}
+
+/// Moves the value itself, then lets it move its buffers. Always finishes in one turn: a log's
+/// buffers are few (one per 4 KiB block).
+extern "C" fn defrag<T: NativeType>(
+    ctx: *mut raw::RedisModuleDefragCtx,
+    _key: *mut raw::RedisModuleString,
+    value: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: read once; present on servers that call this callback at all.
+    let (Some(api), Some(alloc)) = (api::get(), unsafe { raw::RedisModule_DefragAlloc }) else {
+        return 0;
+    };
+    let mut d = Defrag {
+        ctx,
+        alloc,
+        _api: api,
+        moved: 0,
+    };
+    // SAFETY: Redis hands the slot holding our value; we may replace it with the moved copy.
+    let Some(slot) = (unsafe { value.as_mut() }) else {
+        return 0;
+    };
+    if let Some(new) = d.moved(*slot) {
+        *slot = new.as_ptr();
+    }
+    // SAFETY: the slot holds a `T` we boxed (moved or not), ours alone during the callback.
+    if let Some(v) = unsafe { slot.cast::<T>().as_mut() } {
+        let _ = catch_unwind(AssertUnwindSafe(|| v.defrag(&mut d)));
+    }
+    if d.moved > 0 {
+        // At `debug` level only: what tests look for, silent otherwise.
+        let line = format!(
+            "slidingwindow: defrag moved {} allocations of a value\0",
+            d.moved
+        );
+        // SAFETY: "%s" with one NUL-terminated string; a NULL context logs as the module.
+        if let (Some(log), Ok(line)) = (
+            unsafe { raw::RedisModule_Log },
+            CStr::from_bytes_with_nul(line.as_bytes()),
+        ) {
+            unsafe {
+                log(
+                    ptr::null_mut(),
+                    c"debug".as_ptr(),
+                    c"%s".as_ptr(),
+                    line.as_ptr(),
+                )
+            };
+        }
+    }
+    0
 }
 
 extern "C" fn digest<T: NativeType>(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
@@ -249,6 +351,12 @@ extern "C" fn copy<T: NativeType>(
     .unwrap_or(ptr::null_mut())
 }
 
+/// Whether the server offers the defrag API to module types.
+fn defrag_supported() -> bool {
+    // SAFETY: filled once at load, read here at load.
+    unsafe { raw::RedisModule_DefragAlloc }.is_some()
+}
+
 impl Loader<'_> {
     /// Registers `T` as a module data type (at load only).
     pub fn data_type<T: NativeType>(&self) -> Result<(), String> {
@@ -270,7 +378,9 @@ impl Loader<'_> {
             free_effort: Some(free_effort::<T>),
             unlink: None,
             copy: Some(copy::<T>),
-            defrag: None,
+            // Only where the server can defragment module values (Redis >= 7.2 and Valkey):
+            // 7.0 lacks `RedisModule_DefragAlloc`.
+            defrag: defrag_supported().then_some(defrag::<T> as _),
             mem_usage2: None,
             free_effort2: None,
             unlink2: None,

@@ -61,8 +61,7 @@ extern "C" fn info_callback<R: Report>(ctx: *mut raw::RedisModuleInfoCtx, _for_c
 }
 
 impl Loader<'_> {
-    /// Makes `R` the module's INFO function. It replaces the one the `redis_module!` macro
-    /// registers before `init` runs (which writes nothing of ours).
+    /// Makes `R` the module's INFO function.
     pub fn info_func<R: Report>(&self) -> Result<(), String> {
         // SAFETY: read once at load.
         let register = unsafe { raw::RedisModule_RegisterInfoFunc }

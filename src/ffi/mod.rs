@@ -11,12 +11,14 @@ mod context;
 mod datatype;
 mod info;
 mod key;
+mod module;
 mod string;
 
 pub use command::{Access, Arg, Handler, Keys, Loader, Spec, counted_handler, handler};
 pub use config::{EnumConfig, NumericConfig};
 pub use context::{Class, Ctx};
-pub use datatype::{AofOut, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
+pub use datatype::{AofOut, Defrag, Digest, NativeType, RdbIn, RdbOut, TypeSlot};
 pub use info::{Report, Section};
 pub use key::{Key, Kind, Mode, Range};
+pub use module::on_load;
 pub use string::{Argv, OwnedString, RString};

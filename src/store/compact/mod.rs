@@ -1,5 +1,6 @@
-//! The compact storage: the log as the module's own data type (`swcompact`), at most 8 bytes a
-//! logged request (4 while the log spans less than 49 days), O(1) at both ends.
+//! The compact storage: the log as the module's own data type (`swcompact`), about 2 bytes a
+//! logged request for a dense log and at most 8 (7 bytes a slot at any span), O(log N + M) a call
+//! wherever `now` lands (see `log`).
 //!
 //! Effects: replicas and the AOF get `SLIDINGWINDOW.APPLY key "cutoff pexpireat [ts n]"`, the
 //! call's resolved change, which replays the same on any server whatever its clock. Keyspace events:
@@ -13,7 +14,9 @@ pub mod log;
 use super::{Expire, Store, expire};
 use crate::core::error::Error;
 use crate::core::window::Log;
-use crate::ffi::{AofOut, Class, Ctx, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot};
+use crate::ffi::{
+    AofOut, Class, Ctx, Defrag, Digest, Key, NativeType, RString, RdbIn, RdbOut, TypeSlot,
+};
 use change::write_change;
 use log::CompactLog;
 
@@ -58,13 +61,17 @@ impl NativeType for CompactLog {
         out.end_sequence();
     }
 
-    fn buffer(&self) -> Option<(*const u8, usize)> {
-        Some(self.buffer())
+    fn heap_bytes(&self) -> usize {
+        self.heap_bytes()
+    }
+
+    fn defrag(&mut self, d: &mut Defrag<'_>) {
+        self.move_buffers(d);
     }
 
     fn free_effort(&self) -> usize {
-        // Freeing returns the buffer's pages: past 64 of them (a 256 KiB log), off the main thread.
-        1 + self.buffer().1 / 4096
+        // One free per block: past 64 of them (a 256 KiB log), off the main thread.
+        1 + self.allocations()
     }
 }
 
