@@ -35,7 +35,12 @@ EOF
     chmod -R u+w "$dir/src"
     # Its own workspace, so the build never looks at this repository's.
     printf '\n[workspace]\n' >>"$dir/src/Cargo.toml"
-    (cd "$dir/src" && cargo build --release --quiet 2>/dev/null) >&2
+    # Its own (old) code warns a lot: the log is shown only when the build fails.
+    if ! (cd "$dir/src" && cargo build --release >"$dir/build.log" 2>&1); then
+        tail -n 20 "$dir/build.log" >&2
+        echo "redis-cell: build failed (log: $dir/build.log)" >&2
+        exit 1
+    fi
 fi
 [[ -f $so ]] || { echo "redis-cell: build produced no $so" >&2; exit 1; }
 echo "$so"
