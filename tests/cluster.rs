@@ -8,10 +8,8 @@ mod cluster;
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/rng.rs"]
-mod rng;
+use testkit::model;
+use testkit::rng;
 #[path = "support/traffic.rs"]
 mod traffic;
 

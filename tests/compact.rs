@@ -7,10 +7,8 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/rng.rs"]
-mod rng;
+use testkit::model;
+use testkit::rng;
 
 use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
 use kit::{Events, info_u64, pexpiretime, q, scores, snapshot, sw, sw5};

@@ -4,8 +4,7 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/rng.rs"]
-mod rng;
+use testkit::rng;
 
 use common::{Server, call, start_replica, wait_in_sync};
 use kit::{STORAGES, five, q, scores, sw5_with};

@@ -4,12 +4,10 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/rng.rs"]
-mod rng;
 use model::Model;
 use rng::Rng;
+use testkit::model;
+use testkit::rng;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -7,12 +7,10 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/rng.rs"]
-mod rng;
 use model::Model;
 use rng::Rng;
+use testkit::model;
+use testkit::rng;
 
 use common::{Server, call, error_line, ints, server_time_ms};
 use kit::{Events, STORAGES, exists, info_u64, pexpiretime, q, scores, snapshot};

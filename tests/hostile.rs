@@ -5,8 +5,7 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/rng.rs"]
-mod rng;
+use testkit::rng;
 
 use common::{Server, call, error_line};
 use kit::{STORAGES, five, q, snapshot, sw5, sw5_with};

@@ -6,12 +6,10 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/rng.rs"]
-mod rng;
 use model::Model;
 use rng::Rng;
+use testkit::model;
+use testkit::rng;
 
 use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
 use kit::{STORAGES, exists, pexpiretime, q, scores, snapshot};

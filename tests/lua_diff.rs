@@ -6,9 +6,8 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/rng.rs"]
-mod rng;
 use rng::Rng;
+use testkit::rng;
 
 use common::{Server, call, error_line, ints, server_time_ms};
 use kit::{pexpiretime, scores};

@@ -4,9 +4,8 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/rng.rs"]
-mod rng;
 use rng::Rng;
+use testkit::rng;
 
 use std::fs;
 use std::path::Path;

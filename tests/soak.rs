@@ -5,8 +5,7 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-#[path = "support/rng.rs"]
-mod rng;
+use testkit::rng;
 #[path = "support/valgrind.rs"]
 mod valgrind;
 

@@ -5,7 +5,7 @@
 use crate::Result;
 use crate::lanes::{self, Lane};
 use crate::measure::measure_batch;
-use crate::server::Server;
+use crate::server::Servers;
 use crate::settings::Settings;
 use crate::variants::{MODULE, PING};
 use crate::workload::WORKLOADS;
@@ -61,14 +61,14 @@ pub struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    pub fn start(server: &Server, sha: &'a str, settings: &mut Settings) -> Result<Sweep<'a>> {
+    pub fn start(servers: &Servers, sha: &'a str, settings: &mut Settings) -> Result<Sweep<'a>> {
         let workload = WORKLOADS
             .iter()
             .find(|w| w.name == WORKLOAD)
             .ok_or_else(|| format!("no workload named {WORKLOAD}"))?;
         let mut lanes = [
-            Lane::open(server, &MODULE, workload, sha)?,
-            Lane::open(server, &PING, workload, sha)?,
+            Lane::open(servers, &MODULE, workload, sha)?,
+            Lane::open(servers, &PING, workload, sha)?,
         ];
         redis::cmd("FLUSHALL").exec(&mut lanes[0].con)?;
         lanes::warm_up(&mut lanes, settings)?;

@@ -12,6 +12,7 @@ use crate::measure::{CommandLatency, LATENCY_REQUESTS, MEASURED_REQUESTS, Measur
 use crate::report::Run;
 use crate::targets::{Bound, Check};
 use crate::workload::WORKLOADS;
+use crate::{late, refund};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let doc = json!({
@@ -21,6 +22,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
             "redis_version": run.machine.redis_version,
             "date": run.machine.date,
             "load_average_at_start": run.machine.load_at_start,
+            "load_average_at_end": run.load_at_end,
         },
         "run_seconds": run.seconds,
         "config": config_json(),
@@ -32,6 +34,25 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
             "compact_in_command_us": run.worst.compact_us,
             "lua_in_command_us": run.worst.lua_us,
         },
+        "late": {
+            "logged_requests": late::LOGGED,
+            "window_s": late::WINDOW_S,
+            "ms_per_request": late::STEP_MS,
+            "lags_ms": late::LAGS.iter().map(|(label, lag)| json!({"kind": label, "lag_ms": lag})).collect::<Vec<_>>(),
+            "results": run.late.iter().map(|r| json!({
+                "storage": r.storage,
+                "calls": r.calls,
+                "in_command_us_per_call": r.us_per_call,
+            })).collect::<Vec<_>>(),
+        },
+        // null when the module has no SLIDINGWINDOW.REFUND.
+        "refund": run.refund.as_ref().map(|rs| rs.iter().map(|r| json!({
+            "storage": r.storage,
+            "refund_calls": refund::REFUNDS,
+            "refunded": r.refunded,
+            "allow_in_command_us_per_call": r.allow_us,
+            "refund_in_command_us_per_call": r.refund_us,
+        })).collect::<Vec<_>>()),
         "targets": run.checks.iter().map(check_json).collect::<Vec<_>>(),
     });
     std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
@@ -52,6 +73,7 @@ fn config_json() -> Value {
             "ms_per_request": w.step_num as f64 / w.step_den as f64,
             "warmup_requests": w.requests_per_window(),
             "extra_limits": w.extra_limits,
+            "tenant_limits": w.tenant_limits,
         })).collect::<Vec<_>>(),
     })
 }
@@ -111,5 +133,6 @@ fn check_json(c: &Check) -> Value {
         "bound": match c.bound { Bound::AtLeast => ">=", Bound::AtMost => "<=" },
         "threshold": c.threshold,
         "holds": c.holds,
+        "unavailable": c.unavailable,
     })
 }

@@ -8,7 +8,7 @@ use redis::{Connection, Pipeline, Value};
 
 use crate::Result;
 use crate::info;
-use crate::server::Server;
+use crate::server::Servers;
 use crate::settings::Settings;
 use crate::variants::{Sender, Shape, Variant};
 use crate::workload::{Stream, Workload};
@@ -33,11 +33,14 @@ pub struct Lane<'a> {
 
 impl<'a> Lane<'a> {
     pub fn open(
-        server: &Server,
+        servers: &Servers,
         variant: &'static Variant,
         workload: &'a Workload,
         sha: &'a str,
     ) -> Result<Lane<'a>> {
+        let server = servers
+            .for_variant(variant)
+            .ok_or_else(|| format!("{}: its server is not running", variant.name))?;
         Ok(Lane {
             variant,
             workload,
@@ -154,7 +157,7 @@ impl Lane<'_> {
         depth: u64,
     ) -> Result<(Spent, Option<u64>)> {
         settings.apply(&mut self.con, self.variant)?;
-        let names = self.variant.shape.stat_names();
+        let names = self.sender.stat_names();
         let before = info::command_stats(&mut self.con, names)?;
         let cpu_before = info::cpu_us(&mut self.con)?;
         let admitted = self.send_pipelined(count, depth)?;

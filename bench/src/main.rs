@@ -1,17 +1,21 @@
-//! Benchmark: SLIDINGWINDOW.ALLOW against the seed's Lua script, its four commands sent plainly,
-//! and PING (the variants in variants::ALL), on three workloads with a simulated clock; then
-//! module and PING on `hot` at several pipeline depths. Starts its own redis-server.
+//! Benchmark: SLIDINGWINDOW.ALLOW (and ALLOWALL) against the seed's Lua script, its four
+//! commands sent plainly, PING and redis-cell's CL.THROTTLE (the variants in variants::ALL), on
+//! the workloads of workload::WORKLOADS with a simulated clock; then module and PING on `hot` at
+//! several pipeline depths, the worst expiry, late callers on a 2M-request log, and REFUND.
+//! Starts its own redis-server (and one for redis-cell).
 
 mod chart;
 mod depth;
 mod info;
 mod json;
 mod lanes;
+mod late;
 mod machine;
 mod markdown;
 mod measure;
 mod members;
 mod paths;
+mod refund;
 mod report;
 mod server;
 mod settings;
@@ -29,34 +33,76 @@ fn main() -> Result<()> {
     let started = Instant::now();
     let module = paths::module_path()?;
     println!("module: {}", module.display());
-    let server = server::Server::start(&module)?;
-    let mut con = server.connect()?;
+    let servers = server::Servers::new(server::Server::start(&module)?, start_cell())?;
+    if !servers.allowall {
+        println!("SLIDINGWINDOW.ALLOWALL: unknown to this module; `tenant` runs without it");
+    }
+    let mut con = servers.main.connect()?;
     let sha = variants::load_script(&mut con)?;
     let machine = machine::Machine::probe(&mut con)?;
     info::track_latency(&mut con)?;
     let mut settings = settings::Settings::read(&mut con, &variants::ALL)?;
 
     let mut results = Vec::new();
-    for workload in &workload::WORKLOADS {
-        for result in measure::run(&server, &sha, workload, &mut settings)? {
+    // BENCH_ONLY=hot,late (say) runs only the named parts, for trying changes quickly; the
+    // report and the docs it writes then lack the rest.
+    let only = std::env::var("BENCH_ONLY").ok();
+    let runs = |part: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|p| p == part))
+    };
+    for workload in workload::WORKLOADS.iter().filter(|w| runs(w.name)) {
+        for result in measure::run(&servers, &sha, workload, &mut settings)? {
             report::print_progress(&result);
             results.push(result);
         }
     }
-    let depths = sweep_depths(&server, &sha, &mut settings)?;
-    let worst = worst::run(&mut con, &sha)?;
-    drop(server);
+    let depths = if runs("depth") {
+        sweep_depths(&servers, &sha, &mut settings)?
+    } else {
+        Vec::new()
+    };
+    let worst = if runs("worst") {
+        worst::run(&mut con, &sha)?
+    } else {
+        worst::Worst::default()
+    };
+    let late = if runs("late") {
+        late::run(&mut con)?
+    } else {
+        Vec::new()
+    };
+    let refund = if !runs("refund") {
+        None
+    } else if servers.refund {
+        Some(refund::run(&mut con)?)
+    } else {
+        println!("SLIDINGWINDOW.REFUND: unknown to this module; its figures are unavailable");
+        None
+    };
+    let available = targets::Available {
+        cell: servers.cell.is_some(),
+        allowall: servers.allowall,
+    };
+    drop(servers);
 
-    let checks = targets::evaluate(&results, &worst);
+    let checks = targets::evaluate(&results, &worst, &late, refund.as_deref(), available);
     let run = report::Run {
         machine,
         results,
         depths,
         worst,
+        late,
+        refund,
         checks,
         seconds: started.elapsed().as_secs_f64(),
+        load_at_end: machine::load_average(),
     };
     report::print(&run);
+    if only.is_some() {
+        println!("BENCH_ONLY set: a partial run, docs/bench.* left as they are");
+        return Ok(());
+    }
     let docs = paths::docs_dir()?;
     json::write(&run, &docs.join("bench.json"))?;
     markdown::write(&run, &docs.join("bench.md"))?;
@@ -65,12 +111,30 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// redis-cell's server, if its module was built (scripts/redis-cell.sh) and loads.
+fn start_cell() -> Option<server::Server> {
+    let Some(path) = paths::cell_module_path() else {
+        println!("redis-cell: REDIS_CELL_MODULE not set or not a file; its rows are skipped");
+        return None;
+    };
+    match server::Server::start(&path) {
+        Ok(server) => {
+            println!("redis-cell: {}", path.display());
+            Some(server)
+        }
+        Err(e) => {
+            println!("redis-cell: cannot start a server with it ({e}); its rows are skipped");
+            None
+        }
+    }
+}
+
 fn sweep_depths(
-    server: &server::Server,
+    servers: &server::Servers,
     sha: &str,
     settings: &mut settings::Settings,
 ) -> Result<Vec<depth::DepthPoint>> {
-    let mut sweep = depth::Sweep::start(server, sha, settings)?;
+    let mut sweep = depth::Sweep::start(servers, sha, settings)?;
     let mut points = Vec::new();
     for step in &depth::STEPS {
         let point = sweep.measure(step, settings)?;

@@ -3,12 +3,17 @@
 use std::path::Path;
 
 use crate::Result;
-use crate::depth;
 use crate::lanes::{PAIRED_TURN, PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
 use crate::measure::{COPIES, LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
 use crate::report::{
-    DEPTH_HEADER, HEADER, Run, check_line, depth_row, row, source_line, worst_line,
+    DEPTH_HEADER, HEADER, Run, check_line, depth_row, late_lines, refund_line, row, source_line,
+    tally, worst_line,
 };
+use crate::workload::WORKLOADS;
+use crate::{depth, late, refund};
+
+/// The redis-cell that scripts/redis-cell.sh builds.
+const CELL_VERSION: &str = "0.2.2";
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let rows: Vec<Vec<String>> = run.results.iter().map(row).collect();
@@ -19,6 +24,14 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
     out += &markdown_table(&HEADER, &rows);
     out += &format!("\n{}.\n\n", source_line(&run.results));
     out += &format!("{}.\n\n", worst_line(&run.worst));
+    out += &late_text(run);
+    out += &format!(
+        "REFUND: one key per storage warmed as `hot` is, then {} REFUNDs of one request, each \
+         after two ALLOWs (the second's `now` as `AT`), in pipelines; `INFO commandstats` keeps \
+         the two commands apart. {}.\n\n",
+        refund::REFUNDS,
+        refund_line(run.refund.as_deref())
+    );
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
     out += &depth_text(run);
@@ -33,21 +46,37 @@ fn machine_text(run: &Run) -> String {
          - `nproc`: {}\n\
          - CPU: {}\n\
          - redis-server {}\n\
-         - 1-minute load average at the start: {} (other work on the machine skews the figures)\n\n",
-        m.date, run.seconds, m.nproc, m.cpu_model, m.redis_version, m.load_at_start
+         - 1-minute load average at the start: {}, at the end: {} (other work on the machine \
+         skews the figures)\n\n",
+        m.date,
+        run.seconds,
+        m.nproc,
+        m.cpu_model,
+        m.redis_version,
+        m.load_at_start,
+        run.load_at_end
     )
 }
 
 fn targets_text(run: &Run) -> String {
-    let held = run.checks.iter().filter(|c| c.holds).count();
-    let mut out = format!("## Targets: {held} of {} hold\n\n", run.checks.len());
+    let mut out = format!("## Targets: {}\n\n", tally(&run.checks));
     for check in &run.checks {
         out += &format!("- {}\n", check_line(check));
     }
     out
 }
 
+/// `1 s / 10, 60 s / 100`
+fn limits_text(limits: impl Iterator<Item = (u64, u64)>) -> String {
+    let parts: Vec<String> = limits.map(|(w, m)| format!("{w} s / {m}")).collect();
+    parts.join(", ")
+}
+
 fn method_text() -> String {
+    let tenant = WORKLOADS
+        .iter()
+        .find(|w| w.has_tenant())
+        .unwrap_or(&WORKLOADS[0]);
     format!(
         "Each workload runs on one private server with a simulated clock (the client sends \
          `now`), in two passes.\n\n\
@@ -97,8 +126,43 @@ fn method_text() -> String {
          in-command time and memory are per request, summed over the calls and keys, and a \
          request is admitted when all three calls are. `lua` and `commands` know one limit and \
          do not run `multi`; the split variants run only there. Warm-ups span the longest \
-         window.\n\n"
+         window.\n\n\
+         `tenant` gives every request two keys: a user's (one of {tenant_users}, limits {user}) \
+         and their tenant's (one for all, limits {tenant}). `module` and `compact` send one \
+         `SLIDINGWINDOW.ALLOWALL 2 user tenant now LIMIT 1 ... LIMIT 2 ...`; `module-split` \
+         and `compact-split` one ALLOW per key, each with its key's limits (not atomic: the \
+         user is charged when the tenant refuses); `lua-split` the seed script once per key, \
+         with the key's longest limit. Where the module has no ALLOWALL, its rows are missing \
+         and the targets on them say unavailable.\n\n\
+         `redis-cell` is redis-cell {CELL_VERSION}'s `CL.THROTTLE key max-1 max window 1` \
+         (GCRA: one timestamp per key, the same rate), built from crates.io under `target/` \
+         by `scripts/redis-cell.sh` (never committed) and loaded into a server of its own, same \
+         binary and flags, which takes its turns with the others. It keeps time on the \
+         server's clock, not the simulated one, so its admitted share says little and its \
+         keys expire by design (not counted as expired). Without it (no network, a failed \
+         build) its rows are missing and its targets say unavailable.\n\n",
+        tenant_users = tenant.keys,
+        user = limits_text(tenant.limits()),
+        tenant = limits_text(tenant.tenant_limits.iter().copied()),
     )
+}
+
+fn late_text(run: &Run) -> String {
+    let mut out = format!(
+        "`late`: one key logging {} requests, one every {} ms, in a {}-s window; then {} rounds \
+         of a batch of calls on time (appends), then a batch of calls from each kind of late \
+         caller, the clock running on through all of them; every call is admitted and logged \
+         where its time falls. In-command µs/call from `INFO commandstats` deltas around each \
+         batch, by kind:\n\n",
+        late::LOGGED,
+        late::STEP_MS,
+        late::WINDOW_S,
+        late::ROUNDS
+    );
+    for line in late_lines(&run.late) {
+        out += &format!("- {line}\n");
+    }
+    out + "\n"
 }
 
 fn depth_text(run: &Run) -> String {
@@ -114,8 +178,8 @@ fn depth_text(run: &Run) -> String {
          clock running on from one depth to the next; module then PING at each depth. Requests: \
          {}. What a round trip costs the server (reading, parsing, replying, waking the event \
          loop) is shared by the requests of one pipeline, and is most of PING's cost, so the \
-         module/ping ratio depends on the depth; the target above is checked at the table's \
-         depth ({PIPELINE_DEPTH}). At low depths both figures are mostly that per-round-trip \
+         module/ping ratio depends on the depth, and measures Redis's protocol more than the \
+         module: it is no longer a target (the table's depth is {PIPELINE_DEPTH}). At low depths both figures are mostly that per-round-trip \
          cost, which varies from run to run with the machine's load: compare module and ping \
          within one run.\n\n",
         depth::WORKLOAD,

@@ -8,7 +8,7 @@ use redis::{Connection, Value};
 use crate::Result;
 use crate::info;
 use crate::lanes::{self, Lane, PIPELINE_DEPTH};
-use crate::server::Server;
+use crate::server::Servers;
 use crate::settings::Settings;
 use crate::variants::{ALL, Variant};
 use crate::workload::Workload;
@@ -61,7 +61,7 @@ pub struct Memory {
 
 /// Every variant that serves `workload`, in table order.
 pub fn run(
-    server: &Server,
+    servers: &Servers,
     sha: &str,
     workload: &Workload,
     settings: &mut Settings,
@@ -69,16 +69,16 @@ pub fn run(
     let variants: Vec<&'static Variant> = ALL
         .iter()
         .copied()
-        .filter(|v| v.shape.serves(workload))
+        .filter(|v| servers.runs(v, workload))
         .collect();
     let mut alone = Vec::new();
     for &variant in &variants {
-        alone.push(run_alone(server, sha, workload, variant, settings)?);
+        alone.push(run_alone(servers, sha, workload, variant, settings)?);
     }
     let SideBySide {
         round_trips,
         paired,
-    } = run_interleaved(server, sha, workload, &variants, settings)?;
+    } = run_interleaved(servers, sha, workload, &variants, settings)?;
     let is_paired = paired.is_some();
     let paired = paired.unwrap_or_default();
     let n = MEASURED_REQUESTS as f64;
@@ -116,13 +116,13 @@ pub fn run(
 /// `redis.call`s and the module's own `RedisModule_Call`s count under the names that
 /// `commands` sends.
 fn run_alone(
-    server: &Server,
+    servers: &Servers,
     sha: &str,
     workload: &Workload,
     variant: &'static Variant,
     settings: &mut Settings,
 ) -> Result<(Batch, Option<Memory>)> {
-    let mut lane = Lane::open(server, variant, workload, sha)?;
+    let mut lane = Lane::open(servers, variant, workload, sha)?;
     redis::cmd("FLUSHALL").exec(&mut lane.con)?;
     info::reset_stats(&mut lane.con)?;
     lanes::warm_up(std::slice::from_mut(&mut lane), settings)?;
@@ -135,7 +135,9 @@ fn run_alone(
     };
     // The batch reset the count: this reads what expired since it began.
     expired += info::expired_keys(&mut lane.con)?;
-    if expired > 0 {
+    // redis-cell's keys live until their rate has refilled, on the server's clock: they expire
+    // by design, and its server is its own.
+    if expired > 0 && !variant.shape.on_cell_server() {
         let message = expired_message(workload, variant.name, expired);
         // A few of `wide`'s keys, each touched now and then (the script's only when it admits),
         // barely move the figures; any more, or any key of a one-key workload, would.
@@ -151,7 +153,7 @@ fn run_alone(
 /// paired CPU measurement and the round trips, all taking turns, so that no variant pays for
 /// running first or at a slower spell of the machine.
 fn run_interleaved(
-    server: &Server,
+    servers: &Servers,
     sha: &str,
     workload: &Workload,
     variants: &[&'static Variant],
@@ -159,16 +161,20 @@ fn run_interleaved(
 ) -> Result<SideBySide> {
     let mut lanes = Vec::new();
     for &variant in variants {
-        lanes.push(Lane::open(server, variant, workload, sha)?);
+        lanes.push(Lane::open(servers, variant, workload, sha)?);
     }
-    let Some(first) = lanes.first_mut() else {
+    if lanes.is_empty() {
         return Ok(SideBySide {
             round_trips: Vec::new(),
             paired: None,
         });
-    };
-    redis::cmd("FLUSHALL").exec(&mut first.con)?;
-    info::reset_stats(&mut first.con)?;
+    }
+    // Every lane's server (redis-cell's is another); the first lane is on the module's, whose
+    // expired keys are counted below.
+    for lane in &mut lanes {
+        redis::cmd("FLUSHALL").exec(&mut lane.con)?;
+        info::reset_stats(&mut lane.con)?;
+    }
     lanes::warm_up(&mut lanes, settings)?;
     let paired = lanes::paired(&mut lanes, settings, MEASURED_REQUESTS)?;
     // Taking turns, each variant touches its keys less often than alone: on a busy machine some
@@ -236,7 +242,7 @@ pub fn measure_batch(
     let started = Instant::now();
     let (spent, admitted) = lane.send_accounted(settings, count, depth)?;
     let seconds = started.elapsed().as_secs_f64();
-    let names = lane.variant.shape.stat_names();
+    let names = lane.sender.stat_names();
     let percentiles = info::latency_percentiles(&mut lane.con, names)?;
     Ok(Batch {
         cpu_us: spent.cpu_us,
@@ -265,16 +271,18 @@ fn measure_memory(lane: &mut Lane) -> Result<Memory> {
     let keys = lane.workload.keys.min(MEMORY_SAMPLE_KEYS);
     let mut usage = redis::pipe();
     let mut counts = redis::pipe();
-    for i in 0..keys {
-        for key in lane.sender.keys(i) {
-            usage
-                .cmd("MEMORY")
-                .arg("USAGE")
-                .arg(&key)
-                .arg("SAMPLES")
-                .arg(0);
-            lane.sender.push_member_count(&mut counts, &key);
-        }
+    // A tenant's key is behind every request key: measured once.
+    let mut sampled: Vec<String> = (0..keys).flat_map(|i| lane.sender.keys(i)).collect();
+    sampled.sort_unstable();
+    sampled.dedup();
+    for key in sampled {
+        usage
+            .cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&key)
+            .arg("SAMPLES")
+            .arg(0);
+        lane.sender.push_member_count(&mut counts, &key);
     }
     let con: &mut Connection = &mut lane.con;
     let bytes: Vec<Option<u64>> = usage.query(con)?;

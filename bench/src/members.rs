@@ -1,23 +1,7 @@
-//! Deterministic randomness and the client-made members the Lua script needs.
+//! The client-made members the Lua script needs, from the tests' seeded generator (SplitMix64),
+//! so every run and every variant sees the same request stream.
 
-/// SplitMix64: tiny, seedable, so every run and every variant sees the same request stream.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix(self.0)
-    }
-
-    /// Uniform in `0..n` (the modulo bias is negligible for n far below 2^64).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+use testkit::rng::Rng;
 
 /// SplitMix64's finaliser: a bijection on u64, so distinct inputs give distinct outputs.
 fn mix(mut z: u64) -> u64 {
@@ -46,7 +30,7 @@ impl Members {
 
     pub fn next(&mut self, now_ms: u64) -> String {
         self.counter += 1;
-        let random = (u128::from(mix(self.counter)) << 16) | u128::from(self.rng.next_u64() >> 48);
+        let random = (u128::from(mix(self.counter)) << 16) | u128::from(self.rng.next() >> 48);
         let value = (u128::from(now_ms & 0xFFFF_FFFF_FFFF) << 80) | random;
         encode_base32(value)
     }

@@ -35,3 +35,10 @@ pub fn docs_dir() -> Result<PathBuf> {
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
+
+/// `$REDIS_CELL_MODULE` (scripts/redis-cell.sh builds it; `make bench` sets it), if set and a
+/// file: redis-cell, the module the compact storage is compared with.
+pub fn cell_module_path() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("REDIS_CELL_MODULE")?);
+    path.is_file().then_some(path)
+}

@@ -2,8 +2,10 @@
 
 use crate::depth::{self, DepthPoint};
 use crate::info;
+use crate::late::{LAGS, LateResult};
 use crate::machine::Machine;
 use crate::measure::Measurement;
+use crate::refund::RefundResult;
 use crate::targets::{Bound, Check};
 use crate::worst::Worst;
 
@@ -13,8 +15,13 @@ pub struct Run {
     /// The pipeline depth sweep on `hot`, module and ping, shallowest first.
     pub depths: Vec<DepthPoint>,
     pub worst: Worst,
+    pub late: Vec<LateResult>,
+    /// None when the module has no SLIDINGWINDOW.REFUND.
+    pub refund: Option<Vec<RefundResult>>,
     pub checks: Vec<Check>,
     pub seconds: f64,
+    /// 1-minute load average when the run ended (the machine's at the start).
+    pub load_at_end: String,
 }
 
 pub const HEADER: [&str; 14] = [
@@ -129,16 +136,15 @@ pub fn print(run: &Run) {
     println!();
     println!("{}", source_line(&run.results));
     println!("{}", worst_line(&run.worst));
+    for line in late_lines(&run.late) {
+        println!("{line}");
+    }
+    println!("{}", refund_line(run.refund.as_deref()));
     println!();
     for check in &run.checks {
         println!("{}", check_line(check));
     }
-    let held = run.checks.iter().filter(|c| c.holds).count();
-    println!(
-        "\n{held}/{} targets hold; run took {:.1} s",
-        run.checks.len(),
-        run.seconds
-    );
+    println!("\n{}; run took {:.1} s", tally(&run.checks), run.seconds);
 }
 
 fn text_table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -217,11 +223,51 @@ pub fn worst_line(worst: &Worst) -> String {
     )
 }
 
+/// One line per storage: in-command µs per call of each kind of caller of `late`.
+pub fn late_lines(late: &[LateResult]) -> Vec<String> {
+    late.iter()
+        .map(|r| {
+            let parts: Vec<String> = LAGS
+                .iter()
+                .zip(&r.us_per_call)
+                .zip(&r.calls)
+                .map(|(((label, _), us), calls)| format!("{label} {us:.2} µs ({calls} calls)"))
+                .collect();
+            format!("late, {}: {}", r.storage, parts.join(", "))
+        })
+        .collect()
+}
+
+pub fn refund_line(refund: Option<&[RefundResult]>) -> String {
+    let Some(results) = refund else {
+        return "REFUND: unavailable (the module has no SLIDINGWINDOW.REFUND)".to_string();
+    };
+    let parts: Vec<String> = results
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: ALLOW {:.2} µs, REFUND {:.2} µs ({} requests taken back)",
+                r.storage, r.allow_us, r.refund_us, r.refunded
+            )
+        })
+        .collect();
+    format!(
+        "REFUND of one request against ALLOW, in-command µs/call: {}",
+        parts.join("; ")
+    )
+}
+
 pub fn check_line(check: &Check) -> String {
     let op = match check.bound {
         Bound::AtLeast => ">=",
         Bound::AtMost => "<=",
     };
+    if let Some(why) = &check.unavailable {
+        return format!(
+            "[UNAVAILABLE] {}: {why} (target {op} {:.3})",
+            check.name, check.threshold
+        );
+    }
     format!(
         "[{}] {}: {:.3} (target {op} {:.3})",
         if check.holds { "ok" } else { "MISSED" },
@@ -229,4 +275,15 @@ pub fn check_line(check: &Check) -> String {
         check.value,
         check.threshold
     )
+}
+
+/// `18 of 22 targets hold, 2 unavailable`
+pub fn tally(checks: &[Check]) -> String {
+    let held = checks.iter().filter(|c| c.holds).count();
+    let unavailable = checks.iter().filter(|c| c.unavailable.is_some()).count();
+    let mut text = format!("{held} of {} targets hold", checks.len());
+    if unavailable > 0 {
+        text += &format!(", {unavailable} unavailable");
+    }
+    text
 }

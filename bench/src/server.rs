@@ -10,6 +10,8 @@ use redis::io::tcp::TcpSettings;
 use redis::{Client, Connection, IntoConnectionInfo};
 
 use crate::Result;
+use crate::variants::{Shape, Variant};
+use crate::workload::Workload;
 
 const START_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -71,6 +73,16 @@ impl Server {
         }
     }
 
+    /// Whether the server knows `command` (`COMMAND INFO` answers nil for an unknown one).
+    pub fn has_command(&self, command: &str) -> Result<bool> {
+        let mut con = self.connect()?;
+        let info: Vec<redis::Value> = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(command)
+            .query(&mut con)?;
+        Ok(matches!(info.first(), Some(redis::Value::Array(_))))
+    }
+
     fn ping(&self) -> Result<()> {
         let mut con = self.connect()?;
         redis::cmd("PING").query::<String>(&mut con)?;
@@ -79,6 +91,46 @@ impl Server {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+}
+
+/// The module's server, and redis-cell's when it could be built and loaded.
+pub struct Servers {
+    pub main: Server,
+    pub cell: Option<Server>,
+    /// Whether the module has SLIDINGWINDOW.ALLOWALL (the `tenant` workload's one call).
+    pub allowall: bool,
+    /// Whether the module has SLIDINGWINDOW.REFUND.
+    pub refund: bool,
+}
+
+impl Servers {
+    pub fn new(main: Server, cell: Option<Server>) -> Result<Servers> {
+        let allowall = main.has_command("slidingwindow.allowall")?;
+        let refund = main.has_command("slidingwindow.refund")?;
+        Ok(Servers {
+            main,
+            cell,
+            allowall,
+            refund,
+        })
+    }
+
+    /// Whether `variant` runs `workload` here: it serves it, its server runs, and the module
+    /// has the commands it sends.
+    pub fn runs(&self, variant: &Variant, workload: &Workload) -> bool {
+        let lacks_allowall =
+            workload.has_tenant() && variant.shape == Shape::Allow && !self.allowall;
+        variant.shape.serves(workload) && self.for_variant(variant).is_some() && !lacks_allowall
+    }
+
+    /// The server `variant` runs on; None when that is redis-cell's and it is unavailable.
+    pub fn for_variant(&self, variant: &Variant) -> Option<&Server> {
+        if variant.shape.on_cell_server() {
+            self.cell.as_ref()
+        } else {
+            Some(&self.main)
+        }
     }
 }
 

@@ -41,6 +41,10 @@ impl Settings {
 
     /// Sets what `variant` runs with, sending only the configs that change.
     pub fn apply(&mut self, con: &mut Connection, variant: &Variant) -> Result<()> {
+        // Another server, without the module's configs; the module's server keeps its own.
+        if variant.shape.on_cell_server() {
+            return Ok(());
+        }
         for entry in &mut self.entries {
             let wanted = variant
                 .config

@@ -58,6 +58,9 @@ pub enum Shape {
     AllowEach,
     /// The seed script once per limit, each on a key of its own.
     ScriptEach,
+    /// redis-cell's `CL.THROTTLE` (GCRA: one timestamp per key, on the server's clock), on a
+    /// server of its own.
+    Throttle,
 }
 
 impl Shape {
@@ -69,19 +72,27 @@ impl Shape {
             Shape::Script | Shape::ScriptEach => &["evalsha"],
             Shape::Commands => &["zremrangebyscore", "zcard", "zadd", "expire"],
             Shape::Ping => &["ping"],
+            Shape::Throttle => &["cl.throttle"],
         }
     }
 
     /// Whether the variant keeps a log per key (so memory per member means something).
     pub fn stores_keys(self) -> bool {
-        self != Shape::Ping
+        !matches!(self, Shape::Ping | Shape::Throttle)
+    }
+
+    /// Whether the variant runs on the redis-cell server rather than the module's.
+    pub fn on_cell_server(self) -> bool {
+        self == Shape::Throttle
     }
 
     /// Whether the variant can serve the workload: the seed script knows one limit only, and
-    /// one call per limit is a variant only where there are several.
+    /// one call per limit (or per key) is a variant only where there are several. On `tenant`,
+    /// `Allow` is one ALLOWALL over both keys, `AllowEach` one ALLOW per key (each with its
+    /// key's limits), `ScriptEach` the seed script once per key (with its key's longest limit).
     pub fn serves(self, workload: &Workload) -> bool {
         match self {
-            Shape::Script | Shape::Commands => workload.extra_limits.is_empty(),
+            Shape::Script | Shape::Commands | Shape::Throttle => workload.extra_limits.is_empty(),
             Shape::AllowEach | Shape::ScriptEach => !workload.extra_limits.is_empty(),
             Shape::Allow | Shape::Ping => true,
         }
@@ -187,17 +198,45 @@ pub static LUA_SPLIT: Variant = Variant {
     color: (0x8c, 0x56, 0x4b),
 };
 
+pub static CELL: Variant = Variant {
+    name: "redis-cell",
+    tag: "cel",
+    shape: Shape::Throttle,
+    config: &[],
+    color: (0xd6, 0x27, 0x28),
+};
+
 /// Every variant, in table order.
-pub static ALL: [&Variant; 8] = [
+pub static ALL: [&Variant; 9] = [
     &MODULE,
     &COMPACT,
     &LUA,
     &COMMANDS,
     &PING,
+    &CELL,
     &MODULE_SPLIT,
     &COMPACT_SPLIT,
     &LUA_SPLIT,
 ];
+
+/// `SLIDINGWINDOW.ALLOW key window max now [LIMIT window max]...`: the first limit positional.
+fn push_allow(
+    pipe: &mut Pipeline,
+    key: &str,
+    mut limits: impl Iterator<Item = (u64, u64)>,
+    now: u64,
+) {
+    let (window_s, max) = limits.next().unwrap_or((1, 1));
+    let call = pipe
+        .cmd("SLIDINGWINDOW.ALLOW")
+        .arg(key)
+        .arg(window_s)
+        .arg(max)
+        .arg(now);
+    for (window_s, max) in limits {
+        call.arg("LIMIT").arg(window_s).arg(max);
+    }
+}
 
 /// Builds one variant's requests for one workload, on keys of its own.
 pub struct Sender<'a> {
@@ -209,6 +248,14 @@ pub struct Sender<'a> {
 }
 
 impl<'a> Sender<'a> {
+    /// The commandstats and latencystats entries of one request (see `Shape::stat_names`).
+    pub fn stat_names(&self) -> &'static [&'static str] {
+        match self.shape {
+            Shape::Allow if self.workload.has_tenant() => &["slidingwindow.allowall"],
+            shape => shape.stat_names(),
+        }
+    }
+
     pub fn new(variant: &Variant, workload: &'a Workload, sha: &'a str) -> Sender<'a> {
         Sender {
             shape: variant.shape,
@@ -223,8 +270,17 @@ impl<'a> Sender<'a> {
         format!("{}:{index}", self.prefix)
     }
 
-    /// The keys behind request key `index`: itself, or one per limit for the split shapes.
+    /// The one tenant key of a workload with tenants.
+    fn tenant_key(&self) -> String {
+        format!("{}:tenant", self.prefix)
+    }
+
+    /// The keys behind request key `index`: itself (and its tenant's), or one per limit for
+    /// the split shapes.
     pub fn keys(&self, index: u64) -> Vec<String> {
+        if self.workload.has_tenant() {
+            return vec![self.key(index), self.tenant_key()];
+        }
         if !self.shape.one_key_per_limit() {
             return vec![self.key(index)];
         }
@@ -237,28 +293,13 @@ impl<'a> Sender<'a> {
     pub fn push(&mut self, pipe: &mut Pipeline, req: Request) {
         let w = self.workload;
         let key = self.key(req.key);
+        if w.has_tenant() {
+            self.push_tenant(pipe, req);
+            return;
+        }
         match self.shape {
-            Shape::Allow => {
-                let allow = pipe
-                    .cmd("SLIDINGWINDOW.ALLOW")
-                    .arg(key)
-                    .arg(w.window_s)
-                    .arg(w.max)
-                    .arg(req.now);
-                for (window_s, max) in w.extra_limits {
-                    allow.arg("LIMIT").arg(window_s).arg(max);
-                }
-            }
-            Shape::Script => {
-                pipe.cmd("EVALSHA")
-                    .arg(self.sha)
-                    .arg(1)
-                    .arg(key)
-                    .arg(w.window_s)
-                    .arg(w.max)
-                    .arg(req.now)
-                    .arg(self.members.next(req.now));
-            }
+            Shape::Allow => push_allow(pipe, &key, w.limits(), req.now),
+            Shape::Script => self.push_script(pipe, &key, (w.window_s, w.max), req.now),
             Shape::Commands => {
                 let cutoff = req.now - w.window_ms();
                 pipe.cmd("ZREMRANGEBYSCORE")
@@ -275,27 +316,72 @@ impl<'a> Sender<'a> {
             Shape::Ping => {
                 pipe.cmd("PING");
             }
+            // The same rate: `max` per window, `max` at once (a burst of max - 1 beyond one).
+            Shape::Throttle => {
+                pipe.cmd("CL.THROTTLE")
+                    .arg(key)
+                    .arg(w.max - 1)
+                    .arg(w.max)
+                    .arg(w.window_s)
+                    .arg(1);
+            }
             Shape::AllowEach => {
-                for ((window_s, max), key) in w.limits().zip(self.keys(req.key)) {
-                    pipe.cmd("SLIDINGWINDOW.ALLOW")
-                        .arg(key)
-                        .arg(window_s)
-                        .arg(max)
-                        .arg(req.now);
+                for (limit, key) in w.limits().zip(self.keys(req.key)) {
+                    push_allow(pipe, &key, std::iter::once(limit), req.now);
                 }
             }
             Shape::ScriptEach => {
-                for ((window_s, max), key) in w.limits().zip(self.keys(req.key)) {
-                    pipe.cmd("EVALSHA")
-                        .arg(self.sha)
-                        .arg(1)
-                        .arg(key)
-                        .arg(window_s)
-                        .arg(max)
-                        .arg(req.now)
-                        .arg(self.members.next(req.now));
+                for (limit, key) in w.limits().zip(self.keys(req.key)) {
+                    self.push_script(pipe, &key, limit, req.now);
                 }
             }
+        }
+    }
+
+    /// One EVALSHA of the seed script with a fresh client-made member.
+    fn push_script(&mut self, pipe: &mut Pipeline, key: &str, limit: (u64, u64), now: u64) {
+        pipe.cmd("EVALSHA")
+            .arg(self.sha)
+            .arg(1)
+            .arg(key)
+            .arg(limit.0)
+            .arg(limit.1)
+            .arg(now)
+            .arg(self.members.next(now));
+    }
+
+    /// A request on the user's key and the tenant's: one ALLOWALL, one ALLOW per key, or the
+    /// seed script once per key.
+    fn push_tenant(&mut self, pipe: &mut Pipeline, req: Request) {
+        let w = self.workload;
+        let keys = self.keys(req.key);
+        let per_key = [w.limits().collect::<Vec<_>>(), w.tenant_limits.to_vec()];
+        match self.shape {
+            Shape::Allow => {
+                let call = pipe.cmd("SLIDINGWINDOW.ALLOWALL").arg(keys.len());
+                call.arg(&keys).arg(req.now);
+                for (keyno, limits) in per_key.iter().enumerate() {
+                    for (window_s, max) in limits {
+                        call.arg("LIMIT").arg(keyno + 1).arg(window_s).arg(max);
+                    }
+                }
+            }
+            Shape::AllowEach => {
+                for (key, limits) in keys.iter().zip(&per_key) {
+                    push_allow(pipe, key, limits.iter().copied(), req.now);
+                }
+            }
+            Shape::ScriptEach => {
+                for (key, limits) in keys.iter().zip(&per_key) {
+                    // The key's longest limit: the script's TTL is its window, in real seconds.
+                    let longest = limits.iter().max_by_key(|(window_s, _)| *window_s);
+                    self.push_script(pipe, key, longest.copied().unwrap_or((1, 1)), req.now);
+                }
+            }
+            Shape::Ping => {
+                pipe.cmd("PING");
+            }
+            Shape::Script | Shape::Commands | Shape::Throttle => {}
         }
     }
 
@@ -303,12 +389,15 @@ impl<'a> Sender<'a> {
     /// script's bare count is ambiguous at `count == max`); one call per limit admits a request
     /// when every call does.
     pub fn admitted(&self, replies: &[Value]) -> Option<u64> {
-        let calls = match self.shape {
-            Shape::Allow => 1,
-            Shape::AllowEach => self.workload.limits().count(),
+        // CL.THROTTLE's first field is 0 when the request is allowed, 1 when limited.
+        let (calls, allowed) = match self.shape {
+            Shape::Allow => (1, 1),
+            Shape::AllowEach if self.workload.has_tenant() => (2, 1),
+            Shape::AllowEach => (self.workload.limits().count(), 1),
+            Shape::Throttle => (1, 0),
             _ => return None,
         };
-        let admits = |reply: &Value| matches!(reply, Value::Array(fields) if fields.first() == Some(&Value::Int(1)));
+        let admits = |reply: &Value| matches!(reply, Value::Array(fields) if fields.first() == Some(&Value::Int(allowed)));
         let admitted = replies
             .chunks(calls)
             .filter(|request| request.iter().all(admits))
@@ -330,7 +419,7 @@ impl<'a> Sender<'a> {
                     .arg("COST")
                     .arg(2);
             }
-            Shape::Script | Shape::Commands | Shape::Ping | Shape::ScriptEach => {
+            Shape::Script | Shape::Commands | Shape::Ping | Shape::ScriptEach | Shape::Throttle => {
                 pipe.cmd("ZCARD").arg(key);
             }
         }

@@ -17,6 +17,7 @@ const FIRST_SCORE: u64 = 1_700_000_000_000;
 /// ZADD score/member pairs per command when filling.
 const ZADD_CHUNK: u64 = 1000;
 
+#[derive(Default)]
 pub struct Worst {
     pub members: u64,
     /// In-command µs of each trial's single call.
@@ -140,7 +141,7 @@ fn fill_compact(con: &mut Connection, key: &str) -> Result<()> {
 
 /// Members a key logs, whatever its storage (the script's sorted sets included): a PEEK at
 /// time 0 trims nothing and, its cost above max, adds nothing, so its count is every member.
-fn logged(con: &mut Connection, key: &str) -> Result<u64> {
+pub fn logged(con: &mut Connection, key: &str) -> Result<u64> {
     let reply: Vec<u64> = redis::cmd("SLIDINGWINDOW.PEEK")
         .arg(key)
         .arg(WINDOW_S)

@@ -24,6 +24,7 @@ use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 use reply::Reply;
+use testkit::model::Model;
 use window::{Log, Request};
 
 /// A sorted set reduced to what the decision reads: runs of (score, members), sorted by score.
@@ -278,6 +279,26 @@ fn next_now(u: &mut Unstructured, now: u64) -> Result<u64> {
     })
 }
 
+/// Most members, and largest cost, the testkit model is asked about (it lists every member).
+const MODEL_MAX_LISTED: u64 = 4096;
+const MODEL_MAX_COST: u64 = 64;
+
+/// The log as testkit's model holds one (every member's score, whole ms in 0..=2^53), if it
+/// can: None for fractional, negative, infinite or huge scores, or too many members.
+fn listed(log: &RunLog) -> Option<Model> {
+    if log.total() > MODEL_MAX_LISTED {
+        return None;
+    }
+    let mut scores = Vec::new();
+    for &(s, n) in &log.0 {
+        if s.fract() != 0.0 || !(0.0..=MAX_EXACT as f64).contains(&s) {
+            return None;
+        }
+        scores.extend(std::iter::repeat_n(s as u64, n as usize));
+    }
+    Some(Model { scores })
+}
+
 fn step(log: &mut RunLog, req: &Request) {
     let before = log.clone();
     let (want, want_log) = expected(&before, req);
@@ -311,6 +332,29 @@ fn step(log: &mut RunLog, req: &Request) {
         "allow != contract: {req:?} on {before:?}: got {got:?}, want {want:?}"
     );
     assert_eq!(*log, want_log, "stored set: {req:?} on {before:?}");
+    // The tests' contract model, a third reading, wherever it applies.
+    if let Some(mut model) = listed(&before)
+        && req.cost <= MODEL_MAX_COST
+    {
+        let limits: Vec<(u64, u64)> = req
+            .limits
+            .iter()
+            .map(|l| (l.window_ms / 1000, l.max))
+            .collect();
+        let want = model.allow_limits(&limits, req.now, req.cost);
+        let mut have = vec![
+            i64::from(got.allowed),
+            got.count as i64,
+            got.remaining as i64,
+            got.retry_after_ms,
+            got.reset_after_ms,
+        ];
+        have.extend(got.binding.map(|b| b as i64));
+        assert_eq!(
+            have, want,
+            "allow != testkit's model: {req:?} on {before:?}"
+        );
+    }
     assert_eq!(
         out.trimmed + log.total(),
         before.total() + got.allowed as u64 * req.cost

@@ -8,9 +8,8 @@ pub mod fault;
 pub mod limits;
 pub mod member;
 pub mod reply;
-// The integration tests' seeded generator, for unit tests too.
+// The shared seeded generator (dev-only crate `testkit`), for unit tests.
 #[cfg(test)]
-#[path = "../../tests/support/rng.rs"]
-pub mod rng;
+pub use testkit::rng;
 pub mod version;
 pub mod window;

@@ -348,17 +348,17 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
-// The integration tests' contract model: an independent reading of the contract.
+// The shared contract model (dev-only crate `testkit`), for the storages' unit tests too.
 #[cfg(test)]
-#[path = "../../tests/support/model.rs"]
-pub(crate) mod model;
+pub(crate) use testkit::model;
 
 #[cfg(test)]
 mod tests {
-    use super::model::Model;
     use super::*;
     use crate::core::limits::Limit;
     use crate::core::rng::Rng;
+    // The shared contract model (dev-only crate `testkit`): an independent reading of the contract.
+    use testkit::model::Model;
 
     /// The simplest log: a sorted vector of scores.
     #[derive(Debug, Clone, Default, PartialEq)]
