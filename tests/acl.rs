@@ -1,5 +1,5 @@
 //! ACL categories: ALLOW, ALLOWALL and REFUND are `@write @slow`, PEEK and PEEKALL `@read @fast`,
-//! all in `@slidingwindow`, where the server lets a module say so; the rules README "Operating"
+//! all in `@slidingwindow`, where the server lets a module say so; the rules docs/operating.md
 //! gives per server version. Key patterns check every key of ALLOWALL / PEEKALL.
 
 mod common;
@@ -78,7 +78,7 @@ impl Role {
         }
     }
 
-    /// The rule README "Operating" gives for this role on a server of `support`.
+    /// The rule docs/operating.md gives for this role on a server of `support`.
     fn documented(self, support: Support) -> &'static str {
         match (support, self) {
             (Support::ModuleCategory, role) => role.by_category(),
