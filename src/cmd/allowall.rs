@@ -3,7 +3,7 @@
 
 use super::Answer;
 use super::config;
-use super::request::all_request;
+use super::request::{all_request, open_keys};
 use crate::core::error::Error;
 use crate::core::window;
 use crate::ffi::{Argv, Ctx, Mode};
@@ -12,7 +12,7 @@ use crate::store::{Changes, Store};
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
     let req = all_request(ctx, argv)?;
     // Every key is opened, its type checked, before any key changes.
-    let mut keys = super::peekall::open_keys(ctx, argv, req.keys, Mode::Write)?;
+    let mut keys = open_keys(ctx, argv, req.keys, Mode::Write)?;
     let storage = config::storage();
     let mut logs: Vec<_> = keys
         .iter_mut()

@@ -2,11 +2,11 @@
 //! ALLOWALL's answer, changing nothing.
 
 use super::Answer;
-use super::request::all_request;
+use super::request::{all_request, open_keys};
 use crate::core::error::Error;
 use crate::core::window;
 use crate::ffi::{Argv, Ctx, Mode};
-use crate::store::{self, Changes, Opened, Storage};
+use crate::store::{Changes, Storage};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
     let req = all_request(ctx, argv)?;
@@ -18,21 +18,4 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
         .map(|(key, fx)| key.log(fx, Storage::Zset))
         .collect();
     Ok(Answer::Fields(window::peek_all(&mut logs, &req)?))
-}
-
-/// Opens the call's `n` keys (arguments 2 to n + 1), checking each one's type.
-pub fn open_keys<'a>(
-    ctx: Ctx<'a>,
-    argv: Argv<'a>,
-    n: usize,
-    mode: Mode,
-) -> Result<Vec<Opened<'a>>, Error> {
-    (0..n)
-        .map(|i| {
-            let name = argv
-                .get(i.saturating_add(2))
-                .ok_or(Error::Server("a key argument"))?;
-            store::open(ctx, name, mode)
-        })
-        .collect()
 }

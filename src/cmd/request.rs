@@ -1,10 +1,11 @@
-//! From a command's arguments to a checked `Request`, with `now` resolved.
+//! From a command's arguments to a checked request, with `now` resolved and its keys opened.
 
 use super::config;
 use crate::core::args::{self, AllArgs, Args, Now};
 use crate::core::error::{Error, MAX_EXACT};
 use crate::core::window::{AllRequest, Request};
-use crate::ffi::{Argv, Ctx};
+use crate::ffi::{Argv, Ctx, Mode};
+use crate::store::{self, Opened};
 
 /// Runs `parse` over the call's words, without allocating for any well-formed ALLOW or REFUND.
 pub fn words<T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
@@ -63,4 +64,21 @@ pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
         cost: args.cost,
         max_add: config::max_members_per_call(),
     })
+}
+
+/// Opens the call's `n` keys (arguments 2 to n + 1), checking each one's type.
+pub fn open_keys<'a>(
+    ctx: Ctx<'a>,
+    argv: Argv<'a>,
+    n: usize,
+    mode: Mode,
+) -> Result<Vec<Opened<'a>>, Error> {
+    (0..n)
+        .map(|i| {
+            let name = argv
+                .get(i.saturating_add(2))
+                .ok_or(Error::Server("a key argument"))?;
+            store::open(ctx, name, mode)
+        })
+        .collect()
 }
