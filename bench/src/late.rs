@@ -88,7 +88,9 @@ fn print_progress(r: &LateResult) {
 /// its batches.
 fn measure(con: &mut Connection, key: &str, storage: &'static str) -> Result<LateResult> {
     let mut calls = vec![0u64; LAGS.len()];
-    let mut usec = vec![0u64; LAGS.len()];
+    // Each round's µs/call by kind: the median over rounds is reported, so that one stall of the
+    // machine inside a small batch does not decide a figure.
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); LAGS.len()];
     let mut clock = FIRST_MS + LOGGED * STEP_MS;
     for _ in 0..ROUNDS {
         for (i, (_, lag)) in LAGS.iter().enumerate() {
@@ -116,19 +118,27 @@ fn measure(con: &mut Connection, key: &str, storage: &'static str) -> Result<Lat
             if after.failed > before.failed || admitted != n {
                 return Err(format!("late on {storage}: {admitted} of {n} calls admitted").into());
             }
-            calls[i] += after.calls.saturating_sub(before.calls);
-            usec[i] += after.usec.saturating_sub(before.usec);
+            let done = after.calls.saturating_sub(before.calls);
+            calls[i] += done;
+            rounds[i].push(after.usec.saturating_sub(before.usec) as f64 / done.max(1) as f64);
         }
     }
     Ok(LateResult {
         storage,
-        us_per_call: usec
-            .iter()
-            .zip(&calls)
-            .map(|(&u, &c)| u as f64 / c as f64)
-            .collect(),
+        us_per_call: rounds.into_iter().map(median).collect(),
         calls,
     })
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// A sorted set of LOGGED members, one every STEP_MS, as ALLOW would have logged them.

@@ -153,7 +153,7 @@ fn late_text(run: &Run) -> String {
          of a batch of calls on time (appends), then a batch of calls from each kind of late \
          caller, the clock running on through all of them; every call is admitted and logged \
          where its time falls. In-command µs/call from `INFO commandstats` deltas around each \
-         batch, by kind:\n\n",
+         batch, by kind (the median of the rounds, so that one stall does not decide it):\n\n",
         late::LOGGED,
         late::STEP_MS,
         late::WINDOW_S,
