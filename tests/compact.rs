@@ -867,7 +867,7 @@ fn active_defrag_moves_compact_logs() {
         println!("skipped: this server ({allocator}) cannot defragment: {why}");
         return;
     }
-    let _: String = q(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
+    kit::ok(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
     // Blocks of 4 KiB allocated in turn across keys, then every other key deleted: each slab
     // keeps half its regions, the heap is fragmented and mostly ours.
     let keys: Vec<String> = (0..400).map(|k| format!("frag{k}")).collect();
@@ -877,11 +877,11 @@ fn active_defrag_moves_compact_logs() {
             .map(|k| format!("ALLOW {k} 86400 100000 {} COST 4096", T0 + round))
             .collect();
         for line in &lines {
-            sw5(&mut c, line);
+            assert_eq!(sw5(&mut c, line)[0], 1, "{line}");
         }
     }
     for k in keys.iter().step_by(2) {
-        let _: i64 = q(&mut c, &["DEL", k]);
+        assert_eq!(q::<i64>(&mut c, &["DEL", k]), 1, "DEL {k}");
     }
     let kept: Vec<&String> = keys.iter().skip(1).step_by(2).collect();
     let before: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
@@ -905,7 +905,7 @@ fn active_defrag_moves_compact_logs() {
                 .contains("slidingwindow: defrag moved")
         },
     );
-    let _: String = q(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
+    kit::ok(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
     assert_eq!(s.digest(), digest);
     let after: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
     assert_eq!(after, before);

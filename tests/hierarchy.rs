@@ -117,14 +117,14 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
         let mut expiry = vec![-2i64; n];
         if mixed {
             // Every other key made in the other storage, holding a member at 0.
-            let _: () = q(&mut c, &["CONFIG", "SET", "slidingwindow.storage", other]);
+            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", other]);
             for k in (1..n).step_by(2) {
                 let w = ["SLIDINGWINDOW.ALLOW", &keys[k], "3600", "1", "0"].map(String::from);
                 assert_eq!(send_ok(&mut c, &w)[0], 1);
                 models[k].scores.push(0);
                 expiry[k] = pexpiretime(&mut c, &keys[k]);
             }
-            let _: () = q(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
         }
         let mut now: u64 = 1_700_000_000_000 + stream * 13;
         for step in 0..steps {
@@ -342,9 +342,9 @@ fn an_error_on_any_key_changes_no_key() {
                 );
                 assert_eq!(r[0], 1);
             }
-            let _: () = q(&mut c, &["PERSIST", key]);
+            assert_eq!(q::<i64>(&mut c, &["PERSIST", key]), 1, "PERSIST {key}");
         }
-        let _: () = q(&mut c, &["SET", "{e}3", "text"]);
+        kit::ok(&mut c, &["SET", "{e}3", "text"]);
         let keys = ["{e}1".to_string(), "{e}2".to_string(), "{e}3".to_string()];
         let limits = [(0, 10, 5), (1, 10, 5), (2, 10, 5)];
         let before: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
@@ -353,7 +353,7 @@ fn an_error_on_any_key_changes_no_key() {
             let got = send(&mut c, &all_words(cmd, &keys, &limits, "100000", 1));
             assert_eq!(error_line(&got).as_deref(), Some(wrongtype), "{cmd}");
         }
-        let _: () = q(
+        kit::ok(
             &mut c,
             &["CONFIG", "SET", "slidingwindow.max-members-per-call", "5"],
         );

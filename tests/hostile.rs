@@ -514,7 +514,7 @@ fn a_panic_inside_allowall_still_reaches_replicas_and_the_aof() {
     let replica = common::start_replica(&s, &[]);
     let mut con = s.client();
     assert_eq!(sw5(&mut con, "ALLOW a 10 100 1000 COST 3")[0], 1);
-    let _: () = kit::q(
+    kit::ok(
         &mut con,
         &["CONFIG", "SET", "slidingwindow.storage", "compact"],
     );

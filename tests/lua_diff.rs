@@ -481,11 +481,7 @@ fn malformed_calls_get_the_same_error_from_the_client_script() {
                 .arg("a")
                 .query(&mut c)
                 .unwrap();
-            let _: () = redis::cmd("SET")
-                .arg(format!("{side}:K3"))
-                .arg("x")
-                .query(&mut c)
-                .unwrap();
+            kit::ok(&mut c, &["SET", &format!("{side}:K3"), "x"]);
         }
         let words = |side: &str| -> Vec<String> {
             line.split_whitespace()

@@ -355,10 +355,7 @@ fn several_keys_and_refunds_replicate_exactly() {
     for step in 0..1500 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
-            let _: () = redis::cmd("CONFIG")
-                .arg(&["SET", "slidingwindow.storage", storage])
-                .query(&mut c)
-                .unwrap();
+            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
         }
         now = match rng.range(0, 19) {
             0 => now + 120_000,

@@ -17,6 +17,12 @@ pub fn q<T: FromRedisValue>(con: &mut impl ConnectionLike, args: &[&str]) -> T {
 }
 
 /// A connection authenticated as `user` (password `pw`).
+/// Runs a command that answers `+OK`, and checks that it did.
+pub fn ok(con: &mut impl ConnectionLike, args: &[&str]) {
+    let reply: String = q(con, args);
+    assert_eq!(reply, "OK", "{}", args.join(" "));
+}
+
 pub fn client_as(s: &Server, user: &str) -> Connection {
     let url = format!("redis://{user}:pw@127.0.0.1:{}/", s.port());
     let con = redis::Client::open(url)
