@@ -349,10 +349,23 @@ impl Server {
             return false;
         };
         let _ = con.set_read_timeout(Some(Duration::from_millis(500)));
-        matches!(
+        if !matches!(
             redis::cmd("PING").query::<String>(&mut con).as_deref(),
             Ok("PONG")
-        )
+        ) {
+            return false;
+        }
+        // The port was free when probed, but another test's server may have taken it first: then
+        // ours exits ("Address already in use") and the answer came from the other one.
+        let Some(pid) = self.child.as_ref().map(|c| c.id().to_string()) else {
+            return true;
+        };
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut con)
+            .unwrap_or_default();
+        info.lines()
+            .any(|l| l.strip_prefix("process_id:").map(str::trim) == Some(pid.as_str()))
     }
 
     pub fn url(&self) -> String {
