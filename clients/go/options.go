@@ -32,12 +32,13 @@ func Cost(n int64) Option { return func(c *call) { c.cost = n } }
 
 // Now decides the call at t (in ms) instead of the server's clock ("*", the default).
 //
-// The server's clock is exact whatever the order calls arrive in. A caller's own clock is exact
+// The server's clock is exact whatever order calls arrive in. A caller's own clock is exact
 // only if, for each key, no call arrives with a time earlier than one already decided: a call
 // stamped later trims members that an earlier-stamped call arriving after it still counts, and
 // the key's TTL runs on the server's clock. Concurrent callers stamping their own clocks do
-// arrive out of order; they stay exact when the module's slidingwindow.lateness config is at
-// least the largest disorder (how far a call's time can be behind the newest time the key has
-// seen), and callers whose clocks disagree by up to d ms must also add d to every window. Pass
-// the same t to Refund, so a refund never takes back a request logged after this one.
+// arrive out of order; they stay exact when the server's slidingwindow.lateness config (the
+// contract's "Lateness") is at least the largest disorder, how far a call's time may be behind
+// the newest one its key has seen. Callers whose clocks disagree by up to d ms must also add d
+// to every window. Pass the same t to Refund, so that a refund never takes back a request
+// logged after this one.
 func Now(t time.Time) Option { return func(c *call) { c.now = t.UnixMilli() } }
