@@ -91,6 +91,26 @@ func receive(b *testing.B, c redis.Conn, n int) {
 	}
 }
 
+// inCommand is the µs the server spent inside command name since the last CONFIG RESETSTAT
+// (INFO commandstats).
+func inCommand(b *testing.B, s *testredis.Server, name string) float64 {
+	info, err := redis.String(s.Do("INFO", "commandstats"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest := strings.TrimPrefix(line, "cmdstat_"+name+":"); rest != line {
+			for _, field := range strings.Split(rest, ",") {
+				if v := strings.TrimPrefix(field, "usec="); v != field {
+					us, _ := strconv.ParseFloat(v, 64)
+					return us
+				}
+			}
+		}
+	}
+	return 0
+}
+
 func serverCPU(b *testing.B, s *testredis.Server) float64 {
 	info, err := redis.String(s.Do("INFO", "cpu"))
 	if err != nil {
@@ -112,7 +132,8 @@ func serverCPU(b *testing.B, s *testredis.Server) float64 {
 // script on hot (one key) and wide (10,000 keys), then PING (a round trip's floor), the variants
 // taking turns in each round. BENCH_ROUNDS sets the rounds (default 1). Besides ns/op (the round
 // trip, as the caller sees it), server-µs/op is the server's CPU time per call (INFO cpu:
-// syscalls included) and admitted the share of calls admitted.
+// syscalls included), in-command-µs/op the time inside SLIDINGWINDOW.ALLOW or EVALSHA (INFO
+// commandstats), and admitted the share of calls admitted.
 func BenchmarkAllow(b *testing.B) {
 	rounds, _ := strconv.Atoi(os.Getenv("BENCH_ROUNDS"))
 	if rounds < 1 {
@@ -147,6 +168,9 @@ func BenchmarkAllow(b *testing.B) {
 			b.Run(l.w.name+"/"+path, func(b *testing.B) {
 				limits := []slidingwindow.Limit{l.w.limit}
 				admitted := 0
+				if _, err := s.Do("CONFIG", "RESETSTAT"); err != nil {
+					b.Fatal(err)
+				}
 				cpu := serverCPU(b, s)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -161,6 +185,8 @@ func BenchmarkAllow(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric((serverCPU(b, s)-cpu)*1e6/float64(b.N), "server-µs/op")
+				command := map[string]string{"module": "slidingwindow.allow", "lua": "evalsha"}[path]
+				b.ReportMetric(inCommand(b, s, command)/float64(b.N), "in-command-µs/op")
 				b.ReportMetric(float64(admitted)/float64(b.N), "admitted")
 			})
 		}
