@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/mna/redisc"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 	"github.com/slidingwindow/slidingwindow/clients/go/httplimit"
 	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
+	"github.com/slidingwindow/slidingwindow/clients/go/redigo/cluster"
 )
 
 // The README's examples, compiled (they need a server, so they do not run here).
@@ -51,6 +53,20 @@ func ExampleLimiter_AllowAll() {
 }
 
 func upstream() int { return http.StatusOK }
+
+func Example_cluster() {
+	rc := &redisc.Cluster{
+		StartupNodes: []string{"10.0.0.1:6379"},
+		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
+			return &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr, opts...) }}, nil
+		},
+	}
+	if err := rc.Refresh(); err != nil { // loads the slot map
+		return
+	}
+	sw := slidingwindow.NewLimiter(cluster.New(rc))
+	sw.Allow(context.Background(), "rl:{user:42}", slidingwindow.PerSecond(10))
+}
 
 func Example_middleware() {
 	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:6379") }}
