@@ -5,12 +5,15 @@
 package httplimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
@@ -35,7 +38,7 @@ type Config struct {
 	// Timeout bounds each Redis call; default 1s.
 	Timeout time.Duration
 	// ErrorLog gets one line per second at most about calls that failed, with the count of
-	// lines left out; default log.Default().
+	// lines left out, and one when calls succeed again; default log.Default().
 	ErrorLog *log.Logger
 }
 
@@ -95,8 +98,11 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	ctx, cancel := context.WithTimeout(r.Context(), m.c.Timeout)
 	res, err := m.limiter.Allow(ctx, key, m.c.Limits...)
 	cancel()
+	if err != nil && r.Context().Err() != nil {
+		return // the client has gone: nobody to answer
+	}
 	if err != nil {
-		m.log.print(fmt.Errorf("rate limiter unavailable for %s: %w", key, err))
+		m.log.failed(fmt.Errorf("rate limiter unavailable for %s: %w", key, err))
 		if m.c.FailClosed {
 			writeJSON(w, http.StatusServiceUnavailable, unavailableBody)
 			return
@@ -104,6 +110,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		next.ServeHTTP(w, r)
 		return
 	}
+	m.log.succeeded()
 	stamp := func(h http.Header) {
 		h.Set("RateLimit-Policy", m.policy)
 		h.Set("RateLimit", RateLimit(m.names, res))
@@ -133,7 +140,7 @@ func (m *middleware) refund(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.c.Timeout)
 	defer cancel()
 	if _, err := m.limiter.Refund(ctx, key, 1, time.Time{}); err != nil {
-		m.log.print(fmt.Errorf("refund of %s failed: %w", key, err))
+		m.log.failed(fmt.Errorf("refund of %s failed: %w", key, err))
 	}
 }
 
@@ -179,18 +186,30 @@ func (w *writer) Flush() {
 	}
 }
 
+// Hijack lets a handler take the connection over (websockets) when the server allows it.
+func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+		w.wrote = true
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("httplimit: the ResponseWriter cannot be hijacked")
+}
+
 // Unwrap gives http.ResponseController the writer underneath.
 func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// errorLog prints one line per second at most, saying how many it left out.
+// errorLog prints one line per second at most, saying how many it left out, and one line when
+// calls succeed again after a failure.
 type errorLog struct {
-	out  *log.Logger
-	mu   sync.Mutex
-	last time.Time
-	left int
+	out     *log.Logger
+	failing atomic.Bool
+	mu      sync.Mutex
+	last    time.Time
+	left    int
 }
 
-func (l *errorLog) print(err error) {
+func (l *errorLog) failed(err error) {
+	l.failing.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -198,10 +217,28 @@ func (l *errorLog) print(err error) {
 		l.left++
 		return
 	}
-	if l.left > 0 {
-		l.out.Printf("slidingwindow: %v (%d more since the last line)", err, l.left)
-	} else {
-		l.out.Printf("slidingwindow: %v", err)
+	l.out.Printf("slidingwindow: %v%s", err, l.leftOut())
+	l.last = now
+}
+
+// succeeded ends a run of failures with a line; the common case costs one atomic load.
+func (l *errorLog) succeeded() {
+	if !l.failing.Load() {
+		return
 	}
-	l.last, l.left = now, 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failing.Swap(false) {
+		l.out.Printf("slidingwindow: rate limiter answering again%s", l.leftOut())
+	}
+}
+
+// leftOut is " (N more since the last line)" for the lines left out, and forgets them.
+func (l *errorLog) leftOut() string {
+	n := l.left
+	l.left = 0
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d more since the last line)", n)
 }

@@ -248,6 +248,51 @@ func TestRedisDown(t *testing.T) {
 	}
 }
 
+// Failures are logged once a second at most; the first success after them says so, with the
+// count of lines left out.
+func TestRecoveryIsLogged(t *testing.T) {
+	s := testredis.Shared(t, true)
+	var down atomic.Bool
+	pool := redigo.Pool(s.Pool())
+	sw := slidingwindow.NewLimiter(slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
+		if down.Load() {
+			return nil, errors.New("connection refused")
+		}
+		return pool.Do(ctx, args...)
+	}))
+	var logged bytes.Buffer
+	mw, err := httplimit.New(sw, httplimit.Config{
+		Limits: []slidingwindow.Limit{slidingwindow.PerMinute(100)}, Identity: byHeader, ErrorLog: log.New(&logged, "", 0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(http.HandlerFunc(ok)))
+	defer srv.Close()
+	site := &site{t, srv, fmt.Sprintf("recovery-%d", time.Now().UnixNano())}
+	site.get()
+	down.Store(true)
+	for i := 0; i < 3; i++ {
+		site.get()
+	}
+	down.Store(false)
+	site.get()
+	site.get()
+	lines := bytes.Split(bytes.TrimSuffix(logged.Bytes(), []byte("\n")), []byte("\n"))
+	last := string(lines[len(lines)-1])
+	// However many seconds the failures took, every one was logged or counted.
+	counted := len(lines) - 1
+	for _, l := range lines {
+		var n int
+		if _, err := fmt.Sscanf(string(l[bytes.LastIndexByte(l, '(')+1:]), "%d more", &n); err == nil {
+			counted += n
+		}
+	}
+	if !bytes.HasPrefix([]byte(last), []byte("slidingwindow: rate limiter answering again")) || counted != 3 {
+		t.Fatalf("log:\n%s", logged.String())
+	}
+}
+
 func TestConfigIsChecked(t *testing.T) {
 	sw := slidingwindow.NewLimiter(slidingwindow.DoFunc(func(context.Context, ...any) (any, error) { return nil, nil }))
 	for _, c := range []struct {
