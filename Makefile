@@ -9,8 +9,8 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-gateway test-python test-node test-envoy bench-gateway bench-envoy dist \
-	test-dist test-monitoring
+	test-examples test-gateway test-python test-node test-go test-envoy bench-gateway bench-envoy \
+	bench-go go-script dist test-dist test-monitoring
 
 all: build
 
@@ -47,10 +47,11 @@ test: build panic-module
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
 		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh
 
-# The HTTP gateway example and the Python and Node.js helpers, each against a real redis-server
-# (run once, with the default server): the gateway's end-to-end tests, and each helper on both
-# paths (module loaded; plain Redis running the shared Lua script) plus script-vs-module streams.
-test-examples: test-gateway test-python test-node test-envoy
+# The HTTP gateway example and the Python, Node.js and Go helpers, each against a real
+# redis-server (run once, with the default server): the gateway's end-to-end tests, and each
+# helper on both paths (module loaded; plain Redis running the shared Lua script) plus
+# script-vs-module streams.
+test-examples: test-gateway test-python test-node test-go test-envoy
 
 test-gateway: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test -p http-gateway --no-fail-fast -- --test-threads=$(TEST_THREADS)
@@ -103,6 +104,36 @@ clients/node/node_modules/.package-lock.json: clients/node/package-lock.json
 
 test-node: build clients/node/node_modules/.package-lock.json
 	cd clients/node && SLIDINGWINDOW_MODULE='$(MODULE)' npm test
+
+# The Go package (clients/go). Go and Debian's redigo and redisc sources are installed if missing,
+# vendor/ is made from those sources (scripts/go-vendor.sh: no Go module proxy is used), then
+# gofmt, go vet and go test against real servers on free ports. The package embeds its own copy
+# of clients/lua/slidingwindow.lua (go:embed does not follow links) and a test holds it equal to
+# the shared script: after changing the script, `make go-script` refreshes the copy.
+GO := GOPROXY=off GOFLAGS=-mod=vendor go
+
+clients/go/vendor/modules.txt: clients/go/go.mod scripts/go-vendor.sh
+	@bash scripts/setup.sh go redigo redisc
+	bash scripts/go-vendor.sh
+
+test-go: build clients/go/vendor/modules.txt
+	@bash scripts/setup.sh go
+	cd clients/go && unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './vendor/*')) && \
+		if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted"; exit 1; fi
+	cd clients/go && $(GO) vet ./...
+	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' $(GO) test -count=1 ./...
+
+go-script:
+	cp clients/lua/slidingwindow.lua clients/go/slidingwindow.lua
+
+# Allow through redigo, the module against the script on `hot` and `wide`, the variants taking
+# turns in each of GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS calls.
+GO_BENCH_ROUNDS ?= 3
+GO_BENCH_CALLS ?= 20000
+
+bench-go: build clients/go/vendor/modules.txt
+	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' BENCH_ROUNDS='$(GO_BENCH_ROUNDS)' \
+		$(GO) test -run '^$$' -bench Allow -benchtime '$(GO_BENCH_CALLS)x' ./redigo
 
 # Requests/s through the gateway with and without the limiter (wrk; BENCH_DURATION per variant).
 BENCH_DURATION ?= 10s

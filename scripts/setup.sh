@@ -37,6 +37,13 @@ for tool in "$@"; do
         # Debian's python3 makes virtualenvs only with python3-venv (ensurepip).
         python3-venv) python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv) ;;
         objdump) command -v objdump >/dev/null 2>&1 || missing+=(binutils) ;;
+        # The Go toolchain, and the Go packages clients/go vendors from Debian's sources
+        # (no Go module proxy is needed: `make test-go` copies them into vendor/).
+        go) command -v go >/dev/null 2>&1 || missing+=(golang-go) ;;
+        redigo) [[ -f /usr/share/gocode/src/github.com/gomodule/redigo/redis/redis.go ]] ||
+            missing+=(golang-github-gomodule-redigo-dev) ;;
+        redisc) [[ -f /usr/share/gocode/src/github.com/mna/redisc/cluster.go ]] ||
+            missing+=(golang-github-mna-redisc-dev) ;;
         *) command -v "$tool" >/dev/null 2>&1 || missing+=("$tool") ;;
     esac
 done

@@ -1,0 +1,13 @@
+// Package slidingwindow rate-limits with exact sliding windows kept in Redis: the
+// SLIDINGWINDOW.ALLOW / PEEK / ALLOWALL / PEEKALL / REFUND commands of the slidingwindow module
+// where it is loaded, and the same contract as a Lua script (EVALSHA) where it is not, with
+// identical replies and keys.
+//
+// The package needs only the standard library: it talks to Redis through a Doer, one method
+// that sends a command and returns its reply. The redigo subpackage adapts a redigo pool, and
+// redigo/cluster a redisc cluster; for go-redis, a DoFunc over rdb.Do is enough (see the README).
+//
+// Every call passes "*" as the request's time by default, so that the server's clock decides:
+// callers that stamp their own clock can be over-admitted when their calls arrive out of order
+// (see Now for the rules that make one's own clock exact).
+package slidingwindow

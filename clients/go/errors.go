@@ -1,0 +1,17 @@
+package slidingwindow
+
+import "errors"
+
+// Errors the package itself returns (wrapped with the value at fault; test with errors.Is). An
+// error reply from Redis is returned as the Doer gave it, with the server's text.
+var (
+	// ErrWindow: a limit's window is not a whole number of seconds, or shorter than 1s (the
+	// commands take windows in seconds).
+	ErrWindow = errors.New("slidingwindow: a limit's window must be a whole number of seconds, at least 1s")
+	// ErrNoLimits: a call, or a key of AllowAll, without a limit.
+	ErrNoLimits = errors.New("slidingwindow: at least one limit is needed")
+	// ErrNoKeys: AllowAll or PeekAll without a key.
+	ErrNoKeys = errors.New("slidingwindow: at least one key is needed")
+	// ErrReply: the server answered something other than the contract's reply.
+	ErrReply = errors.New("slidingwindow: unexpected reply")
+)

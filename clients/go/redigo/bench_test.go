@@ -1,0 +1,206 @@
+package redigo_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
+	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
+	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
+)
+
+// workload is one of `make bench`'s (bench/src/workload.rs), on a simulated clock that moves
+// step µs per call: hot offers 2000 requests per window to a max of 1000, wide 20 per window
+// to each key's max of 10, so about half are admitted.
+type workload struct {
+	name   string
+	keys   int
+	limit  slidingwindow.Limit
+	stepUs int64
+}
+
+var workloads = []workload{
+	{"hot", 1, slidingwindow.Limit{Window: 10 * time.Second, Max: 1000}, 5_000},
+	{"wide", 10_000, slidingwindow.Limit{Window: 60 * time.Second, Max: 10}, 300},
+}
+
+// lane is one workload on one path, with its own keys and clock.
+type lane struct {
+	w      workload
+	sw     *slidingwindow.Limiter
+	prefix string
+	nowUs  int64
+	rng    *rand.Rand
+}
+
+func (l *lane) key() string {
+	k := 0
+	if l.w.keys > 1 {
+		k = l.rng.Intn(l.w.keys)
+	}
+	return l.prefix + strconv.Itoa(k) + "}"
+}
+
+// warm gives every key the history of the workload's traffic before the timed calls, through
+// the module's command in pipelines (the script's keys are the same data). Each key of wide
+// starts its traffic at its own moment, 1 to 3 windows back, so that the keys' windows do not
+// fill and empty in step.
+func (l *lane) warm(b *testing.B, s *testredis.Server) {
+	c := s.Pool().Get()
+	defer c.Close()
+	window := int64(l.w.limit.Window / time.Microsecond)
+	pending := 0
+	send := func(key string, us int64) {
+		c.Send("SLIDINGWINDOW.ALLOW", key, int64(l.w.limit.Window/time.Second), l.w.limit.Max, us/1000)
+		if pending++; pending == 1000 {
+			receive(b, c, pending)
+			pending = 0
+		}
+	}
+	if l.w.keys == 1 {
+		for us := l.nowUs - 3*window; us < l.nowUs; us += l.w.stepUs {
+			send(l.key(), us)
+		}
+	}
+	// Per key, one request every keys * step µs on average, at random.
+	mean := float64(int64(l.w.keys) * l.w.stepUs)
+	for k := 0; l.w.keys > 1 && k < l.w.keys; k++ {
+		for us := l.nowUs - window - l.rng.Int63n(2*window); us < l.nowUs; us += int64(l.rng.ExpFloat64()*mean) + 1 {
+			send(l.prefix+strconv.Itoa(k)+"}", us)
+		}
+	}
+	receive(b, c, pending)
+}
+
+func receive(b *testing.B, c redis.Conn, n int) {
+	if err := c.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	for ; n > 0; n-- {
+		if _, err := c.Receive(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// inCommand is the µs the server spent inside command name since the last CONFIG RESETSTAT
+// (INFO commandstats).
+func inCommand(b *testing.B, s *testredis.Server, name string) float64 {
+	info, err := redis.String(s.Do("INFO", "commandstats"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest := strings.TrimPrefix(line, "cmdstat_"+name+":"); rest != line {
+			for _, field := range strings.Split(rest, ",") {
+				if v := strings.TrimPrefix(field, "usec="); v != field {
+					us, _ := strconv.ParseFloat(v, 64)
+					return us
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func serverCPU(b *testing.B, s *testredis.Server) float64 {
+	info, err := redis.String(s.Do("INFO", "cpu"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, field := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if strings.HasPrefix(line, field) {
+				v, _ := strconv.ParseFloat(strings.TrimPrefix(line, field), 64)
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// BenchmarkAllow: Allow through a redigo pool, one call at a time, the module against the
+// script on hot (one key) and wide (10,000 keys), then PING (a round trip's floor), the variants
+// taking turns in each round. BENCH_ROUNDS sets the rounds (default 1). Besides ns/op (the round
+// trip, as the caller sees it), server-µs/op is the server's CPU time per call (INFO cpu:
+// syscalls included), in-command-µs/op the time inside SLIDINGWINDOW.ALLOW or EVALSHA (INFO
+// commandstats), and admitted the share of calls admitted.
+func BenchmarkAllow(b *testing.B) {
+	rounds, _ := strconv.Atoi(os.Getenv("BENCH_ROUNDS"))
+	if rounds < 1 {
+		rounds = 1
+	}
+	s, err := testredis.Start(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rdb := redigo.Pool(s.Pool())
+	start := time.Now().UnixMicro()
+	var lanes []*lane
+	for _, w := range workloads {
+		for _, p := range []struct {
+			name string
+			path slidingwindow.Path
+		}{{"module", slidingwindow.Module}, {"lua", slidingwindow.Lua}} {
+			l := &lane{w, slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(p.path)),
+				fmt.Sprintf("bench:%s:%s:{", w.name, p.name), start, rand.New(rand.NewSource(1))}
+			l.warm(b, s)
+			lanes = append(lanes, l)
+		}
+	}
+	ctx := context.Background()
+	for round := 0; round < rounds; round++ {
+		for _, l := range lanes {
+			path := "module"
+			if strings.Contains(l.prefix, ":lua:") {
+				path = "lua"
+			}
+			b.Run(l.w.name+"/"+path, func(b *testing.B) {
+				limits := []slidingwindow.Limit{l.w.limit}
+				admitted := 0
+				if _, err := s.Do("CONFIG", "RESETSTAT"); err != nil {
+					b.Fatal(err)
+				}
+				cpu := serverCPU(b, s)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					l.nowUs += l.w.stepUs
+					r, err := l.sw.AllowWith(ctx, l.key(), limits, slidingwindow.Now(time.UnixMicro(l.nowUs)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if r.Allowed {
+						admitted++
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric((serverCPU(b, s)-cpu)*1e6/float64(b.N), "server-µs/op")
+				command := map[string]string{"module": "slidingwindow.allow", "lua": "evalsha"}[path]
+				b.ReportMetric(inCommand(b, s, command)/float64(b.N), "in-command-µs/op")
+				b.ReportMetric(float64(admitted)/float64(b.N), "admitted")
+			})
+		}
+		// The floor: a round trip that does nothing.
+		b.Run("ping", func(b *testing.B) {
+			cpu := serverCPU(b, s)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := rdb.Do(ctx, "PING"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric((serverCPU(b, s)-cpu)*1e6/float64(b.N), "server-µs/op")
+		})
+	}
+}

@@ -1,0 +1,78 @@
+// Package cluster runs the slidingwindow package over a Redis Cluster through mna/redisc
+// (redigo's cluster client).
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mna/redisc"
+
+	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
+	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
+)
+
+// attempts is how many nodes one command may be sent to: a MOVED reply (a slot that changed
+// hands) sends it once more to the node named, which redisc has then recorded.
+const attempts = 3
+
+// New is a slidingwindow.Doer that sends each command straight to the node of its first key's
+// slot (the keys of one call must share it, or the server answers CROSSSLOT). Commands without
+// a key go to any node. MOVED is followed; ASK and TRYAGAIN, answered only while slots
+// migrate, are returned as errors. A context's deadline bounds the wait for each reply.
+func New(c *redisc.Cluster) slidingwindow.Doer { return cluster{c} }
+
+type cluster struct{ c *redisc.Cluster }
+
+func (d cluster) Do(ctx context.Context, args ...any) (any, error) {
+	name, rest, err := redigo.Split(args)
+	if err != nil {
+		return nil, err
+	}
+	key, hasKey := firstKey(name, rest)
+	for attempt := 1; ; attempt++ {
+		reply, err := d.once(ctx, key, hasKey, name, rest)
+		if re := redisc.ParseRedir(err); re == nil || re.Type != "MOVED" || attempt == attempts {
+			return reply, err
+		}
+	}
+}
+
+func (d cluster) once(ctx context.Context, key string, hasKey bool, name string, args []any) (any, error) {
+	conn := d.c.Get()
+	defer conn.Close()
+	var keys []string
+	if hasKey {
+		keys = []string{key}
+	}
+	// No key: any node.
+	if err := redisc.BindConn(conn, keys...); err != nil {
+		return nil, err
+	}
+	return redigo.Do(ctx, conn, name, args...)
+}
+
+// firstKey is the key a command is routed by: the first key of the module's commands and of
+// EVAL/EVALSHA, else (as redisc does) the first argument.
+func firstKey(name string, args []any) (string, bool) {
+	at := 0
+	switch strings.ToUpper(name) {
+	case "SLIDINGWINDOW.ALLOWALL", "SLIDINGWINDOW.PEEKALL":
+		at = 1
+	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO":
+		if len(args) < 2 || fmt.Sprint(args[1]) == "0" {
+			return "", false
+		}
+		at = 2
+	case "COMMAND":
+		return "", false
+	}
+	if at >= len(args) {
+		return "", false
+	}
+	if b, ok := args[at].([]byte); ok {
+		return string(b), true
+	}
+	return fmt.Sprint(args[at]), true
+}
