@@ -1,7 +1,7 @@
 //! Fuzzes `args::parse`: input byte 0 is the separator, the rest splits on it into argv words.
 //! Every answer is checked against an independent reading of the contract: its ranges, and its
-//! options (`COST n` once, `LIMIT window max` up to 16 limits in all, left to right, the first
-//! error wins).
+//! options (`COST n`, `LEASE ms` with `now + ms <= 2^53` and `DETAIL` once each, `LIMIT window
+//! max` up to 16 limits in all, left to right, the first error wins).
 
 #![no_main]
 
@@ -59,11 +59,35 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
     let ms = |s: u64| s * 1000;
     let mut limits = vec![(ms(window_s), max_v)];
     let mut cost_v = None;
+    let mut lease = None;
+    let mut detail = false;
     let mut i = 0;
     while i < options.len() {
         let word = options[i];
         let values = &options[i + 1..];
-        if word.eq_ignore_ascii_case(b"COST") {
+        if word.eq_ignore_ascii_case(b"DETAIL") {
+            if detail {
+                return Err(Error::RepeatedOption(error::token(word)));
+            }
+            detail = true;
+            i += 1;
+        } else if word.eq_ignore_ascii_case(b"LEASE") {
+            if lease.is_some() {
+                return Err(Error::RepeatedOption(error::token(word)));
+            }
+            let v = values
+                .first()
+                .ok_or(Error::MissingValue(error::token(word)))?;
+            let v = integer(v, 1, TOP).ok_or(Error::Invalid(Arg::Lease))?;
+            // On the caller's own clock the lease must end by 2^53; on `*`, checked later.
+            if let Now::At(n) = now
+                && u128::from(n) + u128::from(v) > TOP
+            {
+                return Err(Error::Invalid(Arg::Lease));
+            }
+            lease = Some(v);
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"COST") {
             if cost_v.is_some() {
                 return Err(Error::RepeatedOption(error::token(word)));
             }
@@ -96,6 +120,8 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
         limits: all,
         now,
         cost: cost_v.unwrap_or(1),
+        lease,
+        detail,
     })
 }
 
@@ -140,6 +166,17 @@ fuzz_target!(|data: &[u8]| {
             assert!((1..=TOP).contains(&u128::from(got.cost)));
             if let Now::At(n) = got.now {
                 assert!(u128::from(n) <= TOP);
+                let end = u128::from(n) + u128::from(got.lease.unwrap_or(0));
+                assert!(end <= TOP);
+            }
+            if let Some(ms) = got.lease {
+                assert!((1..=TOP).contains(&u128::from(ms)));
+                // The module's own check agrees: any `now` the lease fits resolves.
+                let at = match got.now {
+                    Now::At(n) => n,
+                    Now::Server => 0,
+                };
+                assert_eq!(args::lease_ms(at, got.lease), Ok(ms));
             }
         }
         Err(err) => check_error(&argv, err),

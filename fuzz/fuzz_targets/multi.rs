@@ -1,9 +1,9 @@
 //! Fuzzes `args::parse_all` (ALLOWALL / PEEKALL) and `args::parse_refund` (REFUND): input byte 0
 //! is the separator, byte 1 picks the parser (odd: REFUND), the rest splits into argv words.
 //! Every answer is checked against an independent reading of the contract: numkeys 1..=16 with
-//! that many distinct keys and `now` after it, `COST n` once, `LIMIT keyno window max` with at
-//! most 16 on a key, every key limited; `n` and `AT ts` for REFUND; left to right, the first
-//! error wins, a key without a LIMIT told last.
+//! that many distinct keys and `now` after it, `COST n`, `LEASE ms` (`now + ms <= 2^53`) and
+//! `DETAIL` once each, `LIMIT keyno window max` with at most 16 on a key, every key limited; `n`
+//! and `AT ts` for REFUND; left to right, the first error wins, a key without a LIMIT told last.
 
 #![no_main]
 
@@ -61,11 +61,34 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
     let options = &argv[3 + numkeys..];
     let mut limits: Vec<(usize, u64, u64)> = Vec::new();
     let mut cost = None;
+    let mut lease = None;
+    let mut detail = false;
     let mut i = 0;
     while i < options.len() {
         let word = options[i];
         let values = &options[i + 1..];
-        if word.eq_ignore_ascii_case(b"COST") {
+        if word.eq_ignore_ascii_case(b"DETAIL") {
+            if detail {
+                return Err(Error::RepeatedOption(error::token(word)));
+            }
+            detail = true;
+            i += 1;
+        } else if word.eq_ignore_ascii_case(b"LEASE") {
+            if lease.is_some() {
+                return Err(Error::RepeatedOption(error::token(word)));
+            }
+            let v = values
+                .first()
+                .ok_or(Error::MissingValue(error::token(word)))?;
+            let v = integer(v, 1, TOP).ok_or(Error::Invalid(Arg::Lease))?;
+            if let Now::At(n) = now
+                && u128::from(n) + u128::from(v) > TOP
+            {
+                return Err(Error::Invalid(Arg::Lease));
+            }
+            lease = Some(v);
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"COST") {
             if cost.is_some() {
                 return Err(Error::RepeatedOption(error::token(word)));
             }
@@ -103,6 +126,8 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
         limits: all,
         now,
         cost: cost.unwrap_or(1),
+        lease,
+        detail,
     })
 }
 
