@@ -131,7 +131,7 @@ fn measure(con: &mut Connection, key: &str, storage: &'static str) -> Result<Lat
 }
 
 /// The middle value (the mean of the two middle ones for an even count).
-fn median(mut v: Vec<f64>) -> f64 {
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     match n {
