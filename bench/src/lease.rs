@@ -88,22 +88,9 @@ pub fn run(con: &mut Connection) -> Result<Vec<LeaseResult>> {
                     clock += STEP_MS;
                     allow(&mut pipe, key, clock, i == 1);
                 }
-                let before = info::command_stats(con, &["slidingwindow.allow"])?[0];
-                let replies: Vec<Value> = pipe.query(con)?;
-                let after = info::command_stats(con, &["slidingwindow.allow"])?[0];
-                let admitted = replies
-                    .iter()
-                    .filter(|r| matches!(r, Value::Array(f) if f.first() == Some(&Value::Int(1))))
-                    .count() as u64;
-                if after.failed > before.failed || admitted != BATCH {
-                    let kind = KINDS[i];
-                    return Err(format!(
-                        "lease on {storage}, {kind}: {admitted} of {BATCH} calls admitted"
-                    )
-                    .into());
-                }
-                let calls = after.calls.saturating_sub(before.calls).max(1);
-                rounds[i].push(after.usec.saturating_sub(before.usec) as f64 / calls as f64);
+                let what = format!("lease on {storage}, {}", KINDS[i]);
+                let (calls, usec) = info::admitted_batch(con, &pipe, BATCH, &what)?;
+                rounds[i].push(usec as f64 / calls.max(1) as f64);
             }
         }
         let ratios: Vec<f64> = rounds[1]

@@ -22,7 +22,7 @@ use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 
-use reading::{TOP, integer};
+use reading::{Shared, TOP, integer};
 
 fn window(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP / 1000)
@@ -37,10 +37,6 @@ fn now(word: &[u8]) -> Option<Now> {
         b"*" => Some(Now::Server),
         w => integer(w, 0, TOP).map(Now::At),
     }
-}
-
-fn cost(word: &[u8]) -> Option<u64> {
-    integer(word, 1, TOP)
 }
 
 /// What the contract says the call means, or the error it must get: options read left to right
@@ -58,44 +54,13 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
     let now = now(n).ok_or(Error::Invalid(Arg::Now))?;
     let ms = |s: u64| s * 1000;
     let mut limits = vec![(ms(window_s), max_v)];
-    let mut cost_v = None;
-    let mut lease = None;
-    let mut detail = false;
+    let mut shared = Shared::default();
     let mut i = 0;
     while i < options.len() {
         let word = options[i];
         let values = &options[i + 1..];
-        if word.eq_ignore_ascii_case(b"DETAIL") {
-            if detail {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            detail = true;
-            i += 1;
-        } else if word.eq_ignore_ascii_case(b"LEASE") {
-            if lease.is_some() {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            let v = values
-                .first()
-                .ok_or(Error::MissingValue(error::token(word)))?;
-            let v = integer(v, 1, TOP).ok_or(Error::Invalid(Arg::Lease))?;
-            // On the caller's own clock the lease must end by 2^53; on `*`, checked later.
-            if let Now::At(n) = now
-                && u128::from(n) + u128::from(v) > TOP
-            {
-                return Err(Error::Invalid(Arg::Lease));
-            }
-            lease = Some(v);
-            i += 2;
-        } else if word.eq_ignore_ascii_case(b"COST") {
-            if cost_v.is_some() {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            let v = values
-                .first()
-                .ok_or(Error::MissingValue(error::token(word)))?;
-            cost_v = Some(cost(v).ok_or(Error::Invalid(Arg::Cost))?);
-            i += 2;
+        if let Some(taken) = shared.read(word, values, now) {
+            i += taken?;
         } else if word.eq_ignore_ascii_case(b"LIMIT") {
             if limits.len() >= 16 {
                 return Err(Error::TooManyLimits);
@@ -119,9 +84,9 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
     Ok(Args {
         limits: all,
         now,
-        cost: cost_v.unwrap_or(1),
-        lease,
-        detail,
+        cost: shared.cost.unwrap_or(1),
+        lease: shared.lease,
+        detail: shared.detail,
     })
 }
 

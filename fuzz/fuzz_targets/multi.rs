@@ -24,7 +24,7 @@ use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{KeyedLimits, Limit};
 
-use reading::{TOP, integer};
+use reading::{Shared, TOP, integer};
 
 fn time(word: &[u8]) -> Option<Now> {
     match word {
@@ -60,43 +60,13 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
     let now = time(argv[2 + numkeys]).ok_or(Error::Invalid(Arg::Now))?;
     let options = &argv[3 + numkeys..];
     let mut limits: Vec<(usize, u64, u64)> = Vec::new();
-    let mut cost = None;
-    let mut lease = None;
-    let mut detail = false;
+    let mut shared = Shared::default();
     let mut i = 0;
     while i < options.len() {
         let word = options[i];
         let values = &options[i + 1..];
-        if word.eq_ignore_ascii_case(b"DETAIL") {
-            if detail {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            detail = true;
-            i += 1;
-        } else if word.eq_ignore_ascii_case(b"LEASE") {
-            if lease.is_some() {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            let v = values
-                .first()
-                .ok_or(Error::MissingValue(error::token(word)))?;
-            let v = integer(v, 1, TOP).ok_or(Error::Invalid(Arg::Lease))?;
-            if let Now::At(n) = now
-                && u128::from(n) + u128::from(v) > TOP
-            {
-                return Err(Error::Invalid(Arg::Lease));
-            }
-            lease = Some(v);
-            i += 2;
-        } else if word.eq_ignore_ascii_case(b"COST") {
-            if cost.is_some() {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            let v = values
-                .first()
-                .ok_or(Error::MissingValue(error::token(word)))?;
-            cost = Some(integer(v, 1, TOP).ok_or(Error::Invalid(Arg::Cost))?);
-            i += 2;
+        if let Some(taken) = shared.read(word, values, now) {
+            i += taken?;
         } else if word.eq_ignore_ascii_case(b"LIMIT") {
             if values.len() < 3 {
                 return Err(Error::MissingKeyedValues(error::token(word)));
@@ -125,9 +95,9 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
         numkeys,
         limits: all,
         now,
-        cost: cost.unwrap_or(1),
-        lease,
-        detail,
+        cost: shared.cost.unwrap_or(1),
+        lease: shared.lease,
+        detail: shared.detail,
     })
 }
 

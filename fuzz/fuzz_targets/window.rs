@@ -349,7 +349,10 @@ fn step(log: &mut RunLog, req: &Request) {
     let got = out.reply;
 
     assert_eq!(peeked.reply, got, "peek != allow: {req:?} on {before:?}");
-    assert_eq!(peeked.detail, out.detail, "peek's detail != allow's: {req:?}");
+    assert_eq!(
+        peeked.detail, out.detail,
+        "peek's detail != allow's: {req:?}"
+    );
     assert!(
         want.matches(&got),
         "allow != contract: {req:?} on {before:?}: got {got:?}, want {want:?}"
