@@ -8,16 +8,27 @@ mod kit;
 use common::{Server, call, error_line, module_path};
 use kit::{q, sw, sw5};
 
-/// `CONFIG GET slidingwindow.*`, whose order is the server's: (cap, storage).
+/// `CONFIG GET slidingwindow.*` (whose order is the server's) as (cap, storage); the lateness
+/// is `lateness`'s to check.
 fn configs(con: &mut redis::Connection) -> (String, String) {
     let pairs: std::collections::HashMap<String, String> =
         q(con, &["CONFIG", "GET", "slidingwindow.*"]);
-    assert_eq!(pairs.len(), 2, "{pairs:?}");
+    assert_eq!(pairs.len(), 3, "{pairs:?}");
     let get = |name: &str| pairs.get(name).cloned().unwrap_or_default();
     (
         get("slidingwindow.max-members-per-call"),
         get("slidingwindow.storage"),
     )
+}
+
+/// `CONFIG GET slidingwindow.lateness`.
+fn lateness(con: &mut redis::Connection) -> String {
+    let pairs: std::collections::HashMap<String, String> =
+        q(con, &["CONFIG", "GET", "slidingwindow.lateness"]);
+    pairs
+        .get("slidingwindow.lateness")
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// A server without the module that lets `MODULE LOAD` load it.
@@ -58,7 +69,12 @@ fn the_cap_is_the_config() {
     }
     let v = call(&mut c, &["CONFIG", "SET", "slidingwindow.storage", "list"]);
     assert!(error_line(&v).is_some(), "{v:?}");
+    for bad in ["-1", "86400001", "1.5", "x"] {
+        let v = call(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", bad]);
+        assert!(error_line(&v).is_some(), "lateness {bad}: {v:?}");
+    }
     assert_eq!(configs(&mut c), ("5".into(), "zset".into()));
+    assert_eq!(lateness(&mut c), "0");
     let _: () = q(
         &mut c,
         &["CONFIG", "SET", "slidingwindow.max-members-per-call", "6"],
@@ -66,12 +82,34 @@ fn the_cap_is_the_config() {
     assert_eq!(sw5(&mut c, "ALLOW k 10 100 1000 COST 6")[..2], [1, 11]);
 }
 
+/// The lateness is the config: trims keep that many ms more and the TTL is that much longer,
+/// the replies unchanged; `CONFIG SET` changes it for the next call.
+#[test]
+fn lateness_is_the_config() {
+    let s = Server::builder()
+        .args(["--slidingwindow.lateness", "2000"])
+        .start();
+    let mut c = s.client();
+    assert_eq!(lateness(&mut c), "2000");
+    assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[..2], [1, 1]);
+    // 1000 has left the window at 12500 (cutoff 2500) but is kept (trim cutoff 500).
+    let t0 = common::server_time_ms(&mut c);
+    assert_eq!(sw5(&mut c, "ALLOW k 10 5 12500"), [1, 1, 4, 0, 10_000]);
+    let t1 = common::server_time_ms(&mut c);
+    assert_eq!(kit::scores(&mut c, "k"), [1000, 12_500]);
+    let at = kit::pexpiretime(&mut c, "k");
+    assert!(t0 + 12_000 <= at && at <= t1 + 12_000, "{t0} {at} {t1}");
+    kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "0"]);
+    assert_eq!(sw5(&mut c, "ALLOW k 10 5 12600"), [1, 2, 3, 0, 10_000]);
+    assert_eq!(kit::scores(&mut c, "k"), [12_500, 12_600]);
+}
+
 /// redis.conf sets them after `loadmodule`; `CONFIG REWRITE` writes runtime changes back, and a
 /// restart from the file has them.
 #[test]
 fn redis_conf_and_config_rewrite_keep_them() {
     let conf = format!(
-        "loadmodule {}\nslidingwindow.max-members-per-call 7\n",
+        "loadmodule {}\nslidingwindow.max-members-per-call 7\nslidingwindow.lateness 2500\n",
         module_path().display()
     );
     let mut s = Server::builder()
@@ -80,19 +118,23 @@ fn redis_conf_and_config_rewrite_keep_them() {
         .start();
     let mut c = s.client();
     assert_eq!(configs(&mut c), ("7".into(), "zset".into()));
+    assert_eq!(lateness(&mut c), "2500");
     let _: () = q(
         &mut c,
         &["CONFIG", "SET", "slidingwindow.storage", "compact"],
     );
+    kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "4000"]);
     let _: () = q(&mut c, &["CONFIG", "REWRITE"]);
     let written = std::fs::read_to_string(s.config_path()).unwrap();
     assert!(
-        written.contains("slidingwindow.storage compact"),
+        written.contains("slidingwindow.storage compact")
+            && written.contains("slidingwindow.lateness 4000"),
         "{written}"
     );
     s.restart();
     let mut c = s.client();
     assert_eq!(configs(&mut c), ("7".into(), "compact".into()));
+    assert_eq!(lateness(&mut c), "4000");
     sw5(&mut c, "ALLOW k 10 100 1000");
     let kind: String = q(&mut c, &["TYPE", "k"]);
     assert_eq!(kind, "swcompact", "a key made after the restart");
@@ -111,10 +153,18 @@ fn module_loadex_sets_them() {
     assert!(error_line(&v).is_some(), "a bad value loaded: {v:?}");
     let v = load(
         &mut c,
-        &format!("LOADEX {path} CONFIG slidingwindow.storage compact"),
+        &format!("LOADEX {path} CONFIG slidingwindow.lateness 86400001"),
+    );
+    assert!(error_line(&v).is_some(), "a bad lateness loaded: {v:?}");
+    let v = load(
+        &mut c,
+        &format!(
+            "LOADEX {path} CONFIG slidingwindow.storage compact CONFIG slidingwindow.lateness 86400000"
+        ),
     );
     assert_eq!(v, redis::Value::Okay);
     assert_eq!(configs(&mut c), ("100000".into(), "compact".into()));
+    assert_eq!(lateness(&mut c), "86400000");
     sw5(&mut c, "ALLOW k 10 100 1000");
     let kind: String = q(&mut c, &["TYPE", "k"]);
     assert_eq!(kind, "swcompact");
@@ -154,14 +204,23 @@ fn cargo_version_number() -> i64 {
 #[test]
 fn load_line_arguments_are_configs() {
     let path = module_path().display().to_string();
-    let conf = format!("loadmodule {path} storage compact max-members-per-call 7\n");
+    let conf = format!("loadmodule {path} storage compact max-members-per-call 7 lateness 5000\n");
     let s = Server::builder()
         .without_module()
         .config_file(&conf)
         .start();
     let mut c = s.client();
     assert_eq!(configs(&mut c), ("7".into(), "compact".into()));
-    let args = ["storage", "compact", "max-members-per-call", "7"].map(String::from);
+    assert_eq!(lateness(&mut c), "5000");
+    let args = [
+        "storage",
+        "compact",
+        "max-members-per-call",
+        "7",
+        "lateness",
+        "5000",
+    ]
+    .map(String::from);
     assert_eq!(
         module_entry(&mut c),
         Some((cargo_version_number(), args.to_vec()))
@@ -209,10 +268,14 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
 }
 
 /// Load lines the module refuses, each with the log line naming why.
-const REFUSED: [(&str, &str); 5] = [
+const REFUSED: [(&str, &str); 6] = [
     (
         "foo 1",
-        "slidingwindow: unknown load argument 'foo' (configs: storage, max-members-per-call)",
+        "slidingwindow: unknown load argument 'foo' (configs: storage, max-members-per-call, lateness)",
+    ),
+    (
+        "lateness 86400001",
+        "slidingwindow: load argument 'lateness 86400001' refused: ",
     ),
     (
         "storage compact storage",

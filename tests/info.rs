@@ -25,6 +25,7 @@ struct Section {
     compact_bytes: u64,
     storage: &'static str,
     max_members_per_call: u64,
+    lateness: u64,
 }
 
 impl Section {
@@ -43,6 +44,7 @@ impl Section {
         compact_bytes: 0,
         storage: "zset",
         max_members_per_call: 100_000,
+        lateness: 0,
     };
 
     fn text(&self) -> String {
@@ -64,6 +66,7 @@ impl Section {
                 "max_members_per_call",
                 self.max_members_per_call.to_string(),
             ),
+            ("lateness", self.lateness.to_string()),
         ];
         let mut out = String::from("# slidingwindow\r\n");
         for (name, value) in fields {
@@ -258,9 +261,11 @@ fn the_section_shows_the_configs_as_set() {
         &mut c,
         &["CONFIG", "SET", "slidingwindow.storage", "compact"],
     );
+    kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "750"]);
     let set = Section {
         storage: "compact",
         max_members_per_call: 250,
+        lateness: 750,
         ..Section::FRESH
     };
     assert_section(&s, &set, "after CONFIG SET");
@@ -268,6 +273,7 @@ fn the_section_shows_the_configs_as_set() {
     for (name, value) in [
         ("slidingwindow.max-members-per-call", "0"),
         ("slidingwindow.storage", "list"),
+        ("slidingwindow.lateness", "86400001"),
     ] {
         let v = call(&mut c, &["CONFIG", "SET", name, value]);
         assert!(error_line(&v).is_some(), "CONFIG SET {name} {value}: {v:?}");
@@ -306,11 +312,15 @@ fn module_loadex_configs_show_in_the_section() {
             "CONFIG",
             "slidingwindow.storage",
             "compact",
+            "CONFIG",
+            "slidingwindow.lateness",
+            "12",
         ],
     );
     let loaded = Section {
         storage: "compact",
         max_members_per_call: 9,
+        lateness: 12,
         ..Section::FRESH
     };
     assert_section(&s, &loaded, "after MODULE LOADEX");

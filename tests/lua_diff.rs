@@ -1,7 +1,8 @@
 //! Differential tests: the module against the seed's Lua script (tests/fixtures/seed.lua, copied
 //! verbatim from the seed), on twin keys, over seeded random sequences of requests; and the module
-//! against the helpers' Lua fallback (clients/lua/slidingwindow.lua) on ALLOWALL, PEEKALL and
-//! REFUND, on both storages, replies and error texts byte for byte.
+//! against the helpers' Lua fallback (clients/lua/slidingwindow.lua) on ALLOW, PEEK, ALLOWALL,
+//! PEEKALL and REFUND with `LEASE`, `DETAIL`, `slidingwindow.lateness` and the per-call cap, on
+//! both storages, replies and error texts byte for byte.
 
 mod common;
 #[path = "support/kit.rs"]
@@ -195,6 +196,9 @@ fn bursts_in_the_same_millisecond_match_the_seed_script() {
 /// The helpers' script, loaded once, called as the helpers call it.
 struct Fallback {
     sha: String,
+    /// The module's configs as the script takes them after the command word in ARGV[1]
+    /// (`"lateness 3000"`), or nothing for the defaults.
+    configs: String,
 }
 
 impl Fallback {
@@ -204,7 +208,18 @@ impl Fallback {
             .arg(CLIENT_LUA)
             .query(c)
             .unwrap();
-        Fallback { sha }
+        Fallback {
+            sha,
+            configs: String::new(),
+        }
+    }
+
+    /// The same script, given `configs` on every call.
+    fn with(self, configs: &str) -> Fallback {
+        Fallback {
+            configs: configs.to_string(),
+            ..self
+        }
     }
 
     /// `command` with `keys` as KEYS and `rest` (the arguments after the keys) after the entropy.
@@ -221,7 +236,8 @@ impl Fallback {
             keys.len().to_string(),
         ];
         args.extend(keys.iter().cloned());
-        args.push(command.to_lowercase());
+        let word = format!("{} {}", command.to_lowercase(), self.configs);
+        args.push(word.trim_end().to_string());
         args.push("0123456789ABCDEF".to_string());
         args.extend(rest.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -231,7 +247,7 @@ impl Fallback {
     /// What the script answers to the module's argv `SLIDINGWINDOW.<command> words...`, split
     /// into KEYS as the helpers do (no keys when numkeys, the keys and now are not all there).
     fn like(&self, c: &mut redis::Connection, command: &str, words: &[String]) -> Value {
-        if command == "REFUND" {
+        if ["REFUND", "ALLOW", "PEEK"].contains(&command) {
             return match words.split_first() {
                 Some((key, rest)) => self.run(c, command, std::slice::from_ref(key), rest),
                 None => self.run(c, command, &[], &[]),
@@ -253,13 +269,17 @@ impl Fallback {
     }
 }
 
-/// A reply as text: the integers, or the error line.
+/// A reply as text: the integers (arrays in brackets, nested for `DETAIL`), or the error line.
 fn shown(v: &Value) -> String {
     match error_line(v) {
         Some(e) => e,
         None => match v {
             Value::Int(n) => n.to_string(),
-            other => format!("{:?}", ints(other)),
+            Value::Array(items) => {
+                let inner: Vec<String> = items.iter().map(shown).collect();
+                format!("[{}]", inner.join(", "))
+            }
+            other => panic!("not an integer reply: {other:?}"),
         },
     }
 }
@@ -274,17 +294,46 @@ fn module(c: &mut redis::Connection, command: &str, words: &[String]) -> Value {
 /// A call's arguments after the command name, for one side's keys (`m` module, `l` script).
 type Words = Box<dyn Fn(&str) -> Vec<String>>;
 
-/// Seeded streams of ALLOWALL, PEEKALL and REFUND over a pool of keys: the module's twin keys and
-/// the script's get the same calls; replies, every key's scores and TTLs must agree.
-fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, most_limits: u64) {
+/// One stream's shape: its seed and length, the pool of keys, the most keys and limits a call
+/// names, and the lateness both sides run with (the module's config, the script's argument).
+struct Keys {
+    seed: u64,
+    steps: usize,
+    pool: usize,
+    most_keys: u64,
+    most_limits: u64,
+    lateness: i64,
+}
+
+/// Seeded streams of ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND over a pool of keys, some with
+/// `LEASE` or `DETAIL`: the module's twin keys and the script's get the same calls; replies,
+/// every key's scores and TTLs must agree.
+fn run_keys(s: &Server, k: Keys) {
+    let Keys {
+        seed,
+        steps,
+        pool,
+        most_keys,
+        most_limits,
+        lateness,
+    } = k;
     let mut c = s.client();
-    let lua = Fallback::load(&mut c);
+    kit::ok(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "slidingwindow.lateness",
+            &lateness.to_string(),
+        ],
+    );
+    let lua = Fallback::load(&mut c).with(&format!("lateness {lateness}"));
     let mut rng = Rng::new(seed);
     let name = move |side: &str, k: usize| format!("{side}:{k}:{{{seed}}}");
     let windows = [1, 5, 60, 120];
     let maxes = [1, 2, 3, 5, 8];
     let mut now: i64 = 1_700_000_000_000;
-    let (mut admitted, mut refunded) = (0, 0);
+    let (mut admitted, mut refunded, mut leased, mut detailed) = (0, 0, 0, 0);
     // Per key, the server-clock bounds of the expiry its latest admission set (twins alike).
     let mut expiry = vec![(0, 0); pool];
     for step in 0..steps {
@@ -297,9 +346,9 @@ fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, mo
             rng.between(0, 2_000)
         };
         let roll = rng.between(0, 99);
-        // The call, and each key's longest window in it (none for REFUND).
-        let mut wmax: Vec<(usize, i64)> = Vec::new();
-        let (command, words_of): (&str, Words) = if roll < 25 {
+        // The call, and each key's TTL an admission sets (none for REFUND).
+        let mut ttl: Vec<(usize, i64)> = Vec::new();
+        let (command, words_of): (&str, Words) = if roll < 20 {
             let k = rng.range(0, pool as u64 - 1) as usize;
             let mut rest = vec![rng.pick(&[1, 1, 2, 3, 10]).to_string()];
             match rng.between(0, 3) {
@@ -313,8 +362,14 @@ fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, mo
                 Box::new(move |side| [vec![name(side, k)], rest.clone()].concat()),
             )
         } else {
+            // One key in a third of the calls: ALLOW or PEEK.
+            let single = roll < 45;
             let mut chosen: Vec<usize> = Vec::new();
-            let want = rng.range(1, most_keys) as usize;
+            let want = if single {
+                1
+            } else {
+                rng.range(1, most_keys) as usize
+            };
             while chosen.len() < want {
                 let k = rng.range(0, pool as u64 - 1) as usize;
                 if !chosen.contains(&k) {
@@ -332,43 +387,61 @@ fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, mo
                 }
                 limits.extend(mine.into_iter().map(|(w, m)| (keyno, w, m)));
             }
-            for i in (1..limits.len()).rev() {
-                limits.swap(i, rng.range(0, i as u64) as usize);
+            if !single {
+                for i in (1..limits.len()).rev() {
+                    limits.swap(i, rng.range(0, i as u64) as usize);
+                }
             }
+            let lease = rng.chance(30).then(|| rng.between(1, 5_000));
+            let detail = rng.chance(30);
+            leased += i64::from(lease.is_some());
+            detailed += i64::from(detail);
             for (keyno, k) in chosen.iter().enumerate() {
                 let w = limits
                     .iter()
                     .filter(|l| l.0 == keyno + 1)
                     .map(|l| l.1)
                     .max();
-                wmax.push((*k, w.unwrap_or(0) * 1000));
+                ttl.push((*k, w.unwrap_or(0) * 1000 + lease.unwrap_or(0) + lateness));
             }
             let smallest = limits.iter().map(|l| l.2).min().unwrap_or(1);
             let cost = rng.pick(&[1, 1, 1, 1, 1, 2, 3, smallest + 1]);
-            let command = if rng.chance(25) {
-                "PEEKALL"
-            } else {
-                "ALLOWALL"
+            let peek = rng.chance(25);
+            let command = match (single, peek) {
+                (true, true) => "PEEK",
+                (true, false) => "ALLOW",
+                (false, true) => "PEEKALL",
+                (false, false) => "ALLOWALL",
             };
             (
                 command,
                 Box::new(move |side| {
-                    let mut w = vec![chosen.len().to_string()];
-                    w.extend(chosen.iter().map(|k| name(side, *k)));
-                    w.push(now.to_string());
+                    let mut w = Vec::new();
+                    if single {
+                        let (_, win, max) = limits[0];
+                        w.extend([name(side, chosen[0]), win.to_string(), max.to_string()]);
+                        w.push(now.to_string());
+                    } else {
+                        w.push(chosen.len().to_string());
+                        w.extend(chosen.iter().map(|k| name(side, *k)));
+                        w.push(now.to_string());
+                    }
                     if cost != 1 {
                         w.extend(["COST".to_string(), cost.to_string()]);
                     }
-                    for (keyno, win, max) in &limits {
-                        w.extend(
-                            [
-                                "LIMIT",
-                                &keyno.to_string(),
-                                &win.to_string(),
-                                &max.to_string(),
-                            ]
-                            .map(String::from),
-                        );
+                    if let Some(ms) = lease {
+                        w.extend(["LEASE".to_string(), ms.to_string()]);
+                    }
+                    if detail {
+                        w.push("DETAIL".to_string());
+                    }
+                    let rest = if single { &limits[1..] } else { &limits[..] };
+                    for (keyno, win, max) in rest {
+                        w.push("LIMIT".to_string());
+                        if !single {
+                            w.push(keyno.to_string());
+                        }
+                        w.extend([win.to_string(), max.to_string()]);
                     }
                     w
                 }),
@@ -382,10 +455,10 @@ fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, mo
         assert_eq!(got, want, "{what}");
         if command == "REFUND" {
             refunded += want.parse::<i64>().unwrap_or(0);
-        } else if command == "ALLOWALL" && want.starts_with("[1,") {
+        } else if ["ALLOW", "ALLOWALL"].contains(&command) && want.starts_with("[1,") {
             admitted += 1;
-            for (k, w) in &wmax {
-                expiry[*k] = (before + w, after + w);
+            for (k, t) in &ttl {
+                expiry[*k] = (before + t, after + t);
             }
         }
         for (k, &(lo, hi)) in expiry.iter().enumerate() {
@@ -403,26 +476,161 @@ fn run_keys(s: &Server, seed: u64, steps: usize, pool: usize, most_keys: u64, mo
         }
     }
     assert!(
-        admitted > 0 && admitted < steps && refunded > 0,
-        "{admitted} admitted, {refunded} refunded"
+        admitted > 0 && admitted < steps && refunded > 0 && leased > 20 && detailed > 20,
+        "{admitted} admitted, {refunded} refunded, {leased} leased, {detailed} detailed"
     );
 }
 
 #[test]
 fn several_keys_and_refunds_match_the_client_script() {
-    run_keys(&Server::start(), 31, 400, 3, 2, 3);
+    let keys = Keys {
+        seed: 31,
+        steps: 400,
+        pool: 3,
+        most_keys: 2,
+        most_limits: 3,
+        lateness: 0,
+    };
+    run_keys(&Server::start(), keys);
 }
 
 #[test]
 fn many_keys_and_refunds_match_the_client_script_on_compact_keys() {
     // The module's keys are compact logs, the script's sorted sets: the same replies and times.
-    run_keys(
-        &Server::builder().storage("compact").start(),
-        32,
-        300,
-        6,
-        6,
-        4,
+    let keys = Keys {
+        seed: 32,
+        steps: 300,
+        pool: 6,
+        most_keys: 6,
+        most_limits: 4,
+        lateness: 0,
+    };
+    run_keys(&Server::builder().storage("compact").start(), keys);
+}
+
+/// With lateness, both storages: the same trims kept, the same TTLs, the same replies.
+#[test]
+fn lateness_matches_the_client_script() {
+    for (storage, seed, lateness) in [("zset", 33, 20_000), ("compact", 34, 86_400_000)] {
+        let keys = Keys {
+            seed,
+            steps: 250,
+            pool: 4,
+            most_keys: 3,
+            most_limits: 3,
+            lateness,
+        };
+        run_keys(&Server::builder().storage(storage).start(), keys);
+    }
+}
+
+/// The per-call cap counts `COST` times the number of keys, on both sides, whatever the cap;
+/// an error changes no key. The script takes the cap as it takes lateness, in ARGV[1].
+#[test]
+fn the_cap_counts_every_key_in_the_client_script() {
+    let s = Server::start();
+    let mut c = s.client();
+    let line = |side: &str, cost: u64, max: u64| -> Vec<String> {
+        format!("2 {side}:{{a}}x {side}:{{a}}y 1000 COST {cost} LIMIT 1 10 {max} LIMIT 2 10 {max}")
+            .split(' ')
+            .map(String::from)
+            .collect()
+    };
+    let lua = Fallback::load(&mut c);
+    // (cap, cost, the answer both give)
+    let cases = [
+        (
+            100_000,
+            60_000,
+            "ERR cost 60000 times 2 keys would add more than 100000 members in one call",
+        ),
+        (100_000, 50_000, "admitted"),
+        (
+            5,
+            3,
+            "ERR cost 3 times 2 keys would add more than 5 members in one call",
+        ),
+        (5, 2, "admitted"),
+    ];
+    for (cap, cost, answer) in cases {
+        kit::ok(
+            &mut c,
+            &[
+                "CONFIG",
+                "SET",
+                "slidingwindow.max-members-per-call",
+                &cap.to_string(),
+            ],
+        );
+        let lua = Fallback {
+            sha: lua.sha.clone(),
+            configs: format!("max-members-per-call {cap}"),
+        };
+        for command in ["PEEKALL", "ALLOWALL"] {
+            let want = shown(&module(&mut c, command, &line("m", cost, 1_000_000)));
+            let got = shown(&lua.like(&mut c, command, &line("l", cost, 1_000_000)));
+            assert_eq!(got, want, "{command} cap {cap} cost {cost}");
+            if answer == "admitted" {
+                assert!(
+                    want.starts_with("[1,"),
+                    "{command} cap {cap} cost {cost}: {want}"
+                );
+            } else {
+                assert_eq!(want, answer, "{command} cap {cap} cost {cost}");
+            }
+        }
+        for key in ["{a}x", "{a}y"] {
+            let (m, l) = (format!("m:{key}"), format!("l:{key}"));
+            assert_eq!(scores(&mut c, &l).len(), scores(&mut c, &m).len(), "{key}");
+            let _: () = redis::cmd("DEL").arg(&m).arg(&l).query(&mut c).unwrap();
+        }
+    }
+}
+
+/// The script's own configs in ARGV[1]: an unknown name or a bad value is refused, naming it.
+#[test]
+fn the_client_script_refuses_configs_it_does_not_know() {
+    let s = Server::start();
+    let mut c = s.client();
+    let lua = Fallback::load(&mut c);
+    let words: Vec<String> = "k 10 5 1000".split(' ').map(String::from).collect();
+    let cases = [
+        (
+            "lateness 86400001",
+            "ERR slidingwindow.lua: config lateness must be an integer between 0 and 86400000",
+        ),
+        (
+            "lateness",
+            "ERR slidingwindow.lua: config lateness must be an integer between 0 and 86400000",
+        ),
+        (
+            "max-members-per-call 0",
+            "ERR slidingwindow.lua: config max-members-per-call must be an integer between 1 and 10000000",
+        ),
+        (
+            "storage compact",
+            "ERR slidingwindow.lua: unknown config 'storage' in ARGV[1] (configs: lateness, max-members-per-call)",
+        ),
+    ];
+    for (configs, error) in cases {
+        let lua = Fallback {
+            sha: lua.sha.clone(),
+            configs: configs.to_string(),
+        };
+        assert_eq!(
+            shown(&lua.like(&mut c, "ALLOW", &words)),
+            error,
+            "{configs}"
+        );
+    }
+    assert!(!kit::exists(&mut c, "k"));
+    let lua = Fallback {
+        sha: lua.sha.clone(),
+        configs: "LATENESS 5 Max-Members-Per-Call 9".to_string(),
+    };
+    assert_eq!(
+        shown(&lua.like(&mut c, "ALLOW", &words)),
+        "[1, 1, 4, 0, 10000]"
     );
 }
 
@@ -467,6 +675,26 @@ fn malformed_calls_get_the_same_error_from_the_client_script() {
             "ALLOWALL",
             "3 K1 K2 K3 1 LIMIT 1 60 9 LIMIT 2 60 9 LIMIT 3 60 9",
         ),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 LEASE 0"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 LEASE"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 LEASE 5 lease 6"),
+        ("PEEKALL", "1 K1 9007199254740992 LIMIT 1 1 1 LEASE 1"),
+        ("ALLOWALL", "1 K1 * LIMIT 1 1 1 LEASE 9007199254740992"),
+        ("ALLOWALL", "1 K1 1 DETAIL LIMIT 1 1 1 detail"),
+        ("ALLOWALL", "2 K1 K2 1 LEASE x LIMIT 1 1 1"),
+        (
+            "ALLOWALL",
+            "2 K1 K2 1 COST 60000 LIMIT 1 10 1000000 LIMIT 2 10 1000000",
+        ),
+        ("ALLOW", "K1 10 5 1 LEASE x"),
+        ("ALLOW", "K1 10 5 1 LEASE 9007199254740993"),
+        ("ALLOW", "K1 10 5 * LEASE 9007199254740992"),
+        ("PEEK", "K1 10 5 1 DETAIL DETAIL"),
+        ("ALLOW", "K1 10 5 1 DETAIL 5"),
+        ("ALLOW", "K1 10 5 1 DETAILS"),
+        ("ALLOW", "K1 10 5 1 LIMIT 1 1 LEASE 0"),
+        ("ALLOW", "K3 10 5 1 LEASE 5 DETAIL"),
+        ("PEEK", "K1 10 1000000 1 COST 100001 DETAIL"),
     ];
     let seventeen = format!("1 K1 1{}", " LIMIT 1 1 1".repeat(17));
     let cases = cases

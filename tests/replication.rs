@@ -441,3 +441,120 @@ fn several_keys_and_refunds_replicate_exactly() {
     master.restart();
     assert_eq!(master.digest(), digest, "restarted from the AOF");
 }
+
+/// LEASE, DETAIL and lateness on both storages, callers out of order by up to twice the
+/// master's lateness: replicas configured with another lateness (none, a day), and the master
+/// restarted from its AOF, end with exactly the master's data. What they receive is resolved: a
+/// sorted set's trim as `ZREMRANGEBYSCORE key -inf cutoff` with the master's cutoff, a lease's
+/// members by `ZADD` at `now + ms`, the absolute expiry; a compact key's `APPLY` with both.
+#[test]
+fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
+    let mut master = Server::builder()
+        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .args(["--slidingwindow.lateness", "5000"])
+        .start();
+    let replicas = [
+        start_replica(&master, &["--slidingwindow.lateness", "0"]),
+        start_replica(&master, &["--slidingwindow.lateness", "86400000"]),
+    ];
+    let mut c = master.client();
+    // A lease's members reach the AOF at the lease's end.
+    let before = aof_bytes(master.dir()).len();
+    let r = call(
+        &mut c,
+        &[
+            "SLIDINGWINDOW.ALLOW",
+            "{o}x",
+            "60",
+            "5",
+            "1000",
+            "LEASE",
+            "500",
+        ],
+    );
+    assert_eq!(ints(&r), [1, 1, 4, 0, 60_500]);
+    let unit = String::from_utf8_lossy(&aof_bytes(master.dir())[before..]).to_lowercase();
+    assert!(unit.contains("zadd") && unit.contains("1500"), "{unit:?}");
+
+    let mut rng = Rng::new(0x1EA5E);
+    let keys: Vec<String> = (0..6).map(|i| format!("{{o}}{i}")).collect();
+    let mut newest = server_time_ms(&mut c) as u64;
+    let mut leases = 0;
+    for step in 0..1200 {
+        if step % 100 == 0 {
+            let storage = ["zset", "compact"][step / 100 % 2];
+            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+        }
+        newest += match rng.range(0, 19) {
+            0 => 61_000,
+            _ => rng.range(0, 900),
+        };
+        let now = (newest - rng.range(0, 10_000)).to_string();
+        let lease = rng.range(1, 4000).to_string();
+        let key = &keys[rng.range(0, keys.len() as u64 - 1) as usize];
+        let mut args: Vec<&str> = match rng.range(0, 9) {
+            0..=4 => vec![
+                "SLIDINGWINDOW.ALLOW",
+                key,
+                "60",
+                "6",
+                &now,
+                "LIMIT",
+                "5",
+                "3",
+            ],
+            5..=6 => vec![
+                "SLIDINGWINDOW.ALLOWALL",
+                "2",
+                &keys[0],
+                &keys[1],
+                &now,
+                "LIMIT",
+                "1",
+                "60",
+                "9",
+                "LIMIT",
+                "2",
+                "30",
+                "4",
+            ],
+            7 => vec!["SLIDINGWINDOW.REFUND", key, "1", "AT", &now],
+            _ => vec!["SLIDINGWINDOW.PEEK", key, "60", "6", &now],
+        };
+        if args[0] != "SLIDINGWINDOW.REFUND" {
+            if rng.chance(40) {
+                args.extend(["LEASE", &lease]);
+                leases += 1;
+            }
+            if rng.chance(30) {
+                args.push("DETAIL");
+            }
+        }
+        let reply = call(&mut c, &args);
+        assert!(error_line(&reply).is_none(), "{args:?}: {reply:?}");
+    }
+    let trimmed = kit::info_u64(&master, "slidingwindow", "slidingwindow_trimmed");
+    assert!(
+        leases > 300 && trimmed > 100,
+        "{leases} leases, {trimmed} trimmed"
+    );
+    for replica in &replicas {
+        wait_in_sync(&master, replica);
+    }
+    let digest = master.digest();
+    assert_ne!(digest, "0".repeat(40), "the traffic left no data");
+    let mut m = master.client();
+    let state = |con: &mut Connection| -> Vec<(Vec<u64>, i64)> {
+        keys.iter()
+            .map(|k| (kit::scores(con, k), pexpiretime(con, k)))
+            .collect()
+    };
+    let want = state(&mut m);
+    for replica in &replicas {
+        assert_eq!(replica.digest(), digest);
+        assert_eq!(state(&mut replica.client()), want);
+    }
+    master.restart();
+    assert_eq!(master.digest(), digest, "restarted from the AOF");
+    assert_eq!(state(&mut master.client()), want);
+}

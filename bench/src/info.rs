@@ -1,7 +1,7 @@
 //! Reads the server's own accounting: `INFO cpu`, `INFO commandstats`, `INFO latencystats`
 //! and `INFO stats`.
 
-use redis::Connection;
+use redis::{Connection, Value};
 
 use crate::Result;
 
@@ -127,6 +127,30 @@ pub fn info_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         .filter_map(|line| line.trim_end().split_once(':'))
         .find(|(key, _)| *key == name)
         .map(|(_, value)| value)
+}
+
+/// Sends `pipe`, `n` ALLOW calls that must all be admitted: the calls and µs `INFO commandstats`
+/// counted for `slidingwindow.allow` meanwhile, or an error naming `what`.
+pub fn admitted_batch(
+    con: &mut Connection,
+    pipe: &redis::Pipeline,
+    n: u64,
+    what: &str,
+) -> Result<(u64, u64)> {
+    let before = command_stats(con, &["slidingwindow.allow"])?[0];
+    let replies: Vec<Value> = pipe.query(con)?;
+    let after = command_stats(con, &["slidingwindow.allow"])?[0];
+    let admitted = replies
+        .iter()
+        .filter(|r| matches!(r, Value::Array(f) if f.first() == Some(&Value::Int(1))))
+        .count() as u64;
+    if after.failed > before.failed || admitted != n {
+        return Err(format!("{what}: {admitted} of {n} calls admitted").into());
+    }
+    Ok((
+        after.calls.saturating_sub(before.calls),
+        after.usec.saturating_sub(before.usec),
+    ))
 }
 
 #[cfg(test)]

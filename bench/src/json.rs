@@ -12,7 +12,7 @@ use crate::measure::{CommandLatency, LATENCY_REQUESTS, MEASURED_REQUESTS, Measur
 use crate::report::Run;
 use crate::targets::{Bound, Check};
 use crate::workload::WORKLOADS;
-use crate::{late, refund};
+use crate::{late, lease, refund};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let doc = json!({
@@ -53,6 +53,17 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
             "allow_in_command_us_per_call": r.allow_us,
             "refund_in_command_us_per_call": r.refund_us,
         })).collect::<Vec<_>>()),
+        "lease": {
+            "lease_ms": lease::LEASE_MS,
+            "rounds": lease::ROUNDS,
+            "calls_per_batch": lease::BATCH,
+            "results": run.lease.iter().map(|r| json!({
+                "storage": r.storage,
+                "kinds": lease::KINDS,
+                "in_command_us_per_call": r.us_per_call,
+                "median_ratio_lease_over_plain": r.ratio,
+            })).collect::<Vec<_>>(),
+        },
         "targets": run.checks.iter().map(check_json).collect::<Vec<_>>(),
     });
     std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;

@@ -108,19 +108,10 @@ fn measure(con: &mut Connection, key: &str, storage: &'static str) -> Result<Lat
                     .arg(MAX)
                     .arg(clock - lag);
             }
-            let before = info::command_stats(con, &["slidingwindow.allow"])?[0];
-            let replies: Vec<Value> = pipe.query(con)?;
-            let after = info::command_stats(con, &["slidingwindow.allow"])?[0];
-            let admitted = replies
-                .iter()
-                .filter(|r| matches!(r, Value::Array(f) if f.first() == Some(&Value::Int(1))))
-                .count() as u64;
-            if after.failed > before.failed || admitted != n {
-                return Err(format!("late on {storage}: {admitted} of {n} calls admitted").into());
-            }
-            let done = after.calls.saturating_sub(before.calls);
+            let what = format!("late on {storage}");
+            let (done, usec) = info::admitted_batch(con, &pipe, n, &what)?;
             calls[i] += done;
-            rounds[i].push(after.usec.saturating_sub(before.usec) as f64 / done.max(1) as f64);
+            rounds[i].push(usec as f64 / done.max(1) as f64);
         }
     }
     Ok(LateResult {
@@ -131,7 +122,7 @@ fn measure(con: &mut Connection, key: &str, storage: &'static str) -> Result<Lat
 }
 
 /// The middle value (the mean of the two middle ones for an even count).
-fn median(mut v: Vec<f64>) -> f64 {
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     match n {

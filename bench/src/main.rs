@@ -1,7 +1,8 @@
 //! Benchmark: SLIDINGWINDOW.ALLOW (and ALLOWALL) against the seed's Lua script, its four
 //! commands sent plainly, PING and redis-cell's CL.THROTTLE (the variants in variants::ALL), on
 //! the workloads of workload::WORKLOADS with a simulated clock; then module and PING on `hot` at
-//! several pipeline depths, the worst expiry, late callers on a 2M-request log, and REFUND.
+//! several pipeline depths, the worst expiry, late callers on a 2M-request log, REFUND, and
+//! ALLOW with LEASE against ALLOW without it.
 //! Starts its own redis-server (and one for redis-cell).
 
 mod chart;
@@ -10,6 +11,7 @@ mod info;
 mod json;
 mod lanes;
 mod late;
+mod lease;
 mod machine;
 mod markdown;
 mod measure;
@@ -80,13 +82,19 @@ fn main() -> Result<()> {
         println!("SLIDINGWINDOW.REFUND: unknown to this module; its figures are unavailable");
         None
     };
+    let lease = if runs("lease") {
+        lease::run(&mut con)?
+    } else {
+        Vec::new()
+    };
     let available = targets::Available {
         cell: servers.cell.is_some(),
         allowall: servers.allowall,
     };
     drop(servers);
 
-    let checks = targets::evaluate(&results, &worst, &late, refund.as_deref(), available);
+    let mut checks = targets::evaluate(&results, &worst, &late, refund.as_deref(), available);
+    checks.extend(targets::lease_checks(&lease));
     let run = report::Run {
         machine,
         results,
@@ -94,6 +102,7 @@ fn main() -> Result<()> {
         worst,
         late,
         refund,
+        lease,
         checks,
         seconds: started.elapsed().as_secs_f64(),
         load_at_end: machine::load_average(),

@@ -6,11 +6,11 @@ use crate::Result;
 use crate::lanes::{PAIRED_TURN, PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
 use crate::measure::{COPIES, LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
 use crate::report::{
-    DEPTH_HEADER, HEADER, Run, check_line, depth_row, late_lines, refund_line, row, source_line,
-    tally, worst_line,
+    DEPTH_HEADER, HEADER, Run, check_line, depth_row, late_lines, lease_line, refund_line, row,
+    source_line, tally, worst_line,
 };
 use crate::workload::WORKLOADS;
-use crate::{depth, late, refund};
+use crate::{depth, late, lease, refund};
 
 /// The redis-cell that scripts/redis-cell.sh builds.
 const CELL_VERSION: &str = "0.2.2";
@@ -31,6 +31,15 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
          the two commands apart. {}.\n\n",
         refund::REFUNDS,
         refund_line(run.refund.as_deref())
+    );
+    out += &format!(
+        "LEASE: one key per kind and storage, a window logged, every call admitted; {} rounds of \
+         a batch of {} ALLOWs without LEASE, then the same calls with `LEASE {}` on its own key; \
+         the median per kind, and the median of each round's ratio. {}.\n\n",
+        lease::ROUNDS,
+        lease::BATCH,
+        lease::LEASE_MS,
+        lease_line(&run.lease)
     );
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";

@@ -3,6 +3,7 @@
 use crate::depth::{self, DepthPoint};
 use crate::info;
 use crate::late::{LAGS, LateResult};
+use crate::lease::{LEASE_MS, LeaseResult};
 use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::refund::RefundResult;
@@ -18,6 +19,8 @@ pub struct Run {
     pub late: Vec<LateResult>,
     /// None when the module has no SLIDINGWINDOW.REFUND.
     pub refund: Option<Vec<RefundResult>>,
+    /// Empty when the part did not run or the module has no LEASE.
+    pub lease: Vec<LeaseResult>,
     pub checks: Vec<Check>,
     pub seconds: f64,
     /// 1-minute load average when the run ended (the machine's at the start).
@@ -140,6 +143,7 @@ pub fn print(run: &Run) {
         println!("{line}");
     }
     println!("{}", refund_line(run.refund.as_deref()));
+    println!("{}", lease_line(&run.lease));
     println!();
     for check in &run.checks {
         println!("{}", check_line(check));
@@ -253,6 +257,29 @@ pub fn refund_line(refund: Option<&[RefundResult]>) -> String {
         .collect();
     format!(
         "REFUND of one request against ALLOW, in-command µs/call: {}",
+        parts.join("; ")
+    )
+}
+
+/// Each storage's ALLOW with and without LEASE, in-command µs per call.
+pub fn lease_line(lease: &[LeaseResult]) -> String {
+    if lease.is_empty() {
+        return "LEASE: not measured".to_string();
+    }
+    let parts: Vec<String> = lease
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: without {:.3} µs, with LEASE {LEASE_MS} {:.3} µs ({:.3}x)",
+                r.storage,
+                r.us_per_call[0],
+                r.us_per_call[1],
+                r.ratio()
+            )
+        })
+        .collect();
+    format!(
+        "ALLOW with LEASE against without, in-command µs/call: {}",
         parts.join("; ")
     )
 }

@@ -1,7 +1,7 @@
 //! Fuzzes `args::parse`: input byte 0 is the separator, the rest splits on it into argv words.
 //! Every answer is checked against an independent reading of the contract: its ranges, and its
-//! options (`COST n` once, `LIMIT window max` up to 16 limits in all, left to right, the first
-//! error wins).
+//! options (`COST n`, `LEASE ms` with `now + ms <= 2^53` and `DETAIL` once each, `LIMIT window
+//! max` up to 16 limits in all, left to right, the first error wins).
 
 #![no_main]
 
@@ -22,7 +22,7 @@ use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 
-use reading::{TOP, integer};
+use reading::{Shared, TOP, integer};
 
 fn window(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP / 1000)
@@ -37,10 +37,6 @@ fn now(word: &[u8]) -> Option<Now> {
         b"*" => Some(Now::Server),
         w => integer(w, 0, TOP).map(Now::At),
     }
-}
-
-fn cost(word: &[u8]) -> Option<u64> {
-    integer(word, 1, TOP)
 }
 
 /// What the contract says the call means, or the error it must get: options read left to right
@@ -58,20 +54,13 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
     let now = now(n).ok_or(Error::Invalid(Arg::Now))?;
     let ms = |s: u64| s * 1000;
     let mut limits = vec![(ms(window_s), max_v)];
-    let mut cost_v = None;
+    let mut shared = Shared::default();
     let mut i = 0;
     while i < options.len() {
         let word = options[i];
         let values = &options[i + 1..];
-        if word.eq_ignore_ascii_case(b"COST") {
-            if cost_v.is_some() {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            let v = values
-                .first()
-                .ok_or(Error::MissingValue(error::token(word)))?;
-            cost_v = Some(cost(v).ok_or(Error::Invalid(Arg::Cost))?);
-            i += 2;
+        if let Some(taken) = shared.read(word, values, now) {
+            i += taken?;
         } else if word.eq_ignore_ascii_case(b"LIMIT") {
             if limits.len() >= 16 {
                 return Err(Error::TooManyLimits);
@@ -95,7 +84,9 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
     Ok(Args {
         limits: all,
         now,
-        cost: cost_v.unwrap_or(1),
+        cost: shared.cost.unwrap_or(1),
+        lease: shared.lease,
+        detail: shared.detail,
     })
 }
 
@@ -140,6 +131,17 @@ fuzz_target!(|data: &[u8]| {
             assert!((1..=TOP).contains(&u128::from(got.cost)));
             if let Now::At(n) = got.now {
                 assert!(u128::from(n) <= TOP);
+                let end = u128::from(n) + u128::from(got.lease.unwrap_or(0));
+                assert!(end <= TOP);
+            }
+            if let Some(ms) = got.lease {
+                assert!((1..=TOP).contains(&u128::from(ms)));
+                // The module's own check agrees: any `now` the lease fits resolves.
+                let at = match got.now {
+                    Now::At(n) => n,
+                    Now::Server => 0,
+                };
+                assert_eq!(args::lease_ms(at, got.lease), Ok(ms));
             }
         }
         Err(err) => check_error(&argv, err),

@@ -1,9 +1,9 @@
 //! Fuzzes `args::parse_all` (ALLOWALL / PEEKALL) and `args::parse_refund` (REFUND): input byte 0
 //! is the separator, byte 1 picks the parser (odd: REFUND), the rest splits into argv words.
 //! Every answer is checked against an independent reading of the contract: numkeys 1..=16 with
-//! that many distinct keys and `now` after it, `COST n` once, `LIMIT keyno window max` with at
-//! most 16 on a key, every key limited; `n` and `AT ts` for REFUND; left to right, the first
-//! error wins, a key without a LIMIT told last.
+//! that many distinct keys and `now` after it, `COST n`, `LEASE ms` (`now + ms <= 2^53`) and
+//! `DETAIL` once each, `LIMIT keyno window max` with at most 16 on a key, every key limited; `n`
+//! and `AT ts` for REFUND; left to right, the first error wins, a key without a LIMIT told last.
 
 #![no_main]
 
@@ -24,7 +24,7 @@ use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{KeyedLimits, Limit};
 
-use reading::{TOP, integer};
+use reading::{Shared, TOP, integer};
 
 fn time(word: &[u8]) -> Option<Now> {
     match word {
@@ -60,20 +60,13 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
     let now = time(argv[2 + numkeys]).ok_or(Error::Invalid(Arg::Now))?;
     let options = &argv[3 + numkeys..];
     let mut limits: Vec<(usize, u64, u64)> = Vec::new();
-    let mut cost = None;
+    let mut shared = Shared::default();
     let mut i = 0;
     while i < options.len() {
         let word = options[i];
         let values = &options[i + 1..];
-        if word.eq_ignore_ascii_case(b"COST") {
-            if cost.is_some() {
-                return Err(Error::RepeatedOption(error::token(word)));
-            }
-            let v = values
-                .first()
-                .ok_or(Error::MissingValue(error::token(word)))?;
-            cost = Some(integer(v, 1, TOP).ok_or(Error::Invalid(Arg::Cost))?);
-            i += 2;
+        if let Some(taken) = shared.read(word, values, now) {
+            i += taken?;
         } else if word.eq_ignore_ascii_case(b"LIMIT") {
             if values.len() < 3 {
                 return Err(Error::MissingKeyedValues(error::token(word)));
@@ -102,7 +95,9 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
         numkeys,
         limits: all,
         now,
-        cost: cost.unwrap_or(1),
+        cost: shared.cost.unwrap_or(1),
+        lease: shared.lease,
+        detail: shared.detail,
     })
 }
 

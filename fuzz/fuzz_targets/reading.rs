@@ -1,5 +1,9 @@
-//! The contract's reading of a numeric argument, shared by the parser targets: independent of
-//! the module's own parser, which they check against it.
+//! The contract's reading of a numeric argument and of the options ALLOW and ALLOWALL share,
+//! shared by the parser targets: independent of the module's own parser, which they check
+//! against it.
+
+use crate::args::Now;
+use crate::error::{self, Arg, Error};
 
 /// 2^53: the largest value of any numeric argument.
 pub const TOP: u128 = 1 << 53;
@@ -19,4 +23,57 @@ pub fn integer(word: &[u8], lo: u128, hi: u128) -> Option<u64> {
         d => std::str::from_utf8(d).ok()?.parse::<u128>().ok()?,
     };
     (lo..=hi).contains(&value).then_some(value as u64)
+}
+
+/// The options ALLOW and ALLOWALL share, as the contract reads them: `COST n` (1..=2^53),
+/// `LEASE ms` (1..=2^53, and `now + ms <= 2^53` when `now` is the caller's own; on `*` the
+/// call checks it) and `DETAIL` (no value), each at most once.
+#[derive(Default)]
+pub struct Shared {
+    pub cost: Option<u64>,
+    pub lease: Option<u64>,
+    pub detail: bool,
+}
+
+impl Shared {
+    /// Reads `word` (`values` after it) if it is one of them: how many words it took, or its
+    /// error; None for any other word.
+    pub fn read(
+        &mut self,
+        word: &[u8],
+        values: &[&[u8]],
+        now: Now,
+    ) -> Option<Result<usize, Error>> {
+        let repeated = Err(Error::RepeatedOption(error::token(word)));
+        if word.eq_ignore_ascii_case(b"DETAIL") {
+            if self.detail {
+                return Some(repeated);
+            }
+            self.detail = true;
+            return Some(Ok(1));
+        }
+        let (slot, arg) = if word.eq_ignore_ascii_case(b"COST") {
+            (&mut self.cost, Arg::Cost)
+        } else if word.eq_ignore_ascii_case(b"LEASE") {
+            (&mut self.lease, Arg::Lease)
+        } else {
+            return None;
+        };
+        if slot.is_some() {
+            return Some(repeated);
+        }
+        let Some(value) = values.first() else {
+            return Some(Err(Error::MissingValue(error::token(word))));
+        };
+        let Some(value) = integer(value, 1, TOP) else {
+            return Some(Err(Error::Invalid(arg)));
+        };
+        if let (Arg::Lease, Now::At(n)) = (arg, now)
+            && u128::from(n) + u128::from(value) > TOP
+        {
+            return Some(Err(Error::Invalid(Arg::Lease)));
+        }
+        *slot = Some(value);
+        Some(Ok(2))
+    }
 }

@@ -1,7 +1,9 @@
 //! Fuzzes `window::allow` and `window::peek` over an in-memory log seeded with arbitrary scores
-//! (inf, -inf, huge, negative, fractional), then a sequence of requests (one to sixteen limits)
-//! and foreign writes. Each step checks PEEK against ALLOW, and both against the contract's
-//! formulas computed afresh (several limits: trim by the longest, the binding limit, the retry).
+//! (inf, -inf, huge, negative, fractional), then a sequence of requests (one to sixteen limits,
+//! some with `LEASE`, `DETAIL` and a lateness) and foreign writes. Each step checks PEEK against
+//! ALLOW (their detail too), and both against the contract's formulas computed afresh (several
+//! limits: trim by the longest and the lateness, the binding limit, the retry, every limit's
+//! state, a lease's members at its end).
 
 #![no_main]
 
@@ -23,8 +25,8 @@ use error::{Error, MAX_EXACT, MAX_LIMITS, MAX_WINDOW_SECONDS};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
-use reply::Reply;
-use testkit::model::Model;
+use reply::{LimitState, Reply};
+use testkit::model::{Model, Options};
 use window::{Log, Request};
 
 /// A sorted set reduced to what the decision reads: runs of (score, members), sorted by score.
@@ -117,6 +119,8 @@ struct Expected {
     retry_after_ms: i128,
     reset_after_ms: i128,
     binding: Option<usize>,
+    /// Every limit's state, in limit order (what DETAIL lists).
+    limits: Vec<Standing>,
 }
 
 impl Expected {
@@ -127,6 +131,17 @@ impl Expected {
             && wait_matches(got.retry_after_ms, self.retry_after_ms)
             && wait_matches(got.reset_after_ms, self.reset_after_ms)
             && got.binding == self.binding
+    }
+
+    /// Whether DETAIL's states are the contract's, limit by limit.
+    fn matches_detail(&self, got: &[LimitState]) -> bool {
+        got.len() == self.limits.len()
+            && got.iter().zip(&self.limits).all(|(g, s)| {
+                u128::from(g.count) == s.count
+                    && u128::from(g.remaining) == s.remaining
+                    && wait_matches(g.retry_ms, s.retry)
+                    && wait_matches(g.reset_ms, s.reset)
+            })
     }
 }
 
@@ -151,19 +166,20 @@ fn window_runs(log: &RunLog, cutoff: i128) -> RunLog {
     )
 }
 
-/// The contract's steps 1-3 and reply, for several limits, in exact integer arithmetic.
+/// The contract's steps 1-3 and reply, for several limits, in exact integer arithmetic: the
+/// trim keeps `lateness` more ms, a lease's members are scored at its end.
 fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
     let now = i128::from(req.now);
     let limits: Vec<Limit> = req.limits.iter().copied().collect();
     let wmax = limits.iter().map(|l| l.window_ms).max().expect("a limit");
-    let mut after = window_runs(log, now - i128::from(wmax));
+    let mut after = window_runs(log, now - i128::from(wmax) - i128::from(req.lateness));
     let n = u128::from(req.cost);
     let allowed = limits.iter().all(|l| {
         let c = u128::from(window_runs(&after, now - i128::from(l.window_ms)).total());
         c + n <= u128::from(l.max)
     });
     if allowed {
-        after.insert(req.now as f64, req.cost);
+        after.insert((req.now + req.lease) as f64, req.cost);
     }
     let standings: Vec<Standing> = limits
         .iter()
@@ -226,6 +242,7 @@ fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
         retry_after_ms,
         reset_after_ms: bound.reset,
         binding: (limits.len() > 1).then_some(b),
+        limits: standings,
     };
     (reply, after)
 }
@@ -310,9 +327,14 @@ fn step(log: &mut RunLog, req: &Request) {
     if want.allowed && req.cost > req.max_add {
         let refused = Err(Error::TooManyMembers {
             cost: req.cost,
+            keys: 1,
             cap: req.max_add,
         });
-        assert_eq!(peeked, refused, "peek over the cap: {req:?}");
+        assert_eq!(
+            peeked.map(|o| o.reply),
+            refused,
+            "peek over the cap: {req:?}"
+        );
         assert_eq!(
             allowed.map(|o| o.reply),
             refused,
@@ -326,11 +348,30 @@ fn step(log: &mut RunLog, req: &Request) {
     };
     let got = out.reply;
 
-    assert_eq!(peeked, got, "peek != allow: {req:?} on {before:?}");
+    assert_eq!(peeked.reply, got, "peek != allow: {req:?} on {before:?}");
+    assert_eq!(
+        peeked.detail, out.detail,
+        "peek's detail != allow's: {req:?}"
+    );
     assert!(
         want.matches(&got),
         "allow != contract: {req:?} on {before:?}: got {got:?}, want {want:?}"
     );
+    match &out.detail {
+        Some(d) => {
+            assert!(req.detail, "a detail nobody asked for: {req:?}");
+            assert_eq!(d.now, req.now);
+            assert!(
+                want.matches_detail(&d.limits),
+                "detail != contract: {req:?} on {before:?}: got {d:?}, want {want:?}"
+            );
+            // The binding limit's entry is the reply's.
+            let b = &d.limits[got.binding.unwrap_or(0)];
+            assert_eq!((b.count, b.remaining), (got.count, got.remaining));
+            assert_eq!(b.reset_ms, got.reset_after_ms);
+        }
+        None => assert!(!req.detail, "no detail: {req:?}"),
+    }
     assert_eq!(*log, want_log, "stored set: {req:?} on {before:?}");
     // The tests' contract model, a third reading, wherever it applies.
     if let Some(mut model) = listed(&before)
@@ -341,19 +382,20 @@ fn step(log: &mut RunLog, req: &Request) {
             .iter()
             .map(|l| (l.window_ms / 1000, l.max))
             .collect();
-        let want = model.allow_limits(&limits, req.now, req.cost);
-        let mut have = vec![
-            i64::from(got.allowed),
-            got.count as i64,
-            got.remaining as i64,
-            got.retry_after_ms,
-            got.reset_after_ms,
-        ];
-        have.extend(got.binding.map(|b| b as i64));
+        let options = Options {
+            lease: req.lease,
+            lateness: req.lateness,
+        };
+        let want = model.allow_with(&limits, req.now, req.cost, options);
         assert_eq!(
-            have, want,
+            &*got.named_fields(),
+            want.head,
             "allow != testkit's model: {req:?} on {before:?}"
         );
+        if let Some(d) = &out.detail {
+            let have: Vec<[i64; 4]> = d.limits.iter().map(|l| l.fields()).collect();
+            assert_eq!(have, want.limits, "detail != testkit's model: {req:?}");
+        }
     }
     assert_eq!(
         out.trimmed + log.total(),
@@ -372,8 +414,8 @@ fn step(log: &mut RunLog, req: &Request) {
     assert!(got.count <= bound.max || (!got.allowed && got.count <= before.total()));
     assert_eq!(got.remaining, bound.max.saturating_sub(got.count));
     assert!(got.count <= log.total());
-    // The longest window holds every member kept.
-    if bound.window_ms == req.limits.longest_window_ms() {
+    // The longest window holds every member kept, unless lateness kept older ones.
+    if bound.window_ms == req.limits.longest_window_ms() && req.lateness == 0 {
         assert_eq!(got.count, log.total());
     }
 }
@@ -414,12 +456,23 @@ fn run(data: &[u8]) -> Result<()> {
             continue;
         }
         now = next_now(&mut u, now)?;
+        // A lease ends by 2^53, as the parser (or the call, for `*`) checks.
+        let lease = match now < MAX_EXACT && u.ratio(1, 3)? {
+            true => number(&mut u, 1, (MAX_EXACT - now).min(3000), MAX_EXACT - now)?,
+            false => 0,
+        };
         let req = Request {
             limits: limits(&mut u)?,
             now,
             clock: now,
             cost: number(&mut u, 1, 4, MAX_EXACT)?,
             max_add: number(&mut u, 1, 6, MAX_EXACT)?,
+            lease,
+            lateness: match u.int_in_range(0..=3u8)? {
+                0 => number(&mut u, 1, 2000, 86_400_000)?,
+                _ => 0,
+            },
+            detail: u.ratio(1, 2)?,
         };
         step(&mut log, &req);
     }

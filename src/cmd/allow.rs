@@ -1,4 +1,5 @@
-//! `SLIDINGWINDOW.ALLOW key window max now [COST n]`: trim, count, maybe add, expire.
+//! `SLIDINGWINDOW.ALLOW key window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`:
+//! trim, count, maybe add, expire.
 
 use super::Answer;
 use super::config;
@@ -16,15 +17,13 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
     decide(&mut key.log(fx.one(), config::storage()), &req)
 }
 
-/// The window decision on any storage, then the TTL of an admitted call: the longest window from
-/// the server's clock as the call read it.
+/// The window decision on any storage, then the TTL of an admitted call: the longest window (and
+/// the lease and lateness) from the server's clock as the call read it.
 fn decide<S: Store>(store: &mut S, req: &Request) -> Result<Answer, Error> {
     let outcome = window::allow(store, req)?;
     if outcome.reply.allowed {
-        let window = i64::try_from(req.limits.longest_window_ms()).unwrap_or(i64::MAX);
-        let clock = i64::try_from(req.clock).unwrap_or(i64::MAX);
-        store.set_expiry(clock.saturating_add(window))?;
+        store.set_expiry(req.expire_at())?;
     }
     super::stats::allow(req.cost, &outcome);
-    Ok(Answer::Fields(outcome.reply))
+    Ok(Answer::of(outcome))
 }

@@ -1,5 +1,5 @@
-//! `SLIDINGWINDOW.ALLOWALL numkeys key [key ...] now [COST n] LIMIT keyno window max...`: one
-//! request against the limits of several keys, all or nothing.
+//! `SLIDINGWINDOW.ALLOWALL numkeys key [key ...] now [COST n] LIMIT keyno window max... [LEASE ms]
+//! [DETAIL]`: one request against the limits of several keys, all or nothing.
 
 use super::Answer;
 use super::config;
@@ -21,13 +21,12 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
         .collect();
     let outcome = window::allow_all(&mut logs, &req)?;
     if outcome.reply.allowed {
-        // Each key lives as long as its own longest window, from the server's clock.
-        let clock = i64::try_from(req.clock).unwrap_or(i64::MAX);
+        // Each key lives as long as its own longest window (and the lease and lateness), from
+        // the server's clock.
         for (k, log) in logs.iter_mut().enumerate() {
-            let window = i64::try_from(req.limits.longest_window_ms(k)).unwrap_or(i64::MAX);
-            log.set_expiry(clock.saturating_add(window))?;
+            log.set_expiry(req.expire_at(k))?;
         }
     }
     super::stats::allow(req.cost, &outcome);
-    Ok(Answer::Fields(outcome.reply))
+    Ok(Answer::of(outcome))
 }

@@ -9,6 +9,7 @@ pub use crate::store::Storage;
 // Commands and config callbacks run on the main thread; atomics keep that free of `unsafe`.
 static STORAGE: AtomicI32 = AtomicI32::new(0);
 static MAX_MEMBERS_PER_CALL: AtomicU64 = AtomicU64::new(MAX_ADD_PER_CALL);
+static LATENESS: AtomicU64 = AtomicU64::new(0);
 
 /// `slidingwindow.storage`: the storage of new keys.
 pub fn storage() -> Storage {
@@ -21,6 +22,12 @@ pub fn storage() -> Storage {
 /// `slidingwindow.max-members-per-call`: most members one admitted call may add.
 pub fn max_members_per_call() -> u64 {
     MAX_MEMBERS_PER_CALL.load(Ordering::Relaxed)
+}
+
+/// `slidingwindow.lateness`: how many ms more than its longest window a key keeps, so that a
+/// caller whose `now` is that far behind another's still finds every member of its window.
+pub fn lateness() -> u64 {
+    LATENESS.load(Ordering::Relaxed)
 }
 
 static STORAGE_CONFIG: EnumConfig = EnumConfig {
@@ -44,8 +51,20 @@ static MAX_MEMBERS_CONFIG: NumericConfig = NumericConfig {
     set: |v| MAX_MEMBERS_PER_CALL.store(u64::try_from(v).unwrap_or(1), Ordering::Relaxed),
 };
 
+/// The longest lateness: a day.
+const MAX_LATENESS: i64 = 86_400_000;
+
+static LATENESS_CONFIG: NumericConfig = NumericConfig {
+    name: c"lateness",
+    default: 0,
+    min: 0,
+    max: MAX_LATENESS,
+    get: || i64::try_from(LATENESS.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+    set: |v| LATENESS.store(u64::try_from(v).unwrap_or(0), Ordering::Relaxed),
+};
+
 /// The configs' names without the prefix, as the load line gives them.
-const NAMES: [&str; 2] = ["storage", "max-members-per-call"];
+const NAMES: [&str; 3] = ["storage", "max-members-per-call", "lateness"];
 
 /// Registers the configs, applies the values redis.conf or `MODULE LOADEX` gave, then the load
 /// line's `name value` pairs (they come last, so they win: Redis applies a default to every
@@ -53,6 +72,7 @@ const NAMES: [&str; 2] = ["storage", "max-members-per-call"];
 pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
     loader.enum_config(&STORAGE_CONFIG)?;
     loader.numeric_config(&MAX_MEMBERS_CONFIG)?;
+    loader.numeric_config(&LATENESS_CONFIG)?;
     loader.load_configs()?;
     for (name, value) in load_line(args)? {
         loader
@@ -98,12 +118,20 @@ mod tests {
 
     #[test]
     fn the_load_line_is_name_value_pairs_of_known_configs() {
-        let args: [&[u8]; 4] = [b"STORAGE", b"compact", b"max-members-per-call", b"5"];
+        let args: [&[u8]; 6] = [
+            b"STORAGE",
+            b"compact",
+            b"max-members-per-call",
+            b"5",
+            b"Lateness",
+            b"5000",
+        ];
         assert_eq!(
             load_line(&args),
             Ok(vec![
                 ("storage", &b"compact"[..]),
-                ("max-members-per-call", &b"5"[..])
+                ("max-members-per-call", &b"5"[..]),
+                ("lateness", &b"5000"[..])
             ])
         );
         assert_eq!(load_line(&[]), Ok(vec![]));
@@ -113,7 +141,7 @@ mod tests {
         );
         assert_eq!(
             load_line(&[b"slidingwindow.storage", b"zset"]),
-            Err("unknown load argument 'slidingwindow.storage' (configs: storage, max-members-per-call)".into())
+            Err("unknown load argument 'slidingwindow.storage' (configs: storage, max-members-per-call, lateness)".into())
         );
     }
 }

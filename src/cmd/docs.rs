@@ -8,9 +8,9 @@ const NOW: [Arg; 2] = [Arg::integer(c"now"), Arg::pure_token(c"server-clock", c"
 /// One more limit: `LIMIT window max`.
 const LIMIT: [Arg; 2] = [Arg::integer(c"window"), Arg::integer(c"max")];
 
-/// `key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]]`, for ALLOW and
-/// PEEK alike.
-pub const WINDOW_ARGS: [Arg; 6] = [
+/// `key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]] [LEASE ms]
+/// [DETAIL]`, for ALLOW and PEEK alike.
+pub const WINDOW_ARGS: [Arg; 8] = [
     Arg::key(c"key"),
     Arg::integer(c"window"),
     Arg::integer(c"max"),
@@ -20,7 +20,15 @@ pub const WINDOW_ARGS: [Arg; 6] = [
         .token(c"LIMIT")
         .optional()
         .multiple(),
+    LEASE,
+    DETAIL,
 ];
+
+/// `LEASE ms`: admitted members are scored `now + ms`.
+const LEASE: Arg = Arg::integer(c"ms").token(c"LEASE").optional();
+
+/// `DETAIL`: every limit's state in the reply.
+const DETAIL: Arg = Arg::pure_token(c"detail", c"DETAIL").optional();
 
 /// One limit on one key: `LIMIT keyno window max`.
 const KEYED_LIMIT: [Arg; 3] = [
@@ -29,9 +37,9 @@ const KEYED_LIMIT: [Arg; 3] = [
     Arg::integer(c"max"),
 ];
 
-/// `numkeys key [key ...] now|* [COST cost] LIMIT keyno window max [LIMIT keyno window max ...]`,
-/// for ALLOWALL and PEEKALL alike.
-pub const ALL_ARGS: [Arg; 5] = [
+/// `numkeys key [key ...] now|* [COST cost] LIMIT keyno window max [LIMIT keyno window max ...]
+/// [LEASE ms] [DETAIL]`, for ALLOWALL and PEEKALL alike.
+pub const ALL_ARGS: [Arg; 7] = [
     Arg::integer(c"numkeys"),
     Arg::key(c"key").multiple(),
     Arg::one_of(c"now", &NOW),
@@ -39,6 +47,8 @@ pub const ALL_ARGS: [Arg; 5] = [
     Arg::block(c"limit", &KEYED_LIMIT)
         .token(c"LIMIT")
         .multiple(),
+    LEASE,
+    DETAIL,
 ];
 
 /// `ts`: a Unix time in ms, or `*` for the server's clock.

@@ -16,7 +16,8 @@ mod request;
 mod stats;
 
 use crate::core::error::Error;
-use crate::core::reply::Reply;
+use crate::core::reply::{Detail, Reply};
+use crate::core::window::Outcome;
 use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
 use crate::store::Changes;
 use crate::store::compact::log::CompactLog;
@@ -26,10 +27,20 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 /// What a command answers when it succeeds.
 pub enum Answer {
     Fields(Reply),
+    /// With `DETAIL`: eight elements, every limit's state among them.
+    Detailed(Reply, Detail),
     Integer(i64),
 }
 
 impl Answer {
+    /// A decided call's reply, with its detail if it asked for one.
+    fn of(outcome: Outcome) -> Answer {
+        match outcome.detail {
+            Some(detail) => Answer::Detailed(outcome.reply, detail),
+            None => Answer::Fields(outcome.reply),
+        }
+    }
+
     /// A count of logged requests (at most 2^53 in practice; saturated, never wrapped).
     fn count(n: u64) -> Answer {
         Answer::Integer(i64::try_from(n).unwrap_or(i64::MAX))
@@ -56,6 +67,18 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Coun
     }
     match answer {
         Ok(Answer::Fields(reply)) => ctx.reply_ints(&reply.fields()),
+        Ok(Answer::Detailed(reply, detail)) => {
+            // allowed, count, remaining, retry, reset, b, [[count remaining retry reset]...], now
+            ctx.reply_array(8);
+            for &v in reply.named_fields().iter() {
+                ctx.reply_int(v);
+            }
+            ctx.reply_array(detail.limits.len());
+            for limit in &detail.limits {
+                ctx.reply_ints(&limit.fields());
+            }
+            ctx.reply_int(detail.now_field());
+        }
         Ok(Answer::Integer(n)) => ctx.reply_int(n),
         Err(err) => ctx.reply_error(&err),
     }

@@ -1,4 +1,5 @@
-//! `SLIDINGWINDOW.PEEK key window max now [COST n]`: ALLOW's answer, changing nothing.
+//! `SLIDINGWINDOW.PEEK key window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`:
+//! ALLOW's answer, changing nothing.
 
 use super::Answer;
 use super::request::request;
@@ -13,6 +14,6 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
     let mut key = store::open(ctx, name, Mode::Read)?;
     // The log only reads (a missing key reads as an empty one); `fx` stays empty, so nothing is
     // propagated.
-    let reply = window::peek(&mut key.log(fx.one(), Storage::Zset), &req)?;
-    Ok(Answer::Fields(reply))
+    let outcome = window::peek(&mut key.log(fx.one(), Storage::Zset), &req)?;
+    Ok(Answer::of(outcome))
 }

@@ -1,5 +1,5 @@
-//! `SLIDINGWINDOW.PEEKALL numkeys key [key ...] now [COST n] LIMIT keyno window max...`:
-//! ALLOWALL's answer, changing nothing.
+//! `SLIDINGWINDOW.PEEKALL numkeys key [key ...] now [COST n] LIMIT keyno window max... [LEASE ms]
+//! [DETAIL]`: ALLOWALL's answer, changing nothing.
 
 use super::Answer;
 use super::request::{all_request, open_keys};
@@ -17,5 +17,5 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
         .zip(fx.keys(req.keys))
         .map(|(key, fx)| key.log(fx, Storage::Zset))
         .collect();
-    Ok(Answer::Fields(window::peek_all(&mut logs, &req)?))
+    Ok(Answer::of(window::peek_all(&mut logs, &req)?))
 }

@@ -78,6 +78,7 @@ impl Report for Fields {
         s.uint(c"compact_bytes", CompactLog::gauge().bytes());
         s.text(c"storage", config::storage().name());
         s.uint(c"max_members_per_call", config::max_members_per_call());
+        s.uint(c"lateness", config::lateness());
     }
 }
 

@@ -1,12 +1,14 @@
-//! Argument parsing for `SLIDINGWINDOW.ALLOW|PEEK key window max now [COST n] [LIMIT window max]...`,
-//! `SLIDINGWINDOW.ALLOWALL|PEEKALL numkeys key [key ...] now [COST n] LIMIT keyno window max...`
-//! and `SLIDINGWINDOW.REFUND key n [AT ts]`, free of Redis.
+//! Argument parsing for `SLIDINGWINDOW.ALLOW|PEEK key window max now [COST n] [LIMIT window max]...
+//! [LEASE ms] [DETAIL]`, `SLIDINGWINDOW.ALLOWALL|PEEKALL numkeys key [key ...] now [COST n]
+//! LIMIT keyno window max... [LEASE ms] [DETAIL]` and `SLIDINGWINDOW.REFUND key n [AT ts]`, free of
+//! Redis.
 
 use super::error::{Arg, Error, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, token};
 use super::limits::{KeyedLimits, Limit, Limits};
 
-/// Most words a well-formed call has: name, key, window, max, now, `COST n`, 15 `LIMIT w m`.
-pub const MOST_WORDS: usize = 5 + 2 + 3 * (MAX_LIMITS - 1);
+/// Most words a well-formed call has: name, key, window, max, now, `COST n`, `LEASE ms`,
+/// `DETAIL`, 15 `LIMIT w m`.
+pub const MOST_WORDS: usize = 5 + 2 + 2 + 1 + 3 * (MAX_LIMITS - 1);
 
 /// When the request happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,10 @@ pub struct Args {
     pub limits: Limits,
     pub now: Now,
     pub cost: u64,
+    /// `LEASE ms`: admitted members are scored `now + ms`.
+    pub lease: Option<u64>,
+    /// `DETAIL`: the reply lists every limit's state and the `now` used.
+    pub detail: bool,
 }
 
 /// Parses the whole argv: command name, key, window, max, now, then options, left to right; the
@@ -38,10 +44,10 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
     let max = integer(max, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::Max))?;
     let now = time(now, Arg::Now)?;
     let mut limits = Limits::new(limit(window, max));
-    let mut cost = None;
+    let mut shared = Shared::default();
     let mut rest = options;
     while let [option, tail @ ..] = rest {
-        if let Some(tail) = cost_option(option, tail, &mut cost)? {
+        if let Some(tail) = shared.option(option, tail, now)? {
             rest = tail;
         } else if option.eq_ignore_ascii_case(b"LIMIT") {
             // The 17th limit is refused on its name, whatever follows it.
@@ -63,7 +69,9 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
     Ok(Args {
         limits,
         now,
-        cost: cost.unwrap_or(1),
+        cost: shared.cost.unwrap_or(1),
+        lease: shared.lease,
+        detail: shared.detail,
     })
 }
 
@@ -75,6 +83,10 @@ pub struct AllArgs {
     pub limits: KeyedLimits,
     pub now: Now,
     pub cost: u64,
+    /// `LEASE ms`, as for ALLOW.
+    pub lease: Option<u64>,
+    /// `DETAIL`, as for ALLOW.
+    pub detail: bool,
 }
 
 /// Parses ALLOWALL's whole argv: numkeys, the keys (distinct), now, then options left to right;
@@ -101,10 +113,10 @@ pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
     let now = time(now, Arg::Now)?;
     // Four words a LIMIT: one allocation of the right size for a well-formed call.
     let mut limits = KeyedLimits::with_capacity(options.len() / 4);
-    let mut cost = None;
+    let mut shared = Shared::default();
     let mut rest = options;
     while let [option, tail @ ..] = rest {
-        if let Some(tail) = cost_option(option, tail, &mut cost)? {
+        if let Some(tail) = shared.option(option, tail, now)? {
             rest = tail;
         } else if option.eq_ignore_ascii_case(b"LIMIT") {
             let [keyno, window, max, tail @ ..] = tail else {
@@ -132,7 +144,9 @@ pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
         numkeys,
         limits,
         now,
-        cost: cost.unwrap_or(1),
+        cost: shared.cost.unwrap_or(1),
+        lease: shared.lease,
+        detail: shared.detail,
     })
 }
 
@@ -179,24 +193,59 @@ fn time(word: &[u8], arg: Arg) -> Result<Now, Error> {
     }
 }
 
-/// `COST n` if `option` is it: its value checked into `cost`, and the words after it. None for
-/// any other option.
-fn cost_option<'w>(
-    option: &[u8],
-    tail: &'w [&'w [u8]],
-    cost: &mut Option<u64>,
-) -> Result<Option<&'w [&'w [u8]]>, Error> {
-    if !option.eq_ignore_ascii_case(b"COST") {
-        return Ok(None);
+/// The options ALLOW and ALLOWALL share, each at most once: `COST n`, `LEASE ms`, `DETAIL`.
+#[derive(Default)]
+struct Shared {
+    cost: Option<u64>,
+    lease: Option<u64>,
+    detail: bool,
+}
+
+impl Shared {
+    /// Reads `option` if it is one of the shared ones: its value checked, and the words after
+    /// it. None for any other option.
+    fn option<'w>(
+        &mut self,
+        option: &[u8],
+        tail: &'w [&'w [u8]],
+        now: Now,
+    ) -> Result<Option<&'w [&'w [u8]]>, Error> {
+        if option.eq_ignore_ascii_case(b"DETAIL") {
+            if std::mem::replace(&mut self.detail, true) {
+                return Err(Error::RepeatedOption(token(option)));
+            }
+            return Ok(Some(tail));
+        }
+        let (slot, arg) = if option.eq_ignore_ascii_case(b"COST") {
+            (&mut self.cost, Arg::Cost)
+        } else if option.eq_ignore_ascii_case(b"LEASE") {
+            (&mut self.lease, Arg::Lease)
+        } else {
+            return Ok(None);
+        };
+        if slot.is_some() {
+            return Err(Error::RepeatedOption(token(option)));
+        }
+        let [value, tail @ ..] = tail else {
+            return Err(Error::MissingValue(token(option)));
+        };
+        let value = integer(value, 1, MAX_EXACT).ok_or(Error::Invalid(arg))?;
+        // A lease on the caller's own clock is checked here; on `*`, once the clock is read.
+        if let (Arg::Lease, Now::At(at)) = (arg, now) {
+            lease_ms(at, Some(value))?;
+        }
+        *slot = Some(value);
+        Ok(Some(tail))
     }
-    if cost.is_some() {
-        return Err(Error::RepeatedOption(token(option)));
+}
+
+/// The ms a lease adds to `now` (0 without `LEASE`), if `now + ms <= 2^53`.
+pub fn lease_ms(now: u64, lease: Option<u64>) -> Result<u64, Error> {
+    let ms = lease.unwrap_or(0);
+    match now.checked_add(ms) {
+        Some(end) if end <= MAX_EXACT => Ok(ms),
+        _ => Err(Error::Invalid(Arg::Lease)),
     }
-    let [value, tail @ ..] = tail else {
-        return Err(Error::MissingValue(token(option)));
-    };
-    *cost = Some(integer(value, 1, MAX_EXACT).ok_or(Error::Invalid(Arg::Cost))?);
-    Ok(Some(tail))
 }
 
 fn limit(window_s: u64, max: u64) -> Limit {
@@ -246,6 +295,8 @@ mod tests {
             limits: all,
             now,
             cost,
+            lease: None,
+            detail: false,
         })
     }
 
@@ -418,7 +469,6 @@ mod tests {
         assert_eq!(run(&line), multi(&sixteen, at, 1));
         let line = format!("ALLOW k 1 1 5{} COST 3", windows(15));
         assert_eq!(run(&line), multi(&sixteen, at, 3));
-        assert_eq!(line.split(' ').count(), MOST_WORDS);
     }
 
     #[test]
@@ -527,6 +577,8 @@ mod tests {
             limits: all,
             now,
             cost,
+            lease: None,
+            detail: false,
         }
     }
 
@@ -651,6 +703,135 @@ mod tests {
                 panic!("{argv:?} should be a wrong arity");
             };
         }
+    }
+
+    #[test]
+    fn lease_and_detail() {
+        let with = |lease: Option<u64>, detail: bool, cost: u64, now: Now| {
+            ok(10_000, 5, now, cost).map(|a| Args { lease, detail, ..a })
+        };
+        let top = MAX_EXACT;
+        let cases = [
+            (
+                "ALLOW k 10 5 1000 LEASE 1",
+                with(Some(1), false, 1, Now::At(1000)),
+            ),
+            (
+                "ALLOW k 10 5 1000 lease 250 DETAIL",
+                with(Some(250), true, 1, Now::At(1000)),
+            ),
+            (
+                "ALLOW k 10 5 1000 detail",
+                with(None, true, 1, Now::At(1000)),
+            ),
+            (
+                "ALLOW k 10 5 1000 DeTaIl COST 3 LeAsE 7",
+                with(Some(7), true, 3, Now::At(1000)),
+            ),
+            // now + ms = 2^53 exactly.
+            (
+                "ALLOW k 10 5 1000 LEASE 9007199254739992",
+                with(Some(top - 1000), false, 1, Now::At(1000)),
+            ),
+            // With `*` only the value's own range is known yet.
+            (
+                "ALLOW k 10 5 * LEASE 9007199254740992",
+                with(Some(top), false, 1, Now::Server),
+            ),
+            ("ALLOW k 10 5 1000 LEASE 0", Err(Error::Invalid(Arg::Lease))),
+            (
+                "ALLOW k 10 5 1000 LEASE -1",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 10 5 1000 LEASE 1.5",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 10 5 1000 LEASE 9007199254739993",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 10 5 * LEASE 9007199254740993",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 10 5 1000 LEASE",
+                Err(Error::MissingValue("LEASE".into())),
+            ),
+            (
+                "ALLOW k 10 5 1000 LEASE 5 lease 6",
+                Err(Error::RepeatedOption("lease".into())),
+            ),
+            (
+                "ALLOW k 10 5 1000 DETAIL detail",
+                Err(Error::RepeatedOption("detail".into())),
+            ),
+            // DETAIL takes no value: the word after it is the next option.
+            (
+                "ALLOW k 10 5 1000 DETAIL 5",
+                Err(Error::UnknownOption("5".into())),
+            ),
+            (
+                "ALLOW k 10 5 1000 DETAILS",
+                Err(Error::UnknownOption("DETAILS".into())),
+            ),
+            // Left to right: the first bad option decides.
+            (
+                "ALLOW k 10 5 1000 LEASE 0 COST 0",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 10 5 1000 COST 0 LEASE 0",
+                Err(Error::Invalid(Arg::Cost)),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(run(line), want, "{line}");
+        }
+        // With LIMIT options in between, and on ALLOWALL.
+        let Ok(a) = run("ALLOW k 1 2 5 LIMIT 60 10 LEASE 100 LIMIT 5 3 DETAIL") else {
+            panic!("LEASE among LIMIT options");
+        };
+        assert_eq!((a.lease, a.detail, a.limits.count()), (Some(100), true, 3));
+        let Ok(a) = all("ALLOWALL 2 a b 5 LEASE 100 LIMIT 1 1 1 DETAIL LIMIT 2 1 1") else {
+            panic!("ALLOWALL with LEASE and DETAIL");
+        };
+        assert_eq!((a.lease, a.detail, a.limits.count()), (Some(100), true, 2));
+        let cases = [
+            (
+                "ALLOWALL 1 a 5 LIMIT 1 1 1 LEASE 0",
+                Error::Invalid(Arg::Lease),
+            ),
+            (
+                "ALLOWALL 1 a 9007199254740992 LIMIT 1 1 1 LEASE 1",
+                Error::Invalid(Arg::Lease),
+            ),
+            (
+                "ALLOWALL 1 a 5 DETAIL LIMIT 1 1 1 DETAIL",
+                Error::RepeatedOption("DETAIL".into()),
+            ),
+            // An option error comes before a key without a LIMIT.
+            (
+                "ALLOWALL 2 a b 5 LIMIT 1 1 1 LEASE x",
+                Error::Invalid(Arg::Lease),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(all(line), Err(want), "{line}");
+        }
+        assert_eq!(lease_ms(5, None), Ok(0));
+        assert_eq!(lease_ms(top - 5, Some(5)), Ok(5));
+        assert_eq!(lease_ms(top - 5, Some(6)), Err(Error::Invalid(Arg::Lease)));
+        assert_eq!(lease_ms(u64::MAX, Some(1)), Err(Error::Invalid(Arg::Lease)));
+        let longest = format!(
+            "ALLOW k 1 1 5{} COST 3 LEASE 9 DETAIL",
+            (0..15)
+                .map(|i| format!(" LIMIT {} 7", i + 2))
+                .collect::<String>()
+        );
+        assert!(run(&longest).is_ok());
+        assert_eq!(longest.split(' ').count(), MOST_WORDS);
     }
 
     #[test]

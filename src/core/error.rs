@@ -33,6 +33,8 @@ pub enum Arg {
     RefundN,
     /// REFUND's `AT ts`.
     At,
+    /// The `LEASE ms` option: `1 <= ms` and `now + ms <= 2^53`.
+    Lease,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,9 +58,11 @@ pub enum Error {
     RepeatedKey(usize, usize),
     /// ALLOWALL's key (1-based) with no `LIMIT`.
     KeyWithoutLimit(usize),
-    /// An admitted call that would add more members than one call may (`cap`).
+    /// An admitted call that would add more members than one call may (`cap`): `cost` on each
+    /// of `keys` keys (1 for ALLOW).
     TooManyMembers {
         cost: u64,
+        keys: usize,
         cap: u64,
     },
     WrongType,
@@ -121,6 +125,10 @@ impl fmt::Display for Error {
                 f,
                 "ERR AT must be an integer between 0 and {MAX_EXACT}, or *"
             ),
+            Error::Invalid(Arg::Lease) => write!(
+                f,
+                "ERR LEASE must be an integer between 1 and {MAX_EXACT} - now (now + LEASE <= 2^53)"
+            ),
             Error::UnknownOption(tok) => write!(f, "ERR syntax error, unknown option '{tok}'"),
             Error::RepeatedOption(tok) => {
                 write!(f, "ERR syntax error, option '{tok}' given twice")
@@ -151,10 +159,14 @@ impl fmt::Display for Error {
                 f,
                 "ERR key {keyno} has no LIMIT: every key needs at least one"
             ),
-            Error::TooManyMembers { cost, cap } => write!(
-                f,
-                "ERR cost {cost} would add more than {cap} members in one call"
-            ),
+            Error::TooManyMembers { cost, keys, cap } => {
+                // ALLOWALL says what it counted: the cost on each of its keys.
+                write!(f, "ERR cost {cost}")?;
+                if *keys > 1 {
+                    write!(f, " times {keys} keys")?;
+                }
+                write!(f, " would add more than {cap} members in one call")
+            }
             Error::WrongType => {
                 write!(
                     f,
@@ -256,9 +268,22 @@ mod tests {
             (
                 Error::TooManyMembers {
                     cost: 200_000,
+                    keys: 1,
                     cap: MAX_ADD_PER_CALL,
                 },
                 "ERR cost 200000 would add more than 100000 members in one call",
+            ),
+            (
+                Error::TooManyMembers {
+                    cost: 60_000,
+                    keys: 2,
+                    cap: MAX_ADD_PER_CALL,
+                },
+                "ERR cost 60000 times 2 keys would add more than 100000 members in one call",
+            ),
+            (
+                Error::Invalid(Arg::Lease),
+                "ERR LEASE must be an integer between 1 and 9007199254740992 - now (now + LEASE <= 2^53)",
             ),
             (
                 Error::WrongType,

@@ -1,4 +1,5 @@
-//! The reply (five integers, a sixth naming the binding limit) and the waits it carries.
+//! The reply (five integers, a sixth naming the binding limit; with `DETAIL` eight elements, every
+//! limit's state among them) and the waits it carries.
 
 use std::ops::Deref;
 
@@ -30,6 +31,52 @@ impl Reply {
         ];
         let len = if self.binding.is_some() { 6 } else { 5 };
         Fields { values, len }
+    }
+
+    /// The six integers that open a `DETAIL` reply: `b` is 0 for a single limit.
+    pub fn named_fields(&self) -> Fields {
+        Reply {
+            binding: Some(self.binding.unwrap_or(0)),
+            ..*self
+        }
+        .fields()
+    }
+}
+
+/// One limit's state after the call, as `DETAIL` lists it: `count_i`, `remaining_i`, `retry_i`,
+/// `reset_i`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitState {
+    pub count: u64,
+    pub remaining: u64,
+    pub retry_ms: i64,
+    pub reset_ms: i64,
+}
+
+impl LimitState {
+    /// The four integers, in wire order.
+    pub fn fields(&self) -> [i64; 4] {
+        [
+            clamp(self.count),
+            clamp(self.remaining),
+            self.retry_ms,
+            self.reset_ms,
+        ]
+    }
+}
+
+/// What `DETAIL` adds to the reply: every limit's state in limit order, and the `now` the call
+/// used (the server's clock for `*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Detail {
+    pub limits: Vec<LimitState>,
+    pub now: u64,
+}
+
+impl Detail {
+    /// `now` as the reply's last integer.
+    pub fn now_field(&self) -> i64 {
+        clamp(self.now)
     }
 }
 
@@ -111,6 +158,16 @@ mod tests {
                 ..r
             };
             assert_eq!(*named.fields(), [1, 3, 7, 0, 60_000, b as i64]);
+            assert_eq!(*named.named_fields(), [1, 3, 7, 0, 60_000, b as i64]);
         }
+        // DETAIL always names the binding limit: 0 for a single one.
+        assert_eq!(*r.named_fields(), [1, 3, 7, 0, 60_000, 0]);
+        let state = LimitState {
+            count: u64::MAX,
+            remaining: 0,
+            retry_ms: -1,
+            reset_ms: 5,
+        };
+        assert_eq!(state.fields(), [i64::MAX, 0, -1, 5]);
     }
 }

@@ -7,7 +7,7 @@ use super::error::{Error, MAX_KEYS, MAX_LIMITS};
 #[cfg(feature = "panic-test")]
 use super::fault::{self, Point};
 use super::limits::{KeyedLimits, Limit, Limits, Standing, Tally};
-use super::reply::{Reply, wait_ms};
+use super::reply::{Detail, LimitState, Reply, wait_ms};
 
 /// A log of request timestamps, oldest first. Scores are `f64` because a key may have been written by
 /// something else (the Lua script, a person with ZADD) and may hold any score.
@@ -37,6 +37,13 @@ pub struct Request {
     pub cost: u64,
     /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
     pub max_add: u64,
+    /// `LEASE ms` (0 without it): admitted members are scored `now + lease`, and the TTL is that
+    /// much longer. `now + lease <= 2^53` (checked by the parser, or once `*` is read).
+    pub lease: u64,
+    /// `slidingwindow.lateness`: trims keep this many more ms, and the TTL is that much longer.
+    pub lateness: u64,
+    /// `DETAIL`: the outcome lists every limit's state.
+    pub detail: bool,
 }
 
 impl Request {
@@ -44,6 +51,37 @@ impl Request {
     pub fn cutoff(&self, window_ms: u64) -> i64 {
         to_i64(self.now).saturating_sub(to_i64(window_ms))
     }
+
+    /// The absolute expiry (ms) an admission sets: `Wmax + lease + lateness` from the server's
+    /// clock as the call read it.
+    pub fn expire_at(&self) -> i64 {
+        expire_at(
+            self.clock,
+            self.limits.longest_window_ms(),
+            self.lease,
+            self.lateness,
+        )
+    }
+
+    fn call(&self) -> Call {
+        Call {
+            now: self.now,
+            cost: self.cost,
+            max_add: self.max_add,
+            named: self.limits.has_options(),
+            lease: self.lease,
+            lateness: self.lateness,
+            detail: self.detail,
+        }
+    }
+}
+
+/// `clock + longest + lease + lateness`, saturated.
+fn expire_at(clock: u64, longest: u64, lease: u64, lateness: u64) -> i64 {
+    to_i64(clock)
+        .saturating_add(to_i64(longest))
+        .saturating_add(to_i64(lease))
+        .saturating_add(to_i64(lateness))
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -51,11 +89,13 @@ fn to_i64(v: u64) -> i64 {
 }
 
 /// What a call did, for the caller to reply and to propagate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub reply: Reply,
     /// Members removed because they left the window.
     pub trimmed: u64,
+    /// With `DETAIL`: every limit's state and the `now` used.
+    pub detail: Option<Detail>,
 }
 
 /// One ALLOWALL / PEEKALL call, with `now` resolved.
@@ -70,31 +110,44 @@ pub struct AllRequest {
     pub cost: u64,
     /// Most members one admitted call may add, over every key.
     pub max_add: u64,
+    /// As for `Request`: `LEASE ms`, `slidingwindow.lateness`, `DETAIL`.
+    pub lease: u64,
+    pub lateness: u64,
+    pub detail: bool,
 }
 
-/// Trim by the longest window, count each window, maybe add: one `SLIDINGWINDOW.ALLOW` against
-/// `log`, the one-key case of `allow_all`. Each window shorter than the longest costs one count
-/// through its cutoff, and one k-th oldest when it is full.
+impl AllRequest {
+    /// The absolute expiry (ms) an admission sets on key `key`: its own `Wmax_k + lease +
+    /// lateness` from the server's clock as the call read it.
+    pub fn expire_at(&self, key: usize) -> i64 {
+        expire_at(
+            self.clock,
+            self.limits.longest_window_ms(key),
+            self.lease,
+            self.lateness,
+        )
+    }
+}
+
+/// Trim by the longest window (and `lateness` more), count each window, maybe add: one
+/// `SLIDINGWINDOW.ALLOW` against `log`, the one-key case of `allow_all`. Each window shorter than
+/// the longest (every window, with lateness) costs one count through its cutoff, and one k-th
+/// oldest when it is full.
 ///
 /// An admission that would add more than `max_add` members is an error that changes nothing, for
 /// ALLOW and PEEK alike; a call that would be refused anyway just answers.
 pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
-    let call = Call {
-        now: req.now,
-        cost: req.cost,
-        max_add: req.max_add,
-        named: req.limits.has_options(),
-    };
     decide::<L, _, MAX_LIMITS>(
         std::slice::from_mut(log),
         req.limits.iter().map(|l| (0, *l)),
-        &call,
+        &req.call(),
     )
 }
 
-/// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log`.
-pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Reply, Error> {
-    allow(&mut Preview::new(log), req).map(|o| o.reply)
+/// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log` (`trimmed` is
+/// what it would remove).
+pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
+    allow(&mut Preview::new(log), req)
 }
 
 /// `SLIDINGWINDOW.ALLOWALL` against `logs` (one per key, in the call's order): every key trimmed
@@ -109,6 +162,9 @@ pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Er
         cost: req.cost,
         max_add: req.max_add,
         named: true,
+        lease: req.lease,
+        lateness: req.lateness,
+        detail: req.detail,
     };
     // Per-limit arrays on the stack, sized for the common call or for the largest one.
     if req.limits.count() <= MAX_LIMITS {
@@ -119,9 +175,9 @@ pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Er
 }
 
 /// `SLIDINGWINDOW.PEEKALL`: what `allow_all` would answer now, touching no log.
-pub fn peek_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Reply, Error> {
+pub fn peek_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Error> {
     let mut views: Vec<Preview<'_, L>> = logs.iter_mut().map(Preview::new).collect();
-    allow_all(&mut views, req).map(|o| o.reply)
+    allow_all(&mut views, req)
 }
 
 /// What every limit of a call shares.
@@ -131,6 +187,12 @@ struct Call {
     max_add: u64,
     /// Whether the reply names the binding limit (a sixth integer).
     named: bool,
+    /// Admitted members are scored `now + lease`.
+    lease: u64,
+    /// Trims keep this many more ms.
+    lateness: u64,
+    /// Whether the outcome lists every limit's state.
+    detail: bool,
 }
 
 impl Call {
@@ -158,22 +220,27 @@ where
     if members > call.max_add && admits_untrimmed(logs, limits.clone(), call)? {
         return Err(Error::TooManyMembers {
             cost: call.cost,
+            keys,
             cap: call.max_add,
         });
     }
     let mut trimmed = 0u64;
     let mut before = [0u64; MAX_KEYS];
+    let late = to_i64(call.lateness);
     for ((log, b), w) in logs.iter_mut().zip(&mut before).zip(&longest) {
-        trimmed = trimmed.saturating_add(log.trim(call.cutoff(*w))?);
+        // Lateness keeps more than any window holds, for a later call whose `now` is behind.
+        let cutoff = call.cutoff(*w).saturating_sub(late);
+        trimmed = trimmed.saturating_add(log.trim(cutoff)?);
         #[cfg(feature = "panic-test")]
         fault::hit(Point::AfterTrim);
         *b = log.count()?;
     }
-    // Members left that are at or before each limit's cutoff; none for its key's longest window,
-    // which the trim just cut. Added members (scored `now`) never are.
+    // Members left that are at or before each limit's cutoff; none for its key's longest window
+    // when the trim cut exactly there (no lateness). Added members (scored `now` or later) never
+    // are.
     let mut through = [0u64; N];
     for ((k, l), t) in limits.clone().zip(through.iter_mut()) {
-        if l.window_ms < longest.get(k).copied().unwrap_or(0) {
+        if late > 0 || l.window_ms < longest.get(k).copied().unwrap_or(0) {
             // Cutoffs are within +-2^53, so the conversion is exact.
             *t = log_of(logs, k)?.count_through(call.cutoff(l.window_ms) as f64)?;
         }
@@ -183,13 +250,21 @@ where
         fits(count.saturating_sub(*t), call.cost, l.max)
     });
     if allowed {
+        // A lease logs its permits at its end, so each stays in every window as long as a
+        // request served at any moment of the lease would.
+        let at = call.now.saturating_add(call.lease);
         for log in logs.iter_mut() {
-            log.add(call.now, call.cost)?;
+            log.add(at, call.cost)?;
             #[cfg(feature = "panic-test")]
             fault::hit(Point::AfterAdd);
         }
     }
     let mut tally = Tally::default();
+    // DETAIL's standings, with their keys; no allocation without it.
+    let mut states = Vec::new();
+    if call.detail {
+        states.reserve_exact(limits.clone().count());
+    }
     for ((k, l), t) in limits.clone().zip(&through) {
         let total = before.get(k).copied().unwrap_or(0);
         let total = if allowed {
@@ -209,12 +284,16 @@ where
                     .map_or(0, |s| wait_ms(s, call.cutoff(l.window_ms))),
             }
         };
-        tally.push(Standing {
+        let standing = Standing {
             window_ms: l.window_ms,
             count,
             remaining: l.max.saturating_sub(count),
             retry_ms,
-        });
+        };
+        tally.push(standing);
+        if call.detail {
+            states.push((k, standing));
+        }
     }
     let (b, bound) = tally.binding();
     // The newest member is in every window of its key that holds any member.
@@ -223,6 +302,10 @@ where
         _ => log_of(logs, limits.clone().nth(b).map_or(0, |(k, _)| k))?
             .newest()?
             .map_or(0, |s| wait_ms(s, call.cutoff(bound.window_ms))),
+    };
+    let detail = match call.detail {
+        true => Some(detail(logs, &states, call)?),
+        false => None,
     };
     Ok(Outcome {
         reply: Reply {
@@ -234,6 +317,45 @@ where
             binding: call.named.then_some(b),
         },
         trimmed,
+        detail,
+    })
+}
+
+/// DETAIL: each limit's standing with its `reset_i` (the wait until its window is empty, from its
+/// key's newest member, read once a key), in limit order.
+fn detail<L: Log>(
+    logs: &mut [L],
+    states: &[(usize, Standing)],
+    call: &Call,
+) -> Result<Detail, Error> {
+    let mut newest: [Option<Option<f64>>; MAX_KEYS] = [None; MAX_KEYS];
+    let mut limits = Vec::with_capacity(states.len());
+    for &(k, s) in states {
+        let reset_ms = if s.count == 0 {
+            0
+        } else {
+            let score = match newest.get(k).copied().flatten() {
+                Some(score) => score,
+                None => {
+                    let score = log_of(logs, k)?.newest()?;
+                    if let Some(slot) = newest.get_mut(k) {
+                        *slot = Some(score);
+                    }
+                    score
+                }
+            };
+            score.map_or(0, |n| wait_ms(n, call.cutoff(s.window_ms)))
+        };
+        limits.push(LimitState {
+            count: s.count,
+            remaining: s.remaining,
+            retry_ms: s.retry_ms,
+            reset_ms,
+        });
+    }
+    Ok(Detail {
+        limits,
+        now: call.now,
     })
 }
 
@@ -412,6 +534,9 @@ mod tests {
             clock: now,
             cost,
             max_add: u64::MAX,
+            lease: 0,
+            lateness: 0,
+            detail: false,
         }
     }
 
@@ -669,7 +794,7 @@ mod tests {
             assert_eq!(stored, after, "case {i} stored");
             assert_eq!(t, trimmed, "case {i} trimmed");
             let mut l = VecLog(log.to_vec());
-            assert_eq!(peek(&mut l, &r), Ok(want), "case {i} peek");
+            assert_eq!(peek(&mut l, &r).map(|o| o.reply), Ok(want), "case {i} peek");
             assert_eq!(l.0, log.to_vec(), "case {i}: peek changed the log");
             // The independent model agrees.
             let scores: Vec<u64> = log.iter().map(|s| *s as u64).collect();
@@ -716,7 +841,7 @@ mod tests {
                 let cost = if rng.chance(70) { 1 } else { rng.range(1, 14) };
                 let r = multi(&limits, now, cost);
                 let before = log.clone();
-                let Ok(peeked) = peek(&mut log, &r) else {
+                let Ok(peeked) = peek(&mut log, &r).map(|o| o.reply) else {
                     panic!("{r:?} failed");
                 };
                 assert_eq!(log, before, "peek changed the log");
@@ -781,7 +906,7 @@ mod tests {
         for (log, r) in cases {
             let (want, _, _) = run(log, r);
             let mut l = VecLog(log.to_vec());
-            let Ok(got) = peek(&mut l, r) else {
+            let Ok(got) = peek(&mut l, r).map(|o| o.reply) else {
                 panic!("{r:?} failed");
             };
             assert_eq!(got, want, "{log:?} {r:?}");
@@ -802,7 +927,11 @@ mod tests {
             // Admissible but above the cap: an error, and the expired member stays.
             (
                 capped(10, 5, 4),
-                Err(Error::TooManyMembers { cost: 5, cap: 4 }),
+                Err(Error::TooManyMembers {
+                    cost: 5,
+                    keys: 1,
+                    cap: 4,
+                }),
             ),
             // Refused anyway: the ordinary answer, whatever the cap.
             (capped(5, 5, 4), Ok(reply(false, 1, 4, 5000, 5000))),
@@ -814,7 +943,11 @@ mod tests {
                     max_add: 4,
                     ..multi(&[(10, 10), (1, 6)], 20_000, 5)
                 },
-                Err(Error::TooManyMembers { cost: 5, cap: 4 }),
+                Err(Error::TooManyMembers {
+                    cost: 5,
+                    keys: 1,
+                    cap: 4,
+                }),
             ),
             (
                 Request {
@@ -834,7 +967,7 @@ mod tests {
         ];
         for (r, want) in cases {
             let mut l = VecLog(stored.to_vec());
-            assert_eq!(peek(&mut l, &r), want, "peek {r:?}");
+            assert_eq!(peek(&mut l, &r).map(|o| o.reply), want, "peek {r:?}");
             assert_eq!(l.0, stored.to_vec());
             let got = allow(&mut l, &r).map(|o| o.reply);
             assert_eq!(got, want, "allow {r:?}");
@@ -951,7 +1084,7 @@ mod tests {
                             let want = contract_reply(&weird, limits, now, cost);
                             assert_eq!(got, want, "{r:?}");
                             let mut l = VecLog(weird.to_vec());
-                            let Ok(p) = peek(&mut l, &r) else {
+                            let Ok(p) = peek(&mut l, &r).map(|o| o.reply) else {
                                 panic!("{r:?} failed");
                             };
                             assert_eq!(p, got, "peek {r:?}");
@@ -987,7 +1120,7 @@ mod tests {
             };
             let r = req(rng.range(1, 5), rng.range(1, 12), now, rng.range(1, 4));
             let before = log.clone();
-            let Ok(peeked) = peek(&mut log, &r) else {
+            let Ok(peeked) = peek(&mut log, &r).map(|o| o.reply) else {
                 panic!("{r:?} failed");
             };
             assert_eq!(log, before, "peek changed the log");
@@ -1024,6 +1157,9 @@ mod tests {
             clock: now,
             cost,
             max_add: u64::MAX,
+            lease: 0,
+            lateness: 0,
+            detail: false,
         }
     }
 
@@ -1063,7 +1199,7 @@ mod tests {
                 let cost = if rng.chance(70) { 1 } else { rng.range(1, 14) };
                 let r = all_req(keys, &limits, now, cost);
                 let before = logs.clone();
-                let Ok(peeked) = peek_all(&mut logs, &r) else {
+                let Ok(peeked) = peek_all(&mut logs, &r).map(|o| o.reply) else {
                     panic!("{r:?} failed");
                 };
                 assert_eq!(logs, before, "peek changed a log");
@@ -1147,12 +1283,20 @@ mod tests {
         };
         let mut logs = stored.to_vec();
         assert_eq!(
-            peek_all(&mut logs, &r),
-            Err(Error::TooManyMembers { cost: 3, cap: 5 })
+            peek_all(&mut logs, &r).map(|o| o.reply),
+            Err(Error::TooManyMembers {
+                cost: 3,
+                keys: 2,
+                cap: 5,
+            })
         );
         assert_eq!(
             allow_all(&mut logs, &r).map(|o| o.reply),
-            Err(Error::TooManyMembers { cost: 3, cap: 5 })
+            Err(Error::TooManyMembers {
+                cost: 3,
+                keys: 2,
+                cap: 5,
+            })
         );
         assert_eq!(logs, stored);
         // Refused by the second key anyway: the ordinary answer.
@@ -1168,5 +1312,181 @@ mod tests {
             ..all_req(2, &[(0, 1, 10), (1, 1, 10)], 20_000, 3)
         };
         assert!(allow_all(&mut logs, &r).is_ok_and(|o| o.reply.allowed));
+    }
+
+    /// A lease logs the members at `now + ms`: decided at `now`, the reply computed at `now`
+    /// (so the reset includes `ms`), the TTL longer by `ms`.
+    #[test]
+    fn a_lease_logs_its_members_at_its_end() {
+        let leased = |r: Request, lease| Request { lease, ..r };
+        // (stored, request, reply, stored after)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&[f64], Request, Reply, Vec<f64>)> = vec![
+            (
+                &[],
+                leased(req(10, 3, 1000, 2), 500),
+                reply(true, 2, 1, 10_500, 10_500),
+                vec![1500.0, 1500.0],
+            ),
+            // Inside the lease its permits count as members from the future.
+            (
+                &[1500.0, 1500.0],
+                req(10, 3, 1200, 1),
+                reply(true, 3, 0, 10_000, 10_300),
+                vec![1200.0, 1500.0, 1500.0],
+            ),
+            // Refused: decided at now, nothing added, the TTL untouched.
+            (
+                &[1500.0, 1500.0],
+                leased(req(10, 2, 1200, 1), 900),
+                reply(false, 2, 0, 10_300, 10_300),
+                vec![1500.0, 1500.0],
+            ),
+            // The trim is at now, not at now + ms.
+            (
+                &[100.0, 9000.0],
+                leased(req(10, 2, 10_100, 1), 5000),
+                reply(true, 2, 0, 8900, 15_000),
+                vec![9000.0, 15_100.0],
+            ),
+        ];
+        for (i, (log, r, want, after)) in cases.into_iter().enumerate() {
+            let (got, stored, _) = run(log, &r);
+            assert_eq!(got, want, "case {i}");
+            assert_eq!(stored, after, "case {i} stored");
+            let mut l = VecLog(log.to_vec());
+            assert_eq!(peek(&mut l, &r).map(|o| o.reply), Ok(want), "case {i} peek");
+        }
+        let r = Request {
+            clock: 7,
+            lease: 500,
+            lateness: 40,
+            ..multi(&[(10, 3), (60, 9)], 1000, 1)
+        };
+        assert_eq!(r.expire_at(), 7 + 60_000 + 500 + 40);
+    }
+
+    /// Lateness keeps G more ms in the log and changes no reply: members at or before
+    /// `now - W` are outside the window whether or not they are still stored.
+    #[test]
+    fn lateness_keeps_more_and_answers_the_same_in_order() {
+        let mut rng = Rng::new(0x1A7E);
+        for stream in 0..200 {
+            let limits: Vec<(u64, u64)> = (0..rng.range(1, 4))
+                .map(|_| (rng.pick(&[1, 2, 5, 10]), rng.range(1, 9)))
+                .collect();
+            let late = rng.pick(&[1, 300, 5000, 86_400_000]);
+            let (mut plain, mut kept) = (VecLog::default(), VecLog::default());
+            let mut now = 100_000;
+            for step in 0..100 {
+                // Never back: an in-order caller.
+                now += rng.pick(&[0, 10, 200, 900, 4000, 30_000]);
+                let cost = rng.range(1, 3);
+                let a = allow(&mut plain, &multi(&limits, now, cost));
+                let r = Request {
+                    lateness: late,
+                    ..multi(&limits, now, cost)
+                };
+                let b = allow(&mut kept, &r);
+                let (Ok(a), Ok(b)) = (a, b) else {
+                    panic!("stream {stream} step {step} failed");
+                };
+                assert_eq!(a.reply, b.reply, "stream {stream} step {step}");
+                // The late log holds everything the plain one does, and only what is at most
+                // G ms older than the longest window.
+                assert!(plain.0.iter().all(|s| kept.0.contains(s)));
+                let wmax = limits.iter().map(|l| l.0).max().unwrap_or(1) * 1000;
+                let floor = now as f64 - wmax as f64 - late as f64;
+                assert!(
+                    kept.0.iter().all(|s| *s > floor),
+                    "stream {stream} step {step}"
+                );
+            }
+        }
+    }
+
+    /// LEASE, DETAIL and lateness over one and several keys, time going back within and beyond
+    /// the lateness: every answer, every limit's state and the stored scores equal the model's;
+    /// PEEK answers ALLOW's detail too.
+    #[test]
+    fn options_follow_the_model_and_peek_equals_allow() {
+        use testkit::model::Options;
+        let mut rng = Rng::new(0x0E_7105);
+        // Admitted with a lease, refused with a lease, detailed, late calls kept in view.
+        let mut seen = [0u32; 3];
+        for stream in 0..150 {
+            let keys = if rng.chance(30) { rng.range(2, 4) } else { 1 } as usize;
+            let mut limits: Vec<(usize, u64, u64)> = Vec::new();
+            for k in 0..keys {
+                for _ in 0..rng.range(1, 3) {
+                    limits.push((k, rng.pick(&[1, 2, 5, 10]), rng.range(1, 9)));
+                }
+            }
+            let lateness = rng.pick(&[0, 0, 500, 3000]);
+            let mut logs = vec![VecLog::default(); keys];
+            let mut models = vec![Model::default(); keys];
+            let mut now: u64 = 100_000;
+            for step in 0..80 {
+                now = next_now(&mut rng, now, 10_000);
+                let lease = if rng.chance(40) {
+                    rng.range(1, 3000)
+                } else {
+                    0
+                };
+                let detail = rng.chance(50);
+                let cost = rng.range(1, 3);
+                let options = Options { lease, lateness };
+                let what = format!("stream {stream} step {step}");
+                let before = logs.clone();
+                // One key: ALLOW and PEEK with the same limits; else ALLOWALL and PEEKALL.
+                let single = keys == 1 && rng.chance(70);
+                let (peeked, out) = if single {
+                    let plain: Vec<(u64, u64)> = limits.iter().map(|l| (l.1, l.2)).collect();
+                    let r = Request {
+                        lease,
+                        lateness,
+                        detail,
+                        ..multi(&plain, now, cost)
+                    };
+                    (peek(&mut logs[0], &r), allow(&mut logs[0], &r))
+                } else {
+                    let r = AllRequest {
+                        lease,
+                        lateness,
+                        detail,
+                        ..all_req(keys, &limits, now, cost)
+                    };
+                    (peek_all(&mut logs, &r), allow_all(&mut logs, &r))
+                };
+                let (Ok(peeked), Ok(out)) = (peeked, out) else {
+                    panic!("{what} failed");
+                };
+                assert_eq!(peeked.reply, out.reply, "{what}");
+                assert_eq!(peeked.detail, out.detail, "{what}: PEEK's detail");
+                let want = Model::call_all(&mut models, &limits, now, cost, options);
+                assert_eq!(
+                    &*out.reply.named_fields(),
+                    want.head,
+                    "{what} on {before:?}"
+                );
+                match &out.detail {
+                    Some(d) => {
+                        let got: Vec<[i64; 4]> = d.limits.iter().map(|l| l.fields()).collect();
+                        assert_eq!(got, want.limits, "{what}: detail");
+                        assert_eq!(d.now, now, "{what}: detail's now");
+                        seen[2] += 1;
+                    }
+                    None => assert!(!detail, "{what}: no detail"),
+                }
+                for (log, model) in logs.iter().zip(&models) {
+                    let stored: Vec<u64> = log.0.iter().map(|s| *s as u64).collect();
+                    assert_eq!(stored, model.scores, "{what}");
+                }
+                if lease > 0 {
+                    seen[usize::from(out.reply.allowed)] += 1;
+                }
+            }
+        }
+        assert!(seen.iter().all(|n| *n > 500), "{seen:?}");
     }
 }

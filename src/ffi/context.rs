@@ -68,6 +68,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Opens an array reply of `len` elements; the next `len` replies fill it.
+    pub fn reply_array(self, len: usize) {
+        let len = c_long::try_from(len).unwrap_or(0);
+        // SAFETY: the context belongs to the running command.
+        unsafe { (self.api.reply_array)(self.raw(), len) };
+    }
+
     /// Replies with one integer.
     pub fn reply_int(self, value: i64) {
         // SAFETY: the context belongs to the running command.

@@ -1,11 +1,37 @@
 //! The contract's ALLOW/PEEK, ALLOWALL/PEEKALL and REFUND steps on plain lists of scores, so a test that drives a key with
-//! sequential calls knows every reply and the exact scores the key must hold afterwards.
+//! sequential calls knows every reply and the exact scores the key must hold afterwards; with
+//! `LEASE`, `DETAIL` and `slidingwindow.lateness` too.
 #![allow(dead_code)]
 
 /// One key's log: the score of every member, ascending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Model {
     pub scores: Vec<u64>,
+}
+
+/// What a call carries beyond its limits, `now` and cost: `LEASE ms` (0 without it) and the
+/// server's `slidingwindow.lateness` (ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub lease: u64,
+    pub lateness: u64,
+}
+
+/// A call's whole answer: the six integers (`b` is 0 for a single limit) and, in limit order,
+/// each limit's `[count_i, remaining_i, retry_i, reset_i]`, as `DETAIL` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub head: [i64; 6],
+    pub limits: Vec<[i64; 4]>,
+}
+
+impl Answer {
+    /// The reply without `DETAIL`: five integers, or six when `named` (a call with `LIMIT`
+    /// options, or ALLOWALL).
+    pub fn plain(&self, named: bool) -> Vec<i64> {
+        let n = if named { 6 } else { 5 };
+        self.head[..n].to_vec()
+    }
 }
 
 /// What one limit says after a call (the contract's `count_i`, `remaining_i`, `retry_i`,
@@ -51,10 +77,58 @@ impl Model {
         now: u64,
         cost: u64,
     ) -> Vec<i64> {
+        Model::call_all(keys, limits, now, cost, Options::default())
+            .head
+            .to_vec()
+    }
+
+    /// ALLOW with several limits and `options`, applied to the model: its whole answer.
+    pub fn allow_with(
+        &mut self,
+        limits: &[(u64, u64)],
+        now: u64,
+        cost: u64,
+        options: Options,
+    ) -> Answer {
+        let keyed: Vec<(usize, u64, u64)> = limits.iter().map(|&(w, m)| (0, w, m)).collect();
+        Model::call_all(std::slice::from_mut(self), &keyed, now, cost, options)
+    }
+
+    /// PEEK with several limits and `options`: ALLOW's answer, leaving the model alone.
+    pub fn peek_with(
+        &self,
+        limits: &[(u64, u64)],
+        now: u64,
+        cost: u64,
+        options: Options,
+    ) -> Answer {
+        self.clone().allow_with(limits, now, cost, options)
+    }
+
+    /// PEEKALL with `options`: ALLOWALL's answer, leaving every key alone.
+    pub fn peek_all_with(
+        keys: &[Model],
+        limits: &[(usize, u64, u64)],
+        now: u64,
+        cost: u64,
+        options: Options,
+    ) -> Answer {
+        Model::call_all(&mut keys.to_vec(), limits, now, cost, options)
+    }
+
+    /// ALLOWALL with `options` over `keys`: the contract's steps, and the whole answer.
+    pub fn call_all(
+        keys: &mut [Model],
+        limits: &[(usize, u64, u64)],
+        now: u64,
+        cost: u64,
+        options: Options,
+    ) -> Answer {
         let now_i = i128::from(now);
         let n = i128::from(cost);
         let window = |w: u64| i128::from(w) * 1000;
-        // 1. Each key trimmed by its own longest window.
+        // 1. Each key trimmed by its own longest window, and G ms more (Lateness).
+        let late = i128::from(options.lateness);
         for (k, key) in keys.iter_mut().enumerate() {
             let wmax = limits
                 .iter()
@@ -62,7 +136,7 @@ impl Model {
                 .map(|&(_, w, _)| window(w))
                 .max()
                 .unwrap();
-            key.scores.retain(|&s| i128::from(s) > now_i - wmax);
+            key.scores.retain(|&s| i128::from(s) > now_i - wmax - late);
         }
         // Members of one limit's window, oldest first (future scores count).
         let in_window = |scores: &[u64], w: i128| -> Vec<i128> {
@@ -72,14 +146,16 @@ impl Model {
                 .filter(|&s| s > now_i - w)
                 .collect()
         };
-        // 2. and 3. Admitted only if the cost fits every limit of every key.
+        // 2. and 3. Admitted only if the cost fits every limit of every key; a lease's members
+        // are scored at its end.
         let allowed = limits.iter().all(|&(k, w, max)| {
             in_window(&keys[k].scores, window(w)).len() as i128 + n <= i128::from(max)
         });
         if allowed {
+            let at = now + options.lease;
             for key in keys.iter_mut() {
                 key.scores
-                    .extend(std::iter::repeat_n(now, usize::try_from(cost).unwrap()));
+                    .extend(std::iter::repeat_n(at, usize::try_from(cost).unwrap()));
                 key.scores.sort_unstable();
             }
         }
@@ -133,15 +209,22 @@ impl Model {
         } else {
             standings.iter().map(|s| s.retry).max().unwrap()
         };
+        let int = |v: i128| i64::try_from(v).unwrap();
         let s = standings[b];
-        vec![
-            i64::from(allowed),
-            i64::try_from(s.count).unwrap(),
-            i64::try_from(s.remaining).unwrap(),
-            i64::try_from(retry).unwrap(),
-            i64::try_from(s.reset).unwrap(),
-            b as i64,
-        ]
+        Answer {
+            head: [
+                i64::from(allowed),
+                int(s.count),
+                int(s.remaining),
+                int(retry),
+                int(s.reset),
+                b as i64,
+            ],
+            limits: standings
+                .iter()
+                .map(|s| [int(s.count), int(s.remaining), int(s.retry), int(s.reset)])
+                .collect(),
+        }
     }
 
     /// `SLIDINGWINDOW.PEEKALL`: ALLOWALL's reply, leaving every key alone.

@@ -99,6 +99,44 @@ pub fn five(v: &Value) -> Option<[i64; 5]> {
     }
 }
 
+/// A `DETAIL` reply (CONTRACT.md "Every limit's state"): its six integers, each limit's four
+/// (`count_i`, `remaining_i`, `retry_i`, `reset_i`), and the `now` the call used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detailed {
+    pub head: Vec<i64>,
+    pub limits: Vec<[i64; 4]>,
+    pub now: i64,
+}
+
+/// The reply as a `DETAIL` reply; panics (showing it) on any other shape.
+pub fn detailed(v: &Value) -> Detailed {
+    let int = |v: &Value| match v {
+        Value::Int(n) => *n,
+        other => panic!("expected an integer, got {other:?} in {v:?}"),
+    };
+    let Value::Array(items) = v else {
+        panic!("expected the eight elements of DETAIL, got {v:?}");
+    };
+    let [head @ .., Value::Array(limits), now] = &items[..] else {
+        panic!("expected the eight elements of DETAIL, got {v:?}");
+    };
+    assert_eq!(items.len(), 8, "{v:?}");
+    let limits = limits
+        .iter()
+        .map(|l| match l {
+            Value::Array(four) if four.len() == 4 => {
+                [int(&four[0]), int(&four[1]), int(&four[2]), int(&four[3])]
+            }
+            other => panic!("expected a limit's four integers, got {other:?} in {v:?}"),
+        })
+        .collect();
+    Detailed {
+        head: head.iter().map(int).collect(),
+        limits,
+        now: int(now),
+    }
+}
+
 /// Encodes one command (binary-safe) in the wire format.
 pub fn packed<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
