@@ -5,12 +5,16 @@
 -- the other. The Python and Node.js helpers in clients/ both load this file.
 --
 -- KEYS      the key; for ALLOWALL and PEEKALL, all of their keys
--- ARGV[1]   'allow', 'peek', 'allowall', 'peekall' or 'refund'
+-- ARGV[1]   'allow', 'peek', 'allowall', 'peekall' or 'refund', optionally followed by the
+--           module's configs as its load line takes them, one space apart:
+--           'allow lateness 5000 max-members-per-call 100000' (defaults: the module's, lateness 0
+--           and max-members-per-call 100000)
 -- ARGV[2]   16 random Crockford base32 characters from the caller: the random part of the first
 --           new member (scripts have no good randomness of their own)
 -- ARGV[3..] the command's own arguments after its key:
---             allow, peek        window max now [COST n] [LIMIT window max]...
+--             allow, peek        window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]
 --             allowall, peekall  numkeys now [COST n] LIMIT keyno window max [LIMIT ...]...
+--                                [LEASE ms] [DETAIL]
 --                                (numkeys as the caller wrote it; the keys themselves are KEYS)
 --             refund             n [AT ts]
 --
@@ -20,6 +24,7 @@
 local MAX_EXACT = '9007199254740992'
 local MAX_WINDOW = '9007199254740'
 local MAX_ADD = 100000
+local LATENESS = 0
 local MAX_LIMITS = 16
 local MAX_KEYS = 16
 local ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
@@ -72,8 +77,34 @@ end
 local WINDOW_ERR = ' must be an integer between 1 and ' .. MAX_WINDOW .. ' (window * 1000 <= 2^53)'
 local MAX_ERR = ' must be an integer between 1 and ' .. MAX_EXACT
 local NOW_ERR = ' must be an integer between 0 and ' .. MAX_EXACT .. ', or *'
+local LEASE_ERR = 'ERR LEASE must be an integer between 1 and ' .. MAX_EXACT .. ' - now (now + LEASE <= 2^53)'
 
-local command = ARGV[1]
+-- ARGV[1]: the command, then the configs' `name value` pairs.
+local words = {}
+for word in string.gmatch(ARGV[1] or '', '[^ ]+') do
+  words[#words + 1] = word
+end
+local command = words[1]
+local CONFIGS = {
+  ['lateness'] = { lo = 0, hi = '86400000' },
+  ['max-members-per-call'] = { lo = 1, hi = '10000000' },
+}
+for w = 2, #words, 2 do
+  local name = string.lower(words[w])
+  local config = CONFIGS[name]
+  local value = words[w + 1] and integer(words[w + 1], config and config.lo or 0, config and config.hi or '0')
+  if not config then
+    return fail("ERR slidingwindow.lua: unknown config '" .. token(words[w]) .. "' in ARGV[1] (configs: lateness, max-members-per-call)")
+  end
+  if not value then
+    return fail('ERR slidingwindow.lua: config ' .. name .. ' must be an integer between ' .. config.lo .. ' and ' .. config.hi)
+  end
+  if name == 'lateness' then
+    LATENESS = value
+  else
+    MAX_ADD = value
+  end
+end
 local several = command == 'allowall' or command == 'peekall'
 if not several and command ~= 'allow' and command ~= 'peek' and command ~= 'refund' then
   return fail('ERR slidingwindow.lua: ARGV[1] must be allow, peek, allowall, peekall or refund')
@@ -201,23 +232,44 @@ if now_arg ~= '*' then
     return fail('ERR now' .. NOW_ERR)
   end
 end
+-- now + ms <= 2^53, compared as 2^53 - now (exact) so that no sum rounds.
+local function lease_fits(ms, at)
+  return ms <= tonumber(MAX_EXACT) - at
+end
 local cost = nil
+local lease = nil
+local detail = false
 local i = first_option
 while i <= #ARGV do
   local option = ARGV[i]
   local name = string.upper(option)
-  if name == 'COST' then
-    if cost then
+  if name == 'COST' or name == 'LEASE' then
+    if (name == 'COST' and cost) or (name == 'LEASE' and lease) then
       return fail("ERR syntax error, option '" .. token(option) .. "' given twice")
     end
     if i + 1 > #ARGV then
       return fail("ERR syntax error, option '" .. token(option) .. "' needs a value")
     end
-    cost = integer(ARGV[i + 1], 1, MAX_EXACT)
-    if not cost then
-      return fail('ERR cost' .. MAX_ERR)
+    local v = integer(ARGV[i + 1], 1, MAX_EXACT)
+    if name == 'COST' then
+      if not v then
+        return fail('ERR cost' .. MAX_ERR)
+      end
+      cost = v
+    else
+      -- On the caller's clock the end is checked here; on `*`, once the clock is read.
+      if not v or (now and not lease_fits(v, now)) then
+        return fail(LEASE_ERR)
+      end
+      lease = v
     end
     i = i + 2
+  elseif name == 'DETAIL' then
+    if detail then
+      return fail("ERR syntax error, option '" .. token(option) .. "' given twice")
+    end
+    detail = true
+    i = i + 1
   elseif name == 'LIMIT' and several then
     if i + 3 > #ARGV then
       return fail("ERR syntax error, option '" .. token(option) .. "' needs three values (keyno window max)")
@@ -274,7 +326,12 @@ end
 
 if now == nil then
   now = server_now()
+  if lease and not lease_fits(lease, now) then
+    return fail(LEASE_ERR)
+  end
 end
+-- A lease's members are scored at its end.
+local at = now + (lease or 0)
 
 local names = {}
 for k, key in ipairs(keys) do
@@ -299,8 +356,10 @@ for _, l in ipairs(limits) do
     allowed = false
   end
 end
-if allowed and n > MAX_ADD then
-  return fail('ERR cost ' .. fmt(n) .. ' would add more than ' .. MAX_ADD .. ' members in one call')
+-- The cap counts every key: COST members on each.
+if allowed and n * #keys > MAX_ADD then
+  local times = #keys > 1 and (' times ' .. #keys .. ' keys') or ''
+  return fail('ERR cost ' .. fmt(n) .. times .. ' would add more than ' .. MAX_ADD .. ' members in one call')
 end
 
 local function score_at(key, rank)
@@ -312,13 +371,14 @@ local function wait(s, c)
   return math.max(0, math.ceil(s) - c)
 end
 
--- Score of the k-th oldest member in limit l's window, counting the n members an admitted call adds at now.
+-- Score of the k-th oldest member in limit l's window, counting the n members an admitted call
+-- adds at `at` (now, or the end of its lease).
 local function kth(l, k)
   if allowed then
-    local up_to_now = redis.call('ZCOUNT', l.key.name, '(' .. fmt(l.cutoff), fmt(now))
-    if k > up_to_now then
-      if k <= up_to_now + n then
-        return now
+    local up_to_at = redis.call('ZCOUNT', l.key.name, '(' .. fmt(l.cutoff), fmt(at))
+    if k > up_to_at then
+      if k <= up_to_at + n then
+        return at
       end
       k = k - n
     end
@@ -350,8 +410,8 @@ for index, l in ipairs(limits) do
     local key = l.key
     if key.newest == nil then
       key.newest = score_at(key, -1)
-      if allowed and (key.newest == nil or key.newest < now) then
-        key.newest = now
+      if allowed and (key.newest == nil or key.newest < at) then
+        key.newest = at
       end
     end
     l.reset = wait(key.newest, l.cutoff)
@@ -378,8 +438,17 @@ end
 
 local b = limits[best]
 local reply = { allowed and 1 or 0, b.count, b.remaining, retry, b.reset }
-if several or #limits > 1 then
+if several or #limits > 1 or detail then
   reply[6] = best - 1
+end
+-- DETAIL: every limit's state in limit order, then the now used.
+if detail then
+  local states = {}
+  for index, l in ipairs(limits) do
+    states[index] = { l.count, l.remaining, l.retry, l.reset }
+  end
+  reply[7] = states
+  reply[8] = now
 end
 
 if command == 'peek' or command == 'peekall' then
@@ -397,8 +466,8 @@ local function encode(v, len)
   end
   return table.concat(out)
 end
-local time_part = encode(now % 281474976710656, 10)
-local score = fmt(now)
+local time_part = encode(at % 281474976710656, 10)
+local score = fmt(at)
 
 local function add(key)
   local high = {}
@@ -441,11 +510,12 @@ local function add(key)
   end
 end
 
+-- Lateness keeps G more ms; the TTL covers it, and the lease.
 for _, key in ipairs(keys) do
-  redis.call('ZREMRANGEBYSCORE', key.name, '-inf', fmt(now - key.wmax))
+  redis.call('ZREMRANGEBYSCORE', key.name, '-inf', fmt(now - key.wmax - LATENESS))
   if allowed then
     add(key.name)
-    redis.call('PEXPIRE', key.name, fmt(key.wmax))
+    redis.call('PEXPIRE', key.name, fmt(key.wmax + LATENESS + (lease or 0)))
   end
 end
 return reply
