@@ -16,6 +16,8 @@ var (
 	ErrLease = errors.New("slidingwindow: invalid lease")
 	// ErrLateness: WithLateness outside 0 to 24h, or not a whole number of ms.
 	ErrLateness = errors.New("slidingwindow: the lateness must be a whole number of ms from 0 to 24h")
+	// ErrClosed: a Leaser used after Close.
+	ErrClosed = errors.New("slidingwindow: the Leaser is closed")
 	// ErrReply: the server answered something other than the contract's reply.
 	ErrReply = errors.New("slidingwindow: unexpected reply")
 )
