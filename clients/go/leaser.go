@@ -122,7 +122,9 @@ func (l *Limiter) NewLeaser(key string, limits []Limit, c LeaseConfig) (*Leaser,
 // remaining (Count - held, Remaining + held, for every limit), RetryAfter 0 while permits are
 // held (after the last, the wait the lease call gave until another lease fits), ResetAfter
 // less the time since the call, and Now the time the permit was handed out at, on the clock
-// the lease uses. Results always carry Limits and Now.
+// the lease uses, in whole ms (on the server's clock: DETAIL's now plus the time since the call
+// was sent, at or after the moment itself and at or before the lease's end). Results always
+// carry Limits and Now.
 func (l *Leaser) Allow(ctx context.Context) (Result, error) {
 	l.mu.Lock()
 	for {
@@ -236,17 +238,15 @@ func (l *Leaser) takeLocked() (Result, bool, unused) {
 	if ls == nil {
 		return Result{}, false, unused{}
 	}
-	var at time.Time
 	var elapsed time.Duration
 	live := false
 	if l.c.Clock == nil {
 		// The server read now after the call was sent: d after sending, by the monotonic
 		// clock, is at or before now + d on the server's.
 		elapsed = time.Since(ls.sent)
-		at = time.UnixMilli(ls.now).Add(elapsed)
 		live = elapsed <= l.c.Duration
 	} else {
-		at = l.c.Clock()
+		at := l.c.Clock()
 		elapsed = at.Sub(time.UnixMilli(ls.now))
 		t := at.UnixMilli()
 		live = t >= ls.now && t <= ls.now+l.ms
@@ -256,7 +256,9 @@ func (l *Leaser) takeLocked() (Result, bool, unused) {
 	}
 	ls.left--
 	l.stats.Leased++
-	r := ls.permit(at, elapsed)
+	// In whole ms, as the server's replies are.
+	elapsed = elapsed.Truncate(time.Millisecond)
+	r := ls.permit(time.UnixMilli(ls.now).Add(elapsed), elapsed)
 	if ls.left == 0 {
 		l.endLocked()
 	}
@@ -280,7 +282,8 @@ func (l *Leaser) endLocked() unused {
 	return unused{ls.left, ls.now + l.ms}
 }
 
-// permit is the Result of a permit handed out at `at`, elapsed after the lease's now.
+// permit is the Result of a permit handed out at `at`, elapsed after the lease's now (both in
+// whole ms).
 func (ls *lease) permit(at time.Time, elapsed time.Duration) Result {
 	held := ls.left
 	r := ls.r
