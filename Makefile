@@ -126,8 +126,9 @@ test-go: build clients/go/vendor/modules.txt
 go-script:
 	cp clients/lua/slidingwindow.lua clients/go/slidingwindow.lua
 
-# Allow through redigo, the module against the script on `hot` and `wide`, the variants taking
-# turns in each of GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS calls.
+# Allow through redigo, the module against the script on `hot` and `wide`, then Allow through a
+# Leaser against plain Allow (Redis calls and ns per Allow), the variants taking turns in each of
+# GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS calls.
 GO_BENCH_ROUNDS ?= 3
 GO_BENCH_CALLS ?= 20000
 

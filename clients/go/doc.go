@@ -10,4 +10,7 @@
 // Every call passes "*" as the request's time by default, so that the server's clock decides:
 // callers that stamp their own clock can be over-admitted when their calls arrive out of order
 // (see Now for the rules that make one's own clock exact).
+//
+// A Leaser takes a hot key's permits in bulk (the LEASE option) and hands them out from memory,
+// never admitting more than a limit's max in any window, on any number of nodes.
 package slidingwindow

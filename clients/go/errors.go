@@ -12,6 +12,12 @@ var (
 	ErrNoLimits = errors.New("slidingwindow: at least one limit is needed")
 	// ErrNoKeys: AllowAll or PeekAll without a key.
 	ErrNoKeys = errors.New("slidingwindow: at least one key is needed")
+	// ErrLease: a lease (the Lease option, a Leaser's LeaseConfig) the commands cannot take.
+	ErrLease = errors.New("slidingwindow: invalid lease")
+	// ErrLateness: WithLateness outside 0 to 24h, or not a whole number of ms.
+	ErrLateness = errors.New("slidingwindow: the lateness must be a whole number of ms from 0 to 24h")
+	// ErrClosed: a Leaser used after Close.
+	ErrClosed = errors.New("slidingwindow: the Leaser is closed")
 	// ErrReply: the server answered something other than the contract's reply.
 	ErrReply = errors.New("slidingwindow: unexpected reply")
 )

@@ -36,7 +36,8 @@ func ExampleLimiter_AllowAll() {
 		{Key: user, Limits: []slidingwindow.Limit{slidingwindow.PerSecond(10), slidingwindow.PerMinute(100)}},
 		{Key: tenant, Limits: []slidingwindow.Limit{slidingwindow.PerMinute(1000)}},
 	}
-	r, err := sw.AllowAll(ctx, keyed)
+	// Detail: r.Now is the server's time of the decision, for the refund's AT.
+	r, err := sw.AllowAll(ctx, keyed, slidingwindow.Detail())
 	if err != nil {
 		return
 	}
@@ -47,7 +48,7 @@ func ExampleLimiter_AllowAll() {
 	if upstream() >= 500 {
 		// Not the caller's fault: take the request back from every key it was charged to.
 		for _, k := range keyed {
-			sw.Refund(ctx, k.Key, 1, time.Time{})
+			sw.Refund(ctx, k.Key, 1, r.Now)
 		}
 	}
 }
@@ -80,4 +81,23 @@ func Example_middleware() {
 	http.ListenAndServe("127.0.0.1:8080", limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})))
+}
+
+func ExampleLeaser() {
+	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:6379") }}
+	sw := slidingwindow.NewLimiter(redigo.Pool(pool))
+	// One global key for the whole fleet: 2000 a second, taken 100 at a time for 100 ms.
+	global, err := sw.NewLeaser("rl:{global}", []slidingwindow.Limit{slidingwindow.PerSecond(2000)},
+		slidingwindow.LeaseConfig{Size: 100, Duration: 100 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	defer global.Close(context.Background()) // returns the permits not handed out
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := global.Allow(ctx) // from memory while the lease lasts and has permits
+	if err != nil {
+		return
+	}
+	fmt.Println(r.Allowed, r.Remaining)
 }

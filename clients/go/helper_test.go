@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -112,6 +113,9 @@ func result(allowed bool, count, remaining, retryMs, resetMs int64, limit int, k
 	}
 }
 
+// same compares results (they hold a slice: Limits).
+func same(a, b slidingwindow.Result) bool { return reflect.DeepEqual(a, b) }
+
 // must(t)(call) is the call's result, or the test fails.
 func must(t *testing.T) func(slidingwindow.Result, error) slidingwindow.Result {
 	return func(r slidingwindow.Result, err error) slidingwindow.Result {
@@ -168,12 +172,12 @@ func TestBurstAdmitsExactlyMax(t *testing.T) {
 			result(false, 5, 0, 59_995, 59_999, 0, k, minute),
 		}
 		for i, g := range []slidingwindow.Result{got[0], got[4], got[5]} {
-			if g != want[i] {
+			if !same(g, want[i]) {
 				t.Fatalf("got %+v, want %+v", g, want[i])
 			}
 		}
 		// Exactly then the oldest has left (the trim is score <= now - window).
-		if r := must(t)(e.sw.AllowWith(ctx, k, []slidingwindow.Limit{minute}, at(nowMs+60_000))); r != result(true, 5, 0, 1, 60_000, 0, k, minute) {
+		if r := must(t)(e.sw.AllowWith(ctx, k, []slidingwindow.Limit{minute}, at(nowMs+60_000))); !same(r, result(true, 5, 0, 1, 60_000, 0, k, minute)) {
 			t.Fatalf("at the window's end: %+v", r)
 		}
 		if n := integer(t, e.s, "ZCARD", k); n != 5 {
@@ -196,10 +200,10 @@ func TestPeekChangesNothing(t *testing.T) {
 		if dump() != before {
 			t.Fatal("PEEK changed the key")
 		}
-		if want := result(true, 3, 0, 60_000, 60_000, 0, k, three); peeked != want {
+		if want := result(true, 3, 0, 60_000, 60_000, 0, k, three); !same(peeked, want) {
 			t.Fatalf("peek %+v, want %+v", peeked, want)
 		}
-		if r := must(t)(e.sw.AllowWith(ctx, k, []slidingwindow.Limit{three}, slidingwindow.Cost(2), at(nowMs+10))); r != peeked {
+		if r := must(t)(e.sw.AllowWith(ctx, k, []slidingwindow.Limit{three}, slidingwindow.Cost(2), at(nowMs+10))); !same(r, peeked) {
 			t.Fatalf("allow %+v after peek %+v", r, peeked)
 		}
 		missing := key()
@@ -222,7 +226,7 @@ func TestCostAndNeverAdmissible(t *testing.T) {
 			{3, nowMs + 1, result(false, 3, 2, 9_999, 9_999, 0, k, l)},
 			{6, nowMs + 1, result(false, 3, 2, -1, 9_999, 0, k, l)},
 		} {
-			if r := must(t)(e.sw.AllowWith(ctx, k, ls, slidingwindow.Cost(c.cost), at(c.at))); r != c.want {
+			if r := must(t)(e.sw.AllowWith(ctx, k, ls, slidingwindow.Cost(c.cost), at(c.at))); !same(r, c.want) {
 				t.Fatalf("cost %d: %+v, want %+v", c.cost, r, c.want)
 			}
 		}
@@ -355,7 +359,7 @@ func TestSecondLimitBindsWhenTheFirstHasRoom(t *testing.T) {
 			2: result(true, 3, 0, 1_000, 1_000, 0, k, second3),
 			3: result(false, 3, 0, 1_000, 1_000, 0, k, second3),
 		} {
-			if got[i] != want {
+			if !same(got[i], want) {
 				t.Fatalf("call %d: %+v, want %+v", i, got[i], want)
 			}
 		}
@@ -365,7 +369,7 @@ func TestSecondLimitBindsWhenTheFirstHasRoom(t *testing.T) {
 			result(true, 5, 0, 59_000, 60_000, 1, k, five),
 			result(false, 5, 0, 59_000, 60_000, 1, k, five),
 		} {
-			if r := must(t)(e.sw.AllowWith(ctx, k, limits, at(nowMs+1_000))); r != want {
+			if r := must(t)(e.sw.AllowWith(ctx, k, limits, at(nowMs+1_000))); !same(r, want) {
 				t.Fatalf("%+v, want %+v", r, want)
 			}
 		}
@@ -385,7 +389,7 @@ func TestAllowAllChargesEveryKeyOrNone(t *testing.T) {
 			}
 		}
 		// Alice's minute is full: she binds, and the tenant is not charged for her refusal.
-		if r := must(t)(e.sw.AllowAll(ctx, aliceKeys, at(nowMs+2))); r != result(false, 2, 0, 59_998, 59_999, 1, alice, perUser[1]) {
+		if r := must(t)(e.sw.AllowAll(ctx, aliceKeys, at(nowMs+2))); !same(r, result(false, 2, 0, 59_998, 59_999, 1, alice, perUser[1])) {
 			t.Fatalf("alice's third: %+v", r)
 		}
 		if integer(t, e.s, "ZCARD", alice) != 2 || integer(t, e.s, "ZCARD", tenant) != 2 {
@@ -404,7 +408,7 @@ func TestAllowAllChargesEveryKeyOrNone(t *testing.T) {
 			t.Fatal("bob's refusal was charged")
 		}
 		// PeekAll answers what AllowAll would, changing nothing.
-		if p := must(t)(e.sw.PeekAll(ctx, bobKeys, at(nowMs+4))); p != r {
+		if p := must(t)(e.sw.PeekAll(ctx, bobKeys, at(nowMs+4))); !same(p, r) {
 			t.Fatalf("peekall %+v, allowall %+v", p, r)
 		}
 	})
@@ -497,7 +501,7 @@ func TestRefundAfterAllowAllRestoresEveryKey(t *testing.T) {
 				t.Fatalf("refund %s: %d, %v", key, n, err)
 			}
 		}
-		if got := must(t)(e.sw.PeekAll(ctx, keyed, at(nowMs+1))); got != want {
+		if got := must(t)(e.sw.PeekAll(ctx, keyed, at(nowMs+1))); !same(got, want) {
 			t.Fatalf("after the refunds %+v, before the charge %+v", got, want)
 		}
 	})
@@ -558,7 +562,7 @@ func TestModuleGoneMovesToTheScript(t *testing.T) {
 	dump, _ := redis.Bytes(do(t, withModule, "DUMP", k), nil)
 	do(t, plain, "RESTORE", k, 0, dump)
 	target.Store(plain)
-	if r := must(t)(auto.AllowWith(ctx, k, []slidingwindow.Limit{three}, at(nowMs+2))); r != result(true, 2, 1, 0, 60_000, 0, k, three) {
+	if r := must(t)(auto.AllowWith(ctx, k, []slidingwindow.Limit{three}, at(nowMs+2))); !same(r, result(true, 2, 1, 0, 60_000, 0, k, three)) {
 		t.Fatalf("on the script: %+v", r)
 	}
 	if m, _ := auto.UsesModule(ctx); m {

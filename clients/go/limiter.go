@@ -28,10 +28,33 @@ type LimiterOption func(*Limiter)
 // WithPath forces the module or the script (the default is Auto).
 func WithPath(p Path) LimiterOption { return func(l *Limiter) { l.forced = p } }
 
+// WithLateness passes g to the script as its lateness config (the contract's "Lateness":
+// trims keep g more ms, the TTL is the longest window plus g), for callers that pass their own
+// clock (Now) and may arrive up to g out of order. The module's path does not send it: the
+// module has its own config, slidingwindow.lateness. Where both paths serve the same keys (a
+// fleet moving to the module), g must equal the servers' slidingwindow.lateness. It must be
+// a whole number of ms from 0 to 24h; otherwise every call fails with ErrLateness before
+// sending. The default is 0, as the module's.
+func WithLateness(g time.Duration) LimiterOption {
+	return func(l *Limiter) {
+		l.words, l.err = "", nil
+		switch {
+		case g < 0 || g > 24*time.Hour || g%time.Millisecond != 0:
+			l.err = fmt.Errorf("%w: %v", ErrLateness, g)
+		case g > 0:
+			l.words = fmt.Sprintf(" lateness %d", g/time.Millisecond)
+		}
+	}
+}
+
 // Limiter runs the rate-limit calls over one Redis client. It is safe for concurrent use.
 type Limiter struct {
 	rdb    Doer
 	forced Path
+	// words follow the command's name in the script's ARGV[1] (its configs); err is a bad
+	// option, returned by every call.
+	words string
+	err   error
 	// path is Auto until the server has been asked, then Module or Lua.
 	path atomic.Int32
 	ask  sync.Mutex
@@ -93,12 +116,12 @@ func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result
 	return l.PeekWith(ctx, key, limits)
 }
 
-// AllowWith is Allow with options (Cost, Now).
+// AllowWith is Allow with options (Cost, Now, Lease, Detail).
 func (l *Limiter) AllowWith(ctx context.Context, key string, limits []Limit, opts ...Option) (Result, error) {
 	return l.one(ctx, "allow", key, limits, newCall(opts))
 }
 
-// PeekWith is Peek with options (Cost, Now).
+// PeekWith is Peek with options (Cost, Now, Lease, Detail): what AllowWith would answer.
 func (l *Limiter) PeekWith(ctx context.Context, key string, limits []Limit, opts ...Option) (Result, error) {
 	return l.one(ctx, "peek", key, limits, newCall(opts))
 }
@@ -116,9 +139,10 @@ func (l *Limiter) PeekAll(ctx context.Context, keyed []Keyed, opts ...Option) (R
 }
 
 // Refund takes back up to n logged requests from key and answers how many it removed: the
-// newest logged at or before at (pass the time given to Now, so that a request logged after
-// this one is never taken back), or with a zero at the newest, whatever their time. Refund
-// each key a request was charged to.
+// newest logged at or before at, or with a zero at the newest, whatever their time. Pass the
+// time the call was decided at (the t given to Now; with the server's clock, Result.Now of a
+// call made with Detail), so that a request logged after this one, or a lease's permits logged
+// at its end, are never taken back in its place. Refund each key a request was charged to.
 func (l *Limiter) Refund(ctx context.Context, key string, n int64, at time.Time) (int64, error) {
 	args := []any{n}
 	if !at.IsZero() {
@@ -145,7 +169,11 @@ func (l *Limiter) one(ctx context.Context, command, key string, limits []Limit, 
 	if len(limits) == 0 {
 		return Result{}, ErrNoLimits
 	}
-	args := make([]any, 0, 3+3*len(limits))
+	tail, err := c.tail()
+	if err != nil {
+		return Result{}, err
+	}
+	args := make([]any, 0, 6+3*len(limits))
 	names := make([]named, len(limits))
 	for i, lim := range limits {
 		w, err := lim.seconds()
@@ -154,12 +182,13 @@ func (l *Limiter) one(ctx context.Context, command, key string, limits []Limit, 
 		}
 		if i == 0 {
 			args = append(args, w, lim.Max)
-			args = append(args, c.tail()...)
+			args = append(args, c.head()...)
 		} else {
 			args = append(args, "LIMIT", w, lim.Max)
 		}
 		names[i] = named{key, lim}
 	}
+	args = append(args, tail...)
 	reply, err := l.Call(ctx, command, key, args...)
 	if err != nil {
 		return Result{}, err
@@ -171,12 +200,16 @@ func (l *Limiter) all(ctx context.Context, command string, keyed []Keyed, c call
 	if len(keyed) == 0 {
 		return Result{}, ErrNoKeys
 	}
-	args := make([]any, 0, 4+len(keyed)*5)
+	tail, err := c.tail()
+	if err != nil {
+		return Result{}, err
+	}
+	args := make([]any, 0, 7+len(keyed)*5)
 	args = append(args, len(keyed))
 	for _, k := range keyed {
 		args = append(args, k.Key)
 	}
-	args = append(args, c.tail()...)
+	args = append(args, c.head()...)
 	var names []named
 	for i, k := range keyed {
 		if len(k.Limits) == 0 {
@@ -191,6 +224,7 @@ func (l *Limiter) all(ctx context.Context, command string, keyed []Keyed, c call
 			names = append(names, named{k.Key, lim})
 		}
 	}
+	args = append(args, tail...)
 	reply, err := l.CallKeys(ctx, command, args...)
 	if err != nil {
 		return Result{}, err
@@ -221,6 +255,9 @@ func (l *Limiter) CallKeys(ctx context.Context, command string, args ...any) (an
 
 // send calls the module with argv, or the script with keys and rest.
 func (l *Limiter) send(ctx context.Context, command string, keys, argv, rest []any) (any, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
 	module, err := l.UsesModule(ctx)
 	if err != nil {
 		return nil, err
@@ -233,7 +270,7 @@ func (l *Limiter) send(ctx context.Context, command string, keys, argv, rest []a
 		}
 		l.path.Store(int32(Lua))
 	}
-	return eval(ctx, l.rdb, command, keys, rest)
+	return eval(ctx, l.rdb, command+l.words, keys, rest)
 }
 
 // count is numkeys as the server reads it (plain decimal digits).

@@ -29,6 +29,24 @@ type Result struct {
 	// BindingKey and BindingLimit name the binding limit.
 	BindingKey   string
 	BindingLimit Limit
+	// Limits is every limit's state, in the order of Limit's positions (with Detail, and from a
+	// Leaser; nil otherwise).
+	Limits []LimitState
+	// Now is the time the call was decided at, in ms: the server's clock when the call passed
+	// "*" (with Detail, and from a Leaser, where it is the time the permit was handed out at;
+	// zero otherwise).
+	Now time.Time
+}
+
+// LimitState is one limit's state after a call, as the binding limit's is in Result.
+type LimitState struct {
+	Key   string
+	Limit Limit
+	// Count is the requests in the limit's window; Remaining is max(0, Max - Count).
+	Count, Remaining int64
+	// RetryAfter is the wait until a request of the same cost fits this limit (Never if it
+	// never can); ResetAfter the wait until its window is empty.
+	RetryAfter, ResetAfter time.Duration
 }
 
 // named is one limit sent, with its key: the reply's binding index points into a list of them.
@@ -45,20 +63,43 @@ func ints(reply any) ([]int64, error) {
 	}
 	out := make([]int64, len(items))
 	for i, v := range items {
-		switch n := v.(type) {
-		case int64:
-			out[i] = n
-		case int:
-			out[i] = int64(n)
-		default:
+		n, ok := integer(v)
+		if !ok {
 			return nil, fmt.Errorf("%w: element %d is %T %v", ErrReply, i, v, v)
 		}
+		out[i] = n
 	}
 	return out, nil
 }
 
-// toResult reads `allowed count remaining retry_after_ms reset_after_ms [binding]`.
+func integer(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// toResult reads `allowed count remaining retry_after_ms reset_after_ms [binding]`, or with
+// DETAIL `allowed count remaining retry_after_ms reset_after_ms binding [[count remaining
+// retry reset]...] now`.
 func toResult(reply any, limits []named) (Result, error) {
+	var states []LimitState
+	var now time.Time
+	if items, ok := reply.([]any); ok && len(items) == 8 {
+		var err error
+		if states, err = toStates(items[6], limits); err != nil {
+			return Result{}, err
+		}
+		at, ok := integer(items[7])
+		if !ok {
+			return Result{}, fmt.Errorf("%w: now is %T %v", ErrReply, items[7], items[7])
+		}
+		now = time.UnixMilli(at)
+		reply = items[:6]
+	}
 	v, err := ints(reply)
 	if err != nil {
 		return Result{}, err
@@ -82,7 +123,32 @@ func toResult(reply any, limits []named) (Result, error) {
 		Limit:        int(b),
 		BindingKey:   limits[b].key,
 		BindingLimit: limits[b].limit,
+		Limits:       states,
+		Now:          now,
 	}, nil
+}
+
+// toStates reads DETAIL's array: one `count remaining retry reset` per limit sent.
+func toStates(reply any, limits []named) ([]LimitState, error) {
+	items, ok := reply.([]any)
+	if !ok || len(items) != len(limits) {
+		return nil, fmt.Errorf("%w: the limits' states are %T %v, for %d limits", ErrReply, reply, reply, len(limits))
+	}
+	states := make([]LimitState, len(items))
+	for i, item := range items {
+		v, err := ints(item)
+		if err != nil {
+			return nil, err
+		}
+		if len(v) != 4 {
+			return nil, fmt.Errorf("%w: limit %d's state has %d integers", ErrReply, i, len(v))
+		}
+		states[i] = LimitState{
+			Key: limits[i].key, Limit: limits[i].limit,
+			Count: v[0], Remaining: v[1], RetryAfter: ms(v[2]), ResetAfter: ms(v[3]),
+		}
+	}
+	return states, nil
 }
 
 // ms as a Duration; -1 stays -1 (Never), and waits beyond a Duration's range are its largest.

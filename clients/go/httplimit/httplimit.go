@@ -29,8 +29,9 @@ type Config struct {
 	// identity falls back to ClientIP. An identity from a header (an API key) must only be
 	// trusted behind authentication: any client can send a fresh one with every request.
 	Identity func(*http.Request) string
-	// RefundServerErrors takes a request back (SLIDINGWINDOW.REFUND key 1) when the handler
-	// answers 5xx, after the response, without delaying it.
+	// RefundServerErrors takes a request back (SLIDINGWINDOW.REFUND key 1 AT now, the server's
+	// time its Allow was decided at, from DETAIL) when the handler answers 5xx, after the
+	// response, without delaying it.
 	RefundServerErrors bool
 	// FailClosed answers 503 when Redis cannot decide (unreachable, an error, no reply within
 	// Timeout); by default such requests pass, without rate-limit headers.
@@ -96,7 +97,12 @@ func (m *middleware) key(r *http.Request) string {
 func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	key := m.key(r)
 	ctx, cancel := context.WithTimeout(r.Context(), m.c.Timeout)
-	res, err := m.limiter.Allow(ctx, key, m.c.Limits...)
+	var opts []slidingwindow.Option
+	if m.c.RefundServerErrors {
+		// For the refund's AT: the time the server decided at.
+		opts = append(opts, slidingwindow.Detail())
+	}
+	res, err := m.limiter.AllowWith(ctx, key, m.c.Limits, opts...)
 	cancel()
 	if err != nil && r.Context().Err() != nil {
 		return // the client has gone: nobody to answer
@@ -130,16 +136,17 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		sw.status = http.StatusOK
 	}
 	if m.c.RefundServerErrors && sw.status >= 500 {
-		go m.refund(key)
+		go m.refund(key, res.Now)
 	}
 }
 
-// refund takes back the newest request of key: the calls pass the server's clock, so this
-// request's own time is not known here; the count is the same.
-func (m *middleware) refund(key string) {
+// refund takes back the newest request of key logged at or before at, this request's own time:
+// never a request logged after it (the newest without AT could be one, or a lease's permit
+// logged at its end, and this request would then stay counted in its place).
+func (m *middleware) refund(key string, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.c.Timeout)
 	defer cancel()
-	if _, err := m.limiter.Refund(ctx, key, 1, time.Time{}); err != nil {
+	if _, err := m.limiter.Refund(ctx, key, 1, at); err != nil {
 		m.log.failed(fmt.Errorf("refund of %s failed: %w", key, err))
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,6 +211,81 @@ func TestRefundsOnServerErrors(t *testing.T) {
 	notFound.get()
 	if n := zcard(t, s, "rl:{"+notFound.id+"}"); n != 1 {
 		t.Fatalf("a 404 was refunded: %d left", n)
+	}
+}
+
+// A refund takes back the failed request itself: not a request admitted after it, nor a
+// lease's permits logged in the future (the newest members, which a REFUND without AT takes).
+func TestARefundTakesBackItsOwnRequest(t *testing.T) {
+	s := testredis.Shared(t, true)
+	entered, release := make(chan struct{}), make(chan struct{})
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Fail") == "" {
+			ok(w, r)
+			return
+		}
+		close(entered)
+		<-release
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	limits := []slidingwindow.Limit{slidingwindow.PerMinute(10)}
+	site := serve(t, s, httplimit.Config{Limits: limits, Identity: byHeader, RefundServerErrors: true}, handler)
+	key := "rl:{" + site.id + "}"
+	// Before the server's Close, which waits for the handler.
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	scores := func() []int64 {
+		v, err := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for i := 1; i < len(v); i += 2 {
+			n, err := strconv.ParseInt(v[i], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	failed := make(chan answer)
+	go func() {
+		req, _ := http.NewRequest("GET", site.srv.URL, nil)
+		req.Header.Set("X-Test-Id", site.id)
+		req.Header.Set("X-Fail", "1")
+		resp, err := site.srv.Client().Do(req)
+		if err != nil {
+			failed <- answer{}
+			return
+		}
+		resp.Body.Close()
+		failed <- answer{status: resp.StatusCode}
+	}()
+	<-entered
+	mine := scores()[0]
+	// A later request, at a later ms, and a lease's permits 30 s ahead.
+	waitFor(t, "the server's clock to move on", func() bool {
+		v, err := redis.Int64s(s.Do("TIME"))
+		return err == nil && v[0]*1000+v[1]/1000 > mine
+	})
+	if a := site.get(); a.status != 200 {
+		t.Fatalf("the later request: %d", a.status)
+	}
+	sw := slidingwindow.NewLimiter(redigo.Pool(s.Pool()))
+	leased, err := sw.AllowWith(context.Background(), key, limits, slidingwindow.Cost(2), slidingwindow.Lease(30*time.Second), slidingwindow.Detail())
+	if err != nil || !leased.Allowed {
+		t.Fatalf("the lease: %+v, %v", leased, err)
+	}
+	before := scores()
+	unblock()
+	if a := <-failed; a.status != 500 {
+		t.Fatalf("the failing request: %d", a.status)
+	}
+	waitFor(t, "the refund", func() bool { return zcard(t, s, key) == 3 })
+	if after := scores(); fmt.Sprint(after) != fmt.Sprint(before[1:]) || after[0] <= mine {
+		t.Fatalf("before the refund %v, after %v: want all but %d", before, after, mine)
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +204,103 @@ func BenchmarkAllow(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric((serverCPU(b, s)-cpu)*1e6/float64(b.N), "server-µs/op")
 		})
+	}
+}
+
+// calls is the Redis calls the limiter sent since the last CONFIG RESETSTAT (INFO commandstats):
+// the module's ALLOW and REFUND, or the script's EVALSHA and EVAL.
+func calls(b *testing.B, s *testredis.Server) int64 {
+	info, err := redis.String(s.Do("INFO", "commandstats"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := int64(0)
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, name := range []string{"slidingwindow.allow", "slidingwindow.refund", "evalsha", "eval"} {
+			if rest := strings.TrimPrefix(line, "cmdstat_"+name+":calls="); rest != line {
+				n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// BenchmarkAllowLeased: one hot key far from its max (every request admitted), on the server's
+// clock, through a Leaser (leases of 100 for 100 ms) against plain Allow, on both paths, from
+// one goroutine and from 8; the variants take turns in each of BENCH_ROUNDS rounds. Besides
+// ns/op, redis-calls/op is the commands the server ran per Allow (INFO commandstats),
+// server-µs/op its CPU time per Allow, and admitted the share admitted.
+func BenchmarkAllowLeased(b *testing.B) {
+	rounds, _ := strconv.Atoi(os.Getenv("BENCH_ROUNDS"))
+	if rounds < 1 {
+		rounds = 1
+	}
+	s, err := testredis.Start(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rdb := redigo.Pool(s.Pool())
+	limits := []slidingwindow.Limit{{Window: 10 * time.Second, Max: 1_000_000_000}}
+	type variant struct {
+		name  string
+		allow func(context.Context) (slidingwindow.Result, error)
+	}
+	var variants []variant
+	for _, p := range []struct {
+		name string
+		path slidingwindow.Path
+	}{{"module", slidingwindow.Module}, {"lua", slidingwindow.Lua}} {
+		sw := slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(p.path))
+		plain := "bench:lease:" + p.name + ":allow"
+		variants = append(variants, variant{p.name + "/allow", func(ctx context.Context) (slidingwindow.Result, error) {
+			return sw.Allow(ctx, plain, limits...)
+		}})
+		lsr, err := sw.NewLeaser("bench:lease:"+p.name+":leased", limits, slidingwindow.LeaseConfig{Size: 100, Duration: 100 * time.Millisecond})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lsr.Close(context.Background())
+		variants = append(variants, variant{p.name + "/leaser", lsr.Allow})
+	}
+	ctx := context.Background()
+	for round := 0; round < rounds; round++ {
+		for _, goroutines := range []int{1, 8} {
+			for _, v := range variants {
+				b.Run(fmt.Sprintf("%s/goroutines=%d", v.name, goroutines), func(b *testing.B) {
+					if _, err := s.Do("CONFIG", "RESETSTAT"); err != nil {
+						b.Fatal(err)
+					}
+					cpu := serverCPU(b, s)
+					var admitted atomic.Int64
+					one := func() {
+						r, err := v.allow(ctx)
+						if err != nil {
+							b.Error(err)
+						} else if r.Allowed {
+							admitted.Add(1)
+						}
+					}
+					b.ResetTimer()
+					if goroutines == 1 {
+						for i := 0; i < b.N; i++ {
+							one()
+						}
+					} else {
+						b.SetParallelism((goroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								one()
+							}
+						})
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(calls(b, s))/float64(b.N), "redis-calls/op")
+					b.ReportMetric((serverCPU(b, s)-cpu)*1e6/float64(b.N), "server-µs/op")
+					b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted")
+				})
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -115,7 +116,7 @@ func TestCluster(t *testing.T) {
 				r, err := sw.AllowAll(ctx, keyed, at(nowMs+2))
 				want := slidingwindow.Result{Count: 2, RetryAfter: 59_998 * time.Millisecond, ResetAfter: 59_999 * time.Millisecond,
 					Limit: 1, BindingKey: user, BindingLimit: perUser[1]}
-				if err != nil || r != want {
+				if err != nil || !reflect.DeepEqual(r, want) {
 					t.Fatalf("%+v, %v; want %+v", r, err, want)
 				}
 				if n, err := sw.Refund(ctx, tenant, 1, time.UnixMilli(nowMs+1)); n != 1 || err != nil {

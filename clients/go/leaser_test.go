@@ -1,0 +1,386 @@
+package slidingwindow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
+	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
+	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
+)
+
+// clock is a caller's own clock that moves only when told.
+type clock struct{ ms atomic.Int64 }
+
+func (c *clock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+
+// counted counts the commands sent through rdb, the path's question (COMMAND INFO) aside.
+func counted(rdb slidingwindow.Doer, n *atomic.Int64) slidingwindow.Doer {
+	return slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
+		if args[0] != "COMMAND" {
+			n.Add(1)
+		}
+		return rdb.Do(ctx, args...)
+	})
+}
+
+// handout is a permit's Result as the test expects it: the lease's state with held permits
+// still counted as remaining.
+func handout(count, remaining, retryMs, resetMs, nowMs int64, k string, l slidingwindow.Limit) slidingwindow.Result {
+	r := result(true, count, remaining, retryMs, resetMs, 0, k, l)
+	r.Limits = []slidingwindow.LimitState{{Key: k, Limit: l, Count: count, Remaining: remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}}
+	r.Now = time.UnixMilli(nowMs)
+	return r
+}
+
+// One key at 10 a minute, leases of 4 for 100 ms on the caller's clock: permits from memory,
+// a new lease (after refunding the old one's unused permit) once the first ends, then near the
+// limit a refused lease and exact calls that hand out every last permit.
+func TestLeaserHandsOutFromMemoryThenExactlyToTheLast(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		k := key()
+		ten := slidingwindow.Limit{Window: time.Minute, Max: 10}
+		do(t, e.s, "SCRIPT", "LOAD", slidingwindow.Script) // no NOSCRIPT round trip in the count
+		var calls atomic.Int64
+		var clk clock
+		clk.ms.Store(nowMs)
+		sw := slidingwindow.NewLimiter(counted(redigo.Pool(e.s.Pool()), &calls))
+		lsr, err := sw.NewLeaser(k, []slidingwindow.Limit{ten}, slidingwindow.LeaseConfig{Size: 4, Duration: 100 * time.Millisecond, Clock: clk.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := func(at, wantCalls int64, want slidingwindow.Result) {
+			t.Helper()
+			clk.ms.Store(at)
+			r, err := lsr.Allow(ctx)
+			if err != nil || !same(r, want) || calls.Load() != wantCalls {
+				t.Fatalf("at T+%d: %+v, %v after %d calls; want %+v after %d", at-nowMs, r, err, calls.Load(), want, wantCalls)
+			}
+		}
+		// The lease at T: 4 permits logged at T+100 (count 4, reset 60100); 3 held after the first.
+		step(nowMs, 1, handout(1, 9, 0, 60_100, nowMs, k, ten))
+		step(nowMs+10, 1, handout(2, 8, 0, 60_090, nowMs+10, k, ten))
+		// Its end is still in it.
+		step(nowMs+100, 1, handout(3, 7, 0, 60_000, nowMs+100, k, ten))
+		if _, scores := members(t, e.s, k); fmt.Sprint(scores) != fmt.Sprint([]int64{nowMs + 100, nowMs + 100, nowMs + 100, nowMs + 100}) {
+			t.Fatalf("the first lease's scores %v", scores)
+		}
+		// After it: REFUND 1 AT T+100, then a lease at T+101 (count 3 + 4, its permits at T+201).
+		step(nowMs+101, 3, handout(4, 6, 0, 60_100, nowMs+101, k, ten))
+		step(nowMs+101, 3, handout(5, 5, 0, 60_100, nowMs+101, k, ten))
+		step(nowMs+101, 3, handout(6, 4, 0, 60_100, nowMs+101, k, ten))
+		// The last permit: no more held, so the wait the lease gave for another (4 more need the
+		// first of T+100 gone).
+		step(nowMs+101, 3, handout(7, 3, 59_999, 60_100, nowMs+101, k, ten))
+		// 7 + 4 > 10: the lease is refused, and an exact call admits (then two more).
+		exact := func(count, remaining int64) slidingwindow.Result {
+			r := handout(count, remaining, 0, 60_100, nowMs+101, k, ten)
+			if remaining == 0 {
+				r.RetryAfter, r.Limits[0].RetryAfter = 59_999*time.Millisecond, 59_999*time.Millisecond
+			}
+			return r
+		}
+		step(nowMs+101, 5, exact(8, 2))
+		step(nowMs+101, 6, exact(9, 1))
+		step(nowMs+101, 7, exact(10, 0))
+		refused := exact(10, 0)
+		refused.Allowed = false
+		step(nowMs+101, 8, refused)
+		if n := integer(t, e.s, "ZCARD", k); n != 10 {
+			t.Fatalf("%d logged, want every last permit of 10", n)
+		}
+		if err := lsr.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := slidingwindow.LeaserStats{Leases: 2, Refused: 1, Exact: 4, Leased: 7, Refunds: 1, Refunded: 1}
+		if st := lsr.Stats(); st != want || calls.Load() != 8 {
+			t.Fatalf("stats %+v after %d calls, want %+v", st, calls.Load(), want)
+		}
+		if _, err := lsr.Allow(ctx); !errors.Is(err, slidingwindow.ErrClosed) {
+			t.Fatalf("after Close: %v", err)
+		}
+	})
+}
+
+func TestLeaserReturnsWhatItDidNotHandOut(t *testing.T) {
+	ten := []slidingwindow.Limit{{Window: time.Minute, Max: 10}}
+	t.Run("on Close", func(t *testing.T) {
+		both(t, func(t *testing.T, e env) {
+			k := key()
+			var clk clock
+			clk.ms.Store(nowMs)
+			lsr, err := e.sw.NewLeaser(k, ten, slidingwindow.LeaseConfig{Size: 4, Duration: time.Second, Clock: clk.now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			must(t)(lsr.Allow(ctx))
+			if err := lsr.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, scores := members(t, e.s, k); len(scores) != 1 || scores[0] != nowMs+1000 {
+				t.Fatalf("scores %v after Close", scores)
+			}
+			if st := lsr.Stats(); st.Refunds != 1 || st.Refunded != 3 {
+				t.Fatalf("%+v", st)
+			}
+		})
+	})
+	t.Run("at the lease's end, with nobody asking", func(t *testing.T) {
+		both(t, func(t *testing.T, e env) {
+			k := key()
+			lsr, err := e.sw.NewLeaser(k, ten, slidingwindow.LeaseConfig{Size: 5, Duration: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lsr.Close(ctx)
+			before := serverMs(t, e.s)
+			r := must(t)(lsr.Allow(ctx))
+			after := serverMs(t, e.s)
+			waitUntil(t, "the refund of 4", func() bool { return integer(t, e.s, "ZCARD", k) == 1 })
+			_, scores := members(t, e.s, k)
+			// The server's now + 50, which the permit's own time is at or after.
+			end := scores[0]
+			if end < before+50 || end > after+50 || r.Now.UnixMilli() < end-50 || r.Now.UnixMilli() > end {
+				t.Fatalf("the lease ends at %d (server clock in [%d, %d]); the permit's time %d", end, before, after, r.Now.UnixMilli())
+			}
+			if st := lsr.Stats(); st.Refunds != 1 || st.Refunded != 4 || st.Leases != 1 {
+				t.Fatalf("%+v", st)
+			}
+		})
+	})
+	t.Run("a lease whose reply comes after its end", func(t *testing.T) {
+		both(t, func(t *testing.T, e env) {
+			k := key()
+			pool := redigo.Pool(e.s.Pool())
+			slow := slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
+				reply, err := pool.Do(ctx, args...)
+				time.Sleep(5 * time.Millisecond)
+				return reply, err
+			})
+			lsr, err := slidingwindow.NewLimiter(slow).NewLeaser(k, ten, slidingwindow.LeaseConfig{Size: 4, Duration: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := must(t)(lsr.Allow(ctx))
+			if err := lsr.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Every permit back, and the request admitted by an exact call.
+			if _, scores := members(t, e.s, k); !r.Allowed || len(scores) != 1 || scores[0] != r.Now.UnixMilli() {
+				t.Fatalf("%+v; scores %v", r, scores)
+			}
+			if st := lsr.Stats(); st != (slidingwindow.LeaserStats{Leases: 1, Exact: 1, Refunds: 1, Refunded: 4}) {
+				t.Fatalf("%+v", st)
+			}
+		})
+	})
+}
+
+func TestLeaserConfigIsChecked(t *testing.T) {
+	sw := slidingwindow.NewLimiter(slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
+		return nil, errors.New("not sent")
+	}))
+	ten := []slidingwindow.Limit{slidingwindow.PerSecond(10), slidingwindow.PerMinute(6)}
+	for _, c := range []struct {
+		limits []slidingwindow.Limit
+		config slidingwindow.LeaseConfig
+		is     error
+		text   string
+	}{
+		{ten, slidingwindow.LeaseConfig{Size: 7, Duration: time.Second}, slidingwindow.ErrLease, "size 7 is not between 1 and the smallest max, 6"},
+		{ten, slidingwindow.LeaseConfig{Size: 0, Duration: time.Second}, slidingwindow.ErrLease, "size 0"},
+		{ten, slidingwindow.LeaseConfig{Size: 2, Duration: 0}, slidingwindow.ErrLease, "0s is not a whole number of ms"},
+		{ten, slidingwindow.LeaseConfig{Size: 2, Duration: 1500 * time.Microsecond}, slidingwindow.ErrLease, "1.5ms"},
+		{nil, slidingwindow.LeaseConfig{Size: 2, Duration: time.Second}, slidingwindow.ErrNoLimits, ""},
+		{[]slidingwindow.Limit{{Window: 1500 * time.Millisecond, Max: 5}}, slidingwindow.LeaseConfig{Size: 2, Duration: time.Second}, slidingwindow.ErrWindow, "1.5s"},
+	} {
+		if _, err := sw.NewLeaser("k", c.limits, c.config); !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.text) {
+			t.Fatalf("%+v: %v", c.config, err)
+		}
+	}
+}
+
+// waitUntil polls cond until it holds (10 s at most).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// moduleInfo is a field of INFO slidingwindow.
+func moduleInfo(t *testing.T, s *testredis.Server, field string) int64 {
+	t.Helper()
+	info, err := redis.String(s.Do("INFO", "slidingwindow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v := strings.TrimPrefix(line, "slidingwindow_"+field+":"); v != line {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in INFO slidingwindow:\n%s", field, info)
+	return 0
+}
+
+// Two Leasers on one key, standing for two nodes (each its own connections), 8 goroutines
+// each, offering about 2.4 times the limit, paced so that a node's lease lasts past its
+// duration (50 a second a node, leases of 5 for 50 ms): every window of the handouts' times (each permit's
+// Now, on the clock its lease uses) holds at most max, on the server's clock and on the
+// callers' own with the server's lateness covering their disorder. One lease call at most is
+// in flight per Leaser; every unused permit is refunded; near the limit exact calls hand out
+// what no lease could take.
+func TestLeasersNeverExceedMax(t *testing.T) {
+	const (
+		max     = 42 // not a multiple of the lease, so that leases leave a remainder to exact calls
+		size    = 5
+		windows = 3
+		perNode = 8
+	)
+	limit := slidingwindow.PerSecond(max)
+	run := func(t *testing.T, e env, own bool) {
+		k := key()
+		var admittedBefore, refundedBefore int64
+		if e.name == "module" {
+			admittedBefore, refundedBefore = moduleInfo(t, e.s, "admitted_requests"), moduleInfo(t, e.s, "refunded")
+		}
+		type node struct {
+			lsr            *slidingwindow.Leaser
+			inflight, most atomic.Int64
+		}
+		nodes := make([]*node, 2)
+		config := slidingwindow.LeaseConfig{Size: size, Duration: 50 * time.Millisecond}
+		if own {
+			config.Clock = time.Now
+		}
+		for i := range nodes {
+			n := &node{}
+			pool := &redis.Pool{MaxIdle: perNode, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", e.s.Addr()) }}
+			t.Cleanup(func() { pool.Close() })
+			rdb := redigo.Pool(pool)
+			watched := slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
+				for _, a := range args {
+					if a == "LEASE" {
+						now := n.inflight.Add(1)
+						defer n.inflight.Add(-1)
+						for m := n.most.Load(); now > m && !n.most.CompareAndSwap(m, now); m = n.most.Load() {
+						}
+					}
+				}
+				return rdb.Do(ctx, args...)
+			})
+			var opts []slidingwindow.LimiterOption
+			if e.name == "lua" {
+				opts = append(opts, slidingwindow.WithPath(slidingwindow.Lua))
+				if own {
+					opts = append(opts, slidingwindow.WithLateness(time.Second))
+				}
+			}
+			lsr, err := slidingwindow.NewLimiter(watched, opts...).NewLeaser(k, []slidingwindow.Limit{limit}, config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.lsr, nodes[i] = lsr, n
+		}
+		var mu sync.Mutex
+		var times []int64
+		var handed atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*perNode)
+		for _, n := range nodes {
+			for g := 0; g < perNode; g++ {
+				wg.Add(1)
+				go func(lsr *slidingwindow.Leaser, rng *rand.Rand) {
+					defer wg.Done()
+					// 8 goroutines a node each asking every 160 ms on average: 50 a second.
+					for ; handed.Load() < windows*max; time.Sleep(time.Duration(rng.Int63n(int64(320 * time.Millisecond)))) {
+						before := time.Now().UnixMilli()
+						r, err := lsr.Allow(ctx)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if !r.Allowed {
+							continue
+						}
+						// A permit's time is never before the call (1 ms for the server's
+						// clock read to the ms).
+						if at := r.Now.UnixMilli(); at < before-1 {
+							errs <- fmt.Errorf("a permit handed out at %d, asked for at %d", at, before)
+							return
+						}
+						handed.Add(1)
+						mu.Lock()
+						times = append(times, r.Now.UnixMilli())
+						mu.Unlock()
+					}
+				}(n.lsr, rand.New(rand.NewSource(int64(g))))
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		for i, s := range times {
+			n := 0
+			for j := i; j >= 0 && times[j] > s-1000; j-- {
+				n++
+			}
+			if n > max {
+				t.Fatalf("%d handed out in the second ending at %d (max %d)", n, s, max)
+			}
+		}
+		closing, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		var leases, leased, refused int64
+		for i, n := range nodes {
+			if err := n.lsr.Close(closing); err != nil {
+				t.Fatal(err)
+			}
+			st := n.lsr.Stats()
+			if st.Leases*size-st.Leased != st.Refunded || st.Lost != 0 {
+				t.Fatalf("node %d: %d permits leased, %d handed out, %d refunded: %+v", i, st.Leases*size, st.Leased, st.Refunded, st)
+			}
+			if n.most.Load() != 1 {
+				t.Fatalf("node %d: %d lease calls in flight at once", i, n.most.Load())
+			}
+			leases, leased, refused = leases+st.Leases, leased+st.Leased, refused+st.Refused
+		}
+		if leases == 0 || refused == 0 || int64(len(times)) == leased {
+			t.Fatalf("%d leases, %d refused, %d of %d handouts from leases: no exact call near the limit", leases, refused, leased, len(times))
+		}
+		if e.name == "module" {
+			admitted := moduleInfo(t, e.s, "admitted_requests") - admittedBefore
+			refunded := moduleInfo(t, e.s, "refunded") - refundedBefore
+			if admitted-refunded != int64(len(times)) {
+				t.Fatalf("the server admitted %d and took back %d, for %d handouts", admitted, refunded, len(times))
+			}
+		}
+	}
+	t.Run("server clock", func(t *testing.T) {
+		both(t, func(t *testing.T, e env) { run(t, e, false) })
+	})
+	t.Run("own clock, lateness 1s", func(t *testing.T) {
+		late(t, time.Second, func(t *testing.T, e env) { run(t, e, true) })
+	})
+}
