@@ -38,6 +38,8 @@ class Connections:
         if conn is None:
             conn = self._class(**self._kwargs)
         try:
+            # As redis-py's own pool does: a Sentinel-managed connection finds its master here.
+            conn.connect()
             yield conn
         except redis.ResponseError:
             # A whole error reply was read: the connection is in step.
