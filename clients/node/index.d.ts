@@ -19,6 +19,23 @@ export interface Result {
   resetAfterMs: number;
   /** Index of the binding limit (0 with a single limit). */
   limit: number;
+  /** With `detail`: every limit's state, in limit order (for several keys, the limits sent, key by key). */
+  states?: LimitState[];
+  /** With `detail`: the ms the call used (the server's clock for '*'). */
+  now?: number;
+  /** With onError 'open': the failure that let this request through unchecked. */
+  error?: UnavailableError;
+  /** With `confirm`, on an admitted call: whether the replicas acknowledged it. */
+  confirmed?: boolean;
+}
+
+/** One limit's state after a call (DETAIL). */
+export interface LimitState {
+  count: number;
+  remaining: number;
+  /** -1: this cost never fits this limit. */
+  retryAfterMs: number;
+  resetAfterMs: number;
 }
 
 /** An allowAll / peekAll result; `limit` is the binding limit's position among all the limits sent. */
@@ -41,23 +58,62 @@ export interface RefundOptions {
 
 export interface CallOptions {
   cost?: number;
-  /** Unix time in ms; default: the server's clock. */
+  /** Unix time in ms; default: the server's clock ('*'). */
   now?: number;
+  /** LEASE ms: an admitted call's members are logged at now + ms. */
+  lease?: number;
+  /** DETAIL: every limit's state and the now used. */
+  detail?: boolean;
 }
+
+export interface Options {
+  use?: 'auto' | 'module' | 'lua';
+  /** ms the Lua path passes as the script's lateness; keep it equal to the servers' slidingwindow.lateness. */
+  lateness?: number;
+  /** ms a call waits for its reply; default 1000, 0 without bound. */
+  timeout?: number;
+  /** When Redis does not decide: 'closed' (default) rejects with UnavailableError, 'open' resolves admitted with `error`. */
+  onError?: 'open' | 'closed';
+  /** WAIT replicas timeoutMs after each admitted allow / allowAll, on the same connection. */
+  confirm?: { replicas: number; timeoutMs: number };
+  /** When fewer replicas acknowledged: 'deny' (default) refunds and answers refused, 'allow' answers admitted. */
+  onUnconfirmed?: 'allow' | 'deny';
+}
+
+export declare class SlidingWindowError extends Error {}
+/** Redis did not decide: unreachable, no reply in time, or READONLY, LOADING, OOM, ...; `cause` holds the failure. */
+export declare class UnavailableError extends SlidingWindowError {}
+
+export declare class Lease {
+  /** Permits held in memory now. */
+  readonly permits: number;
+  /** One request: a permit from memory, from a new lease, or from an exact call. */
+  allow(): Promise<Result>;
+  /** Gives the unused permits back; resolves to how many the server took back. */
+  close(): Promise<number>;
+}
+
+export type LimitsArg = LimitLike | LimitLike[] | KeyedLimits;
+export declare function secondsUp(ms: number): number;
+export declare function policyHeader(limits: LimitsArg, names?: string[]): string;
+export declare function rateLimitHeader(result: Result, names?: string[]): string;
+export declare function retryAfterHeader(result: Result): string | null;
+/** RateLimit-Policy and RateLimit, and Retry-After on a refusal; {} for an unchecked result. */
+export declare function headers(result: Result, limits: LimitsArg, names?: string[]): Record<string, string>;
 
 export declare const SCRIPT: string;
 export declare const CROCKFORD: string;
-/** `::ffff:a.b.c.d` (an IPv4 client on a dual-stack socket) as `a.b.c.d`; any other address as is. */
+/** `::ffff:a.b.c.d` in any spelling (an IPv4 client on a dual-stack socket) as `a.b.c.d`; IPv6 compressed and lowercase; anything else as is. */
 export declare function canonicalIp(address: string): string;
-export declare function toArgs(limits: LimitLike | LimitLike[], cost?: number, now?: number): (string | number)[];
-export declare function toKeyArgs(keyed: KeyedLimits, cost?: number, now?: number): {
+export declare function toArgs(limits: LimitLike | LimitLike[], cost?: number, now?: number, options?: { lease?: number; detail?: boolean }): (string | number)[];
+export declare function toKeyArgs(keyed: KeyedLimits, cost?: number, now?: number, options?: { lease?: number; detail?: boolean }): {
   args: (string | number)[];
   named: { key: string; limit: Limit }[];
 };
 export declare function toResult(reply: number[]): Result;
 
 export declare class SlidingWindow {
-  constructor(redis: Redis | Cluster, options?: { use?: 'auto' | 'module' | 'lua' });
+  constructor(redis: Redis | Cluster, options?: Options);
   usesModule(): Promise<boolean>;
   allow(key: string, limits: LimitLike | LimitLike[], options?: CallOptions): Promise<Result>;
   peek(key: string, limits: LimitLike | LimitLike[], options?: CallOptions): Promise<Result>;
@@ -65,6 +121,7 @@ export declare class SlidingWindow {
   peekAll(keyed: KeyedLimits, options?: CallOptions): Promise<AllResult>;
   /** Resolves to the number of logged requests taken back. */
   refund(key: string, n?: number, options?: RefundOptions): Promise<number>;
+  lease(key: string, limits: LimitLike | LimitLike[], options: { size: number; durationMs: number }): Lease;
   call(command: 'allow' | 'peek', key: string, args: (string | number | Buffer)[]): Promise<number[]>;
   call(command: 'refund', key: string, args: (string | number | Buffer)[]): Promise<number>;
   callKeys(command: 'allowall' | 'peekall', args: (string | number | Buffer)[]): Promise<number[]>;

@@ -1,10 +1,12 @@
 'use strict';
 // Sliding-window rate limits on Redis: SLIDINGWINDOW.ALLOW / PEEK / ALLOWALL / PEEKALL / REFUND where
 // the module is loaded, the same contract in a Lua script (EVALSHA) where it is not, with identical
-// replies and keys.
+// replies and keys; leases, a call timeout, fail-open or -closed, WAIT after admissions, and the
+// HTTP headers.
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -12,9 +14,15 @@ const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const SCRIPT = fs.readFileSync(path.join(__dirname, 'slidingwindow.lua'), 'utf8');
 const SHA = crypto.createHash('sha1').update(SCRIPT).digest('hex');
 
-/** Turns the reply's integers into the typed result; `limit` is the binding limit's index. */
+const MAX_LATENESS = 86_400_000;
+
+/**
+ * Turns the reply's integers into the typed result; `limit` is the binding limit's index. A reply
+ * with DETAIL adds `states` (every limit's count, remaining, retryAfterMs, resetAfterMs, in limit
+ * order) and `now` (the ms the call used: the server's clock for '*').
+ */
 function toResult(reply) {
-  return {
+  const result = {
     allowed: reply[0] === 1,
     count: reply[1],
     remaining: reply[2],
@@ -22,6 +30,35 @@ function toResult(reply) {
     resetAfterMs: reply[4],
     limit: reply.length > 5 ? reply[5] : 0,
   };
+  if (reply.length > 7) {
+    result.states = reply[6].map(([count, remaining, retryAfterMs, resetAfterMs]) => ({ count, remaining, retryAfterMs, resetAfterMs }));
+    result.now = reply[7];
+  }
+  return result;
+}
+
+/** The helper's own errors (an error reply about the call itself stays ioredis's ReplyError). */
+class SlidingWindowError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = this.constructor.name;
+  }
+}
+
+/**
+ * Redis did not decide: unreachable, no reply within the helper's timeout, or an error reply about
+ * the server's state (READONLY, LOADING, OOM, MASTERDOWN, ...). `cause` holds the failure.
+ */
+class UnavailableError extends SlidingWindowError {}
+
+// Error replies about the server's state rather than the call: the on_error policy's, not the caller's.
+const STATE_CODES = new Set(['READONLY', 'OOM', 'LOADING', 'MASTERDOWN', 'TRYAGAIN', 'CLUSTERDOWN', 'BUSY', 'MISCONF', 'NOREPLICAS']);
+
+/** Whether a failure means Redis did not decide (rather than refusing the call's arguments). */
+function unavailable(err) {
+  if (err instanceof UnavailableError) return true;
+  if (err?.name !== 'ReplyError') return true;
+  return STATE_CODES.has(String(err.message).split(' ', 1)[0]);
 }
 
 /** One limit or a list of them, each {window, max} or [window, max], as a list of {window, max}. */
@@ -34,21 +71,31 @@ function toLimits(limits) {
 
 const nowArg = (now) => (now === undefined || now === null ? '*' : now);
 
-/** `window max now [COST n] [LIMIT window max]...`; limits are {window, max} or [window, max]. */
-function toArgs(limits, cost = 1, now = undefined) {
+const options = ({ lease, detail } = {}) => [...(lease === undefined || lease === null ? [] : ['LEASE', lease]), ...(detail ? ['DETAIL'] : [])];
+
+/**
+ * `window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`; limits are {window, max}
+ * or [window, max].
+ */
+function toArgs(limits, cost = 1, now = undefined, opts = {}) {
   const list = toLimits(limits);
   const args = [list[0].window, list[0].max, nowArg(now)];
   if (cost !== 1) args.push('COST', cost);
   for (const l of list.slice(1)) args.push('LIMIT', l.window, l.max);
-  return args;
+  return [...args, ...options(opts)];
+}
+
+/** Keys with their limits (a Map, or a list of [key, limits] or {key, limits}) as [key, limits] pairs. */
+function toPairs(keyed) {
+  return (keyed instanceof Map ? [...keyed] : keyed).map((p) => (Array.isArray(p) ? p : [p.key, p.limits]));
 }
 
 /**
  * ALLOWALL's `numkeys key... now [COST n] LIMIT keyno window max...` for keys with their limits: a
  * Map, or a list of [key, limits] or {key, limits}, in order. `named[i]` is LIMIT option i's key and limit.
  */
-function toKeyArgs(keyed, cost = 1, now = undefined) {
-  const pairs = (keyed instanceof Map ? [...keyed] : keyed).map((p) => (Array.isArray(p) ? p : [p.key, p.limits]));
+function toKeyArgs(keyed, cost = 1, now = undefined, opts = {}) {
+  const pairs = toPairs(keyed);
   if (pairs.length === 0) throw new TypeError('at least one key is needed');
   const args = [pairs.length, ...pairs.map(([key]) => key), nowArg(now)];
   if (cost !== 1) args.push('COST', cost);
@@ -59,6 +106,7 @@ function toKeyArgs(keyed, cost = 1, now = undefined) {
       args.push('LIMIT', i + 1, l.window, l.max);
     }
   });
+  args.push(...options(opts));
   return { args, named };
 }
 
@@ -83,11 +131,23 @@ function commandClass(redis) {
 
 /**
  * A client address as one key: an IPv4 client on a dual-stack socket shows as `::ffff:a.b.c.d`
- * (Express's `req.ip`), and gets the quota of `a.b.c.d`. Anything else is returned as is.
+ * (Express's `req.ip`), or in any other spelling of it (`::ffff:7f00:1`, expanded, uppercase), and
+ * gets the quota of `a.b.c.d`; other IPv6 addresses come in their compressed lowercase form.
+ * Anything that is not an IPv6 address is returned as is.
  */
 function canonicalIp(address) {
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address ?? '');
-  return mapped ? mapped[1] : address;
+  if (typeof address !== 'string' || !net.isIPv6(address)) return address;
+  let host;
+  try {
+    // The URL parser writes IPv6 in its one canonical form (RFC 5952), the mapped part in hex.
+    host = new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  } catch {
+    return address; // a zone index (fe80::1%eth0)
+  }
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
+  if (!mapped) return host;
+  const [hi, lo] = [parseInt(mapped[1], 16), parseInt(mapped[2], 16)];
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }
 
 function entropy() {
@@ -99,22 +159,52 @@ function entropy() {
 
 class SlidingWindow {
   /**
-   * @param redis an ioredis client (Redis or Cluster)
+   * @param redis an ioredis client (Redis, one with Sentinel options, or Cluster)
    * @param options.use 'auto' (ask the server once with COMMAND INFO, then cache), 'module' or 'lua'
    *   (a forced module path never falls back to the script)
+   * @param options.lateness ms the Lua path passes as the script's lateness (the module path reads
+   *   the server's slidingwindow.lateness); keep it equal to the servers' when both paths are used
+   * @param options.timeout ms a call waits for its reply (default 1000; 0: without bound)
+   * @param options.onError when Redis does not decide: 'closed' rejects with UnavailableError,
+   *   'open' resolves to an admitted result whose `error` holds it
+   * @param options.confirm { replicas, timeoutMs }: WAIT after each admitted allow / allowAll, on the
+   *   same connection; when fewer replicas acknowledged, options.onUnconfirmed 'deny' (default)
+   *   takes the charge back and answers refused, 'allow' answers admitted; `confirmed` says which
    */
-  constructor(redis, { use = 'auto' } = {}) {
+  constructor(redis, { use = 'auto', lateness = 0, timeout = 1000, onError = 'closed', confirm, onUnconfirmed = 'deny' } = {}) {
     if (!['auto', 'module', 'lua'].includes(use)) throw new TypeError("use must be 'auto', 'module' or 'lua'");
+    if (!Number.isInteger(lateness) || lateness < 0 || lateness > MAX_LATENESS) throw new TypeError(`lateness must be an integer between 0 and ${MAX_LATENESS} (ms)`);
+    if (!(Number.isFinite(timeout) && timeout >= 0)) throw new TypeError('timeout must be a number of ms >= 0');
+    if (!['open', 'closed'].includes(onError)) throw new TypeError("onError must be 'open' or 'closed'");
+    if (!['allow', 'deny'].includes(onUnconfirmed)) throw new TypeError("onUnconfirmed must be 'allow' or 'deny'");
+    if (confirm !== undefined) {
+      const { replicas, timeoutMs } = confirm;
+      if (!(Number.isInteger(replicas) && replicas >= 1 && Number.isInteger(timeoutMs) && timeoutMs >= 0)) {
+        throw new TypeError('confirm must be { replicas >= 1, timeoutMs >= 0 }');
+      }
+      if (redis.isCluster) throw new TypeError('confirm needs one master (Redis, or Redis with Sentinel options), not a Cluster');
+    }
     this.redis = redis;
     this.module = use === 'auto' ? null : Promise.resolve(use === 'module');
     this.auto = use === 'auto';
+    this.scriptWord = lateness === 0 ? '' : ` lateness ${lateness}`;
+    this.timeout = timeout;
+    this.onError = onError;
+    this.confirm = confirm;
+    this.onUnconfirmed = onUnconfirmed;
+    // ioredis reports a lost connection as an 'error' event, and prints "Unhandled error event"
+    // when nobody listens: the helper listens, and its calls reject with the failure as the cause.
+    this.lastError = null;
+    redis.on('error', (err) => {
+      this.lastError = err;
+    });
   }
 
   /** Whether calls go to the module (true) or the script (false). */
   usesModule() {
     if (this.module === null) {
       // Concurrent first calls share one question; a failed one is asked again next time.
-      this.module = this.redis.call('COMMAND', 'INFO', 'slidingwindow.allow').then(
+      this.module = this.#send(['COMMAND', 'INFO', 'slidingwindow.allow'], []).then(
         (info) => Array.isArray(info) && info.some((entry) => entry),
         (err) => {
           this.module = null;
@@ -125,14 +215,20 @@ class SlidingWindow {
     return this.module;
   }
 
-  /** Admits the request if it fits every limit (and logs it); `now` in Unix ms, default the server clock. */
-  async allow(key, limits, { cost = 1, now } = {}) {
-    return toResult(await this.call('allow', key, toArgs(limits, cost, now)));
+  /**
+   * Admits the request if it fits every limit (and logs it); `now` in Unix ms, default the server
+   * clock. `lease` (ms) logs an admitted call's members at now + ms (see `lease()`); `detail` adds
+   * every limit's state and the `now` used.
+   */
+  async allow(key, limits, { cost = 1, now, lease, detail = false } = {}) {
+    const args = toArgs(limits, cost, now, { lease, detail: detail || this.confirm !== undefined });
+    return this.#decide('allow', [key], [key, ...args], args, { cost, lease, detail }, toResult, { key: undefined });
   }
 
   /** What `allow` would answer now, changing nothing. */
-  async peek(key, limits, { cost = 1, now } = {}) {
-    return toResult(await this.call('peek', key, toArgs(limits, cost, now)));
+  async peek(key, limits, { cost = 1, now, lease, detail = false } = {}) {
+    const args = toArgs(limits, cost, now, { lease, detail });
+    return this.#decide('peek', [key], [key, ...args], args, { cost, lease, detail }, toResult, { key: undefined });
   }
 
   /**
@@ -140,34 +236,83 @@ class SlidingWindow {
    * nothing, one atomic call). `keyed`: a Map of key to limits, or a list of [key, limits] or
    * {key, limits}. The result names the binding limit: `bindingKey` and `bindingLimit`.
    */
-  async allowAll(keyed, { cost = 1, now } = {}) {
-    return this.#all('allowall', keyed, cost, now);
+  async allowAll(keyed, { cost = 1, now, lease, detail = false } = {}) {
+    return this.#all('allowall', keyed, { cost, now, lease, detail });
   }
 
   /** What `allowAll` would answer now, changing nothing. */
-  async peekAll(keyed, { cost = 1, now } = {}) {
-    return this.#all('peekall', keyed, cost, now);
+  async peekAll(keyed, { cost = 1, now, lease, detail = false } = {}) {
+    return this.#all('peekall', keyed, { cost, now, lease, detail });
   }
 
   /**
    * Takes back up to `n` logged requests: the newest scored at or before `at` (pass the `now` the
    * request was admitted with; '*' is the server's clock), or the newest whatever their score when
-   * `at` is undefined. Resolves to how many were removed.
+   * `at` is undefined. Resolves to how many were removed; rejects with UnavailableError when Redis
+   * does not answer.
    */
   async refund(key, n = 1, { at } = {}) {
     return this.call('refund', key, at === undefined || at === null ? [n] : [n, 'AT', at]);
   }
 
-  async #all(command, keyed, cost, now) {
-    const { args, named } = toKeyArgs(keyed, cost, now);
-    const result = toResult(await this.callKeys(command, args));
-    const { key, limit } = named[result.limit];
-    return { ...result, bindingKey: key, bindingLimit: limit };
+  /** A Lease: permits for one key and its limits, `size` at a time for `durationMs`, handed out from memory. */
+  lease(key, limits, { size, durationMs }) {
+    return new Lease(this, key, limits, { size, durationMs });
   }
 
-  /** The raw reply of SLIDINGWINDOW.<command> key args..., on whichever path is in use. */
+  async #all(command, keyed, { cost, now, lease, detail }) {
+    const { args, named } = toKeyArgs(keyed, cost, now, { lease, detail: detail || (command === 'allowall' && this.confirm !== undefined) });
+    const keys = args.slice(1, Number(args[0]) + 1);
+    const typed = (reply) => {
+      const result = toResult(reply);
+      const { key, limit } = named[result.limit];
+      return { ...result, bindingKey: key, bindingLimit: limit };
+    };
+    const rest = [args[0], ...args.slice(keys.length + 1)];
+    return this.#decide(command, keys, args, rest, { cost, lease, detail }, typed, { bindingKey: named[0].key, bindingLimit: named[0].limit });
+  }
+
+  /**
+   * One typed call: the command, then with `confirm` the WAIT (and the refund it may need) on the
+   * same connection; the onError policy when Redis does not decide.
+   */
+  async #decide(command, keys, argv, rest, { cost, lease, detail }, typed, unchecked) {
+    try {
+      let result = typed(await this.#command(command, keys, argv, rest));
+      if (this.confirm !== undefined && result.allowed && (command === 'allow' || command === 'allowall')) {
+        result = await this.#confirmed(keys, cost, lease, result);
+      }
+      if (!detail && result.states !== undefined) {
+        delete result.states;
+        delete result.now;
+      }
+      return result;
+    } catch (err) {
+      if (this.onError === 'closed' || !(err instanceof UnavailableError)) throw err;
+      const result = { allowed: true, count: 0, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, limit: 0, error: err };
+      return unchecked.bindingKey === undefined ? result : { ...result, ...unchecked };
+    }
+  }
+
+  async #confirmed(keys, cost, lease, result) {
+    const { replicas, timeoutMs } = this.confirm;
+    // WAIT counts the writes of its own connection: a reconnection in between would count none.
+    const stream = this.redis.stream;
+    const acked = await this.#send(['WAIT', replicas, timeoutMs], [], this.timeout === 0 ? 0 : this.timeout + timeoutMs);
+    if (acked >= replicas && this.redis.stream === stream) return { ...result, confirmed: true };
+    if (this.onUnconfirmed === 'allow') return { ...result, confirmed: false };
+    // Taken back exactly: this call's members, at the score they were logged with.
+    const at = result.now + (lease ?? 0);
+    for (const key of keys) await this.#command('refund', [key], [key, cost, 'AT', at], [cost, 'AT', at]);
+    return { ...result, allowed: false, confirmed: false };
+  }
+
+  /**
+   * The raw reply of SLIDINGWINDOW.<command> key args..., on whichever path is in use. Rejects
+   * with ReplyError for the call's own errors, UnavailableError when Redis does not decide.
+   */
   async call(command, key, args) {
-    return this.#send(command, [key], [key, ...args], args);
+    return this.#command(command, [key], [key, ...args], args);
   }
 
   /** The raw reply of SLIDINGWINDOW.ALLOWALL|PEEKALL numkeys key... rest..., on either path. */
@@ -176,36 +321,227 @@ class SlidingWindow {
     // the script answers the module's error.
     const numkeys = /^[0-9]{1,2}$/.test(String(args[0])) ? Number(args[0]) : 0;
     if (numkeys >= 1 && numkeys <= 16 && args.length >= numkeys + 2) {
-      return this.#send(command, args.slice(1, numkeys + 1), args, [args[0], ...args.slice(numkeys + 1)]);
+      return this.#command(command, args.slice(1, numkeys + 1), args, [args[0], ...args.slice(numkeys + 1)]);
     }
-    return this.#send(command, [], args, args);
+    return this.#command(command, [], args, args);
   }
 
-  async #send(command, keys, argv, rest) {
+  async #command(command, keys, argv, rest) {
     if (await this.usesModule()) {
       try {
-        // ioredis does not know a module command's keys: named here, so a Cluster sends the call
-        // straight to the node of their slot (without them, to any node, and then follows MOVED).
-        const name = `SLIDINGWINDOW.${command.toUpperCase()}`;
-        if (this.Command === undefined) this.Command = commandClass(this.redis);
-        if (this.Command === null) return await this.redis.call(name, ...argv);
-        const sent = new this.Command(name, argv, { replyEncoding: 'utf8' });
-        sent.keys = keys;
-        return await this.redis.sendCommand(sent);
+        return await this.#send([`SLIDINGWINDOW.${command.toUpperCase()}`, ...argv], keys);
       } catch (err) {
         // The module was unloaded (or a new server answers at the same address).
-        if (!this.auto || !/^ERR unknown command/i.test(err.message)) throw err;
+        if (!this.auto || !/^ERR unknown command/i.test(err.cause?.message ?? err.message)) throw err;
         this.module = Promise.resolve(false);
       }
     }
-    const script = [keys.length, ...keys, command.toLowerCase(), entropy(), ...rest];
+    const script = [keys.length, ...keys, command.toLowerCase() + this.scriptWord, entropy(), ...rest];
     try {
-      return await this.redis.evalsha(SHA, ...script);
+      return await this.#send(['EVALSHA', SHA, ...script], keys);
     } catch (err) {
       if (!/^NOSCRIPT/.test(err.message)) throw err;
-      return this.redis.eval(SCRIPT, ...script);
+      return this.#send(['EVAL', SCRIPT, ...script], keys);
+    }
+  }
+
+  /**
+   * One command with its keys named (ioredis does not know a module command's keys: named here, a
+   * Cluster sends the call straight to the node of their slot) and the helper's timeout; failures
+   * of Redis as UnavailableError.
+   */
+  async #send([name, ...args], keys, timeout = this.timeout) {
+    if (this.Command === undefined) this.Command = commandClass(this.redis);
+    try {
+      if (this.Command === null) return await withTimeout(this.redis.call(name, ...args), timeout);
+      const sent = new this.Command(name, args, { replyEncoding: 'utf8' });
+      sent.keys = keys;
+      if (timeout > 0) sent.setTimeout(timeout);
+      return await this.redis.sendCommand(sent);
+    } catch (err) {
+      if (!unavailable(err)) throw err;
+      // A timeout says little by itself: the connection's last error says why.
+      const last = err.name !== 'ReplyError' && this.lastError !== null ? ` (the connection's last error: ${this.lastError.message})` : '';
+      throw new UnavailableError(`Redis did not decide: ${err.message}${last}`, { cause: err });
     }
   }
 }
 
-module.exports = { SlidingWindow, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult };
+function withTimeout(promise, ms) {
+  if (!(ms > 0)) return promise;
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error('Command timed out')), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Permits for one key and its limits, `size` at a time for `durationMs`.
+ *
+ * `allow()` hands out a permit from memory while the lease is live and has one; otherwise it takes
+ * a new lease (ALLOW key ... COST size LEASE durationMs DETAIL on the server's clock), whose
+ * members are logged at the lease's end so that no limit is ever exceeded. When a lease is refused
+ * it makes one exact call per request (so that near the limit every last permit is still handed
+ * out) until the refusal's wait for a whole lease has passed. Unused permits go back
+ * (REFUND key unused AT now+ms) when the lease ends and on `close()`. Concurrent callers share one
+ * lease call at a time.
+ */
+class Lease {
+  #left = 0;
+  #reply = null;
+  #taken = 0; // performance.now() when the lease call was sent
+  #end = 0; // after it, no permit of the lease is handed out
+  #refundAt = 0; // the lease's now + ms on the server's clock: its members' score
+  #leaseAgain = 0; // after a refused lease: when to try a whole one again
+  #taking = null; // the lease call in flight
+  #timer = null;
+
+  constructor(sw, key, limits, { size, durationMs } = {}) {
+    if (!(Number.isInteger(size) && size >= 1)) throw new TypeError('size must be an integer >= 1');
+    if (!(Number.isInteger(durationMs) && durationMs >= 1)) throw new TypeError('durationMs must be an integer >= 1 (ms)');
+    Object.assign(this, { sw, key, limits, size, durationMs });
+  }
+
+  /** Permits held in memory now (0 once the lease has ended). */
+  get permits() {
+    return performance.now() < this.#end ? this.#left : 0;
+  }
+
+  /** One request: a permit from memory, from a new lease, or from an exact call. */
+  async allow() {
+    for (;;) {
+      const t = performance.now();
+      if (this.#left > 0 && t < this.#end) {
+        this.#left--;
+        return this.#fromMemory(t);
+      }
+      if (this.#taking !== null) {
+        await this.#taking;
+        continue;
+      }
+      const unused = this.#drop();
+      if (t < this.#leaseAgain) {
+        this.#refund(unused).catch(() => {});
+        return this.sw.allow(this.key, this.limits, { detail: true });
+      }
+      let done;
+      this.#taking = new Promise((resolve) => {
+        done = resolve;
+      });
+      try {
+        await this.#refund(unused).catch(() => {});
+        const r = await this.sw.allow(this.key, this.limits, { cost: this.size, lease: this.durationMs, detail: true });
+        if (r.error !== undefined) return r; // unchecked (onError 'open'): no lease was taken
+        if (r.allowed) {
+          this.#start(t, r);
+          this.#left--;
+          return this.#fromMemory(t);
+        }
+        this.#leaseAgain = r.retryAfterMs < 0 ? Infinity : t + r.retryAfterMs;
+      } finally {
+        this.#taking = null;
+        done();
+      }
+      return this.sw.allow(this.key, this.limits, { detail: true });
+    }
+  }
+
+  /** Gives the unused permits back now; resolves to how many the server took back. */
+  async close() {
+    return this.#refund(this.#drop());
+  }
+
+  #start(t, r) {
+    this.#reply = r;
+    this.#taken = t;
+    this.#left = this.size;
+    this.#end = t + this.durationMs;
+    this.#refundAt = r.now + this.durationMs;
+    this.#leaseAgain = 0;
+    this.#timer = setTimeout(() => this.#refund(this.#drop()).catch(() => {}), this.durationMs);
+    this.#timer.unref();
+  }
+
+  /** Ends the current lease: its unused permits and their score, if any. */
+  #drop() {
+    const unused = this.#left > 0 ? { n: this.#left, at: this.#refundAt } : null;
+    this.#left = 0;
+    this.#end = 0;
+    clearTimeout(this.#timer);
+    this.#timer = null;
+    return unused;
+  }
+
+  // Redis away: the permits stay logged until their window passes (capacity held back, never
+  // admitted twice).
+  async #refund(unused) {
+    return unused === null ? 0 : this.sw.refund(this.key, unused.n, { at: unused.at });
+  }
+
+  /** The lease's reply as of now: its held permits count as free, its waits run down. */
+  #fromMemory(t) {
+    const r = this.#reply;
+    const left = this.#left;
+    const elapsed = Math.floor(t - this.#taken);
+    const state = (count, remaining, retry, reset) => {
+      const free = remaining + left;
+      return [count - left, free, free >= 1 ? 0 : Math.max(0, retry - elapsed), Math.max(0, reset - elapsed)];
+    };
+    const [count, remaining, retryAfterMs, resetAfterMs] = state(r.count, r.remaining, r.retryAfterMs, r.resetAfterMs);
+    const states = r.states.map((s) => {
+      const [c, rem, retry, reset] = state(s.count, s.remaining, s.retryAfterMs, s.resetAfterMs);
+      return { count: c, remaining: rem, retryAfterMs: retry, resetAfterMs: reset };
+    });
+    return { ...r, allowed: true, count, remaining, retryAfterMs, resetAfterMs, states, now: r.now + elapsed };
+  }
+}
+
+// The rate-limit headers of a result, byte for byte as examples/http-gateway sends them (IETF
+// httpapi RateLimit draft syntax).
+
+/** ms in whole seconds, rounded up (a client that waits that long is admitted); 0 for ms <= 0. */
+function secondsUp(ms) {
+  return ms <= 0 ? 0 : Math.floor(ms / 1000) + (ms % 1000 === 0 ? 0 : 1);
+}
+
+/** The limits of a call in the order the reply numbers them: allow's, or allowAll's key by key. */
+function flatLimits(limits) {
+  const keyed = limits instanceof Map
+    || (Array.isArray(limits) && limits.length > 0 && ((Array.isArray(limits[0]) && typeof limits[0][0] === 'string') || limits[0]?.key !== undefined));
+  return keyed ? toPairs(limits).flatMap(([, l]) => toLimits(l)) : toLimits(limits);
+}
+
+const nameOf = (names, i) => (names ? names[i] : `l${i}`);
+
+/** RateLimit-Policy: every limit by name, `"l0";q=10;w=1,"l1";q=100;w=60` (names default l0, l1, ...). */
+function policyHeader(limits, names) {
+  return flatLimits(limits).map((l, i) => `"${nameOf(names, i)}";q=${l.max};w=${l.window}`).join(',');
+}
+
+/** RateLimit for the binding limit: name, remaining, seconds until its window is empty, `"l1";r=37;t=58`. */
+function rateLimitHeader(result, names) {
+  return `"${nameOf(names, result.limit)}";r=${result.remaining};t=${secondsUp(result.resetAfterMs)}`;
+}
+
+/** Retry-After in whole seconds, rounded up; null when no wait admits the request (-1). */
+function retryAfterHeader(result) {
+  return result.retryAfterMs < 0 ? null : String(secondsUp(result.retryAfterMs));
+}
+
+/**
+ * What the gateway sends with a result: RateLimit-Policy and RateLimit on every checked answer,
+ * Retry-After too on a refusal (429); none for a request let through unchecked (onError 'open').
+ */
+function headers(result, limits, names) {
+  if (result.error !== undefined) return {};
+  const out = { 'RateLimit-Policy': policyHeader(limits, names), RateLimit: rateLimitHeader(result, names) };
+  const retry = result.allowed ? null : retryAfterHeader(result);
+  if (retry !== null) out['Retry-After'] = retry;
+  return out;
+}
+
+module.exports = {
+  SlidingWindow, Lease, SlidingWindowError, UnavailableError, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult,
+  headers, policyHeader, rateLimitHeader, retryAfterHeader, secondsUp,
+};

@@ -91,8 +91,9 @@ test('several limits: script and module agree', () =>
 
 const TOKENS = ['', '0', '1', '01', '-1', '1.5', 'inf', '*', 'x', '9007199254740993', '9007199254740992',
   'COST', 'cost', 'FOO', Buffer.from([0, 255])];
+const OPTIONS = [...TOKENS, 'LIMIT', 'limit', 'LEASE', 'lease', 'DETAIL', 'detail', '9007199254740000'];
 
-for (const [label, pool] of [['options', TOKENS], ['with LIMIT', [...TOKENS, 'LIMIT', 'limit']]]) {
+for (const [label, pool] of [['options', TOKENS], ['with LIMIT', [...TOKENS, 'LIMIT', 'limit']], ['with LEASE and DETAIL', OPTIONS]]) {
   test(`any arguments (${label}): the same reply or the same error text`, async () => {
     const module = new SlidingWindow(c, { use: 'module' });
     const lua = new SlidingWindow(c, { use: 'lua' });
@@ -183,7 +184,7 @@ test('many keys, many limits: script and module agree', () =>
   runKeys({ name: 'wide', seed: 15, steps: 200, pool: 6, mostKeys: 6, mostLimits: 4, windows: [1, 5, 60, 120], maxes: [1, 3, 8], refunds: 25, peeks: 20 }));
 
 const KEY_TOKENS = ['', '0', '1', '2', '3', '17', '-1', '1.5', 'inf', '*', 'x', '9007199254740993', 'COST', 'cost',
-  'LIMIT', 'limit', 'AT', 'at', 'FOO', Buffer.from([0, 255]), 'k1', 'k2'];
+  'LIMIT', 'limit', 'AT', 'at', 'FOO', Buffer.from([0, 255]), 'k1', 'k2', 'LEASE', 'lease', 'DETAIL', 'detail'];
 
 for (const command of ['allowall', 'peekall', 'refund']) {
   test(`any arguments (${command}): the same reply or the same error text`, async () => {
@@ -213,4 +214,92 @@ for (const command of ['allowall', 'peekall', 'refund']) {
       for (const k of ['', ':k1', ':k2', ':k3']) assert.deepEqual(await scores(`${base('l')}${k}`), await scores(`${base('m')}${k}`), what);
     }
   });
+}
+
+// LEASE, DETAIL and lateness: the module (with slidingwindow.lateness set) against the script (with
+// the helper's lateness set alike), on twin keys of one hash tag: replies, error texts, scores and
+// expiries must agree, over ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND.
+async function serverMs() {
+  const [secs, micros] = await c.time();
+  return Number(secs) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+async function runOptions(seed, lateness, steps) {
+  await c.config('SET', 'slidingwindow.lateness', lateness);
+  const module = new SlidingWindow(c, { use: 'module' });
+  const lua = new SlidingWindow(c, { use: 'lua', lateness });
+  const r = rng(seed);
+  const keys = Object.fromEntries(['m', 'l'].map((p) => [p, [0, 1, 2].map((k) => `opt:${seed}:${p}:${k}:{${seed}}`)]));
+  const last = {};
+  const seen = { lease: 0, detail: 0, admitted: 0 };
+  let now = START;
+  try {
+    for (let step = 0; step < steps; step++) {
+      const dice = r.int(0, 99);
+      if (dice < 10) now -= r.int(0, lateness + 2000);
+      else if (dice < 13) now += r.int(60_000, 200_000);
+      else now += r.int(0, 700);
+      const groups = [];
+      if (r.int(0, 2) === 0) {
+        groups.push([r.pick(['LEASE', 'lease']), r.pick([1, 250, 1000, 60_000])]);
+        seen.lease++;
+      }
+      if (r.int(0, 1) === 0) {
+        groups.push([r.pick(['DETAIL', 'detail'])]);
+        seen.detail++;
+      }
+      if (groups.length === 2 && r.int(0, 1)) groups.reverse();
+      const extra = groups.flat();
+      const roll = r.int(0, 99);
+      let command;
+      let touched;
+      let send;
+      if (roll < 15) {
+        const k = r.int(0, 2);
+        const args = [r.pick([1, 2, 5]), ...r.pick([[], ['AT', now], ['AT', now + 60_000], ['AT', '*']])];
+        [command, touched] = ['refund', [k]];
+        send = (sw, p) => sw.call('refund', keys[p][k], args);
+      } else if (roll < 55) {
+        const k = r.int(0, 2);
+        const limits = Array.from({ length: r.int(1, 3) }, () => [r.pick([1, 2, 60]), r.pick([2, 4, 8])]);
+        if (Math.max(...limits.map(([w]) => w)) < 60) limits[0][0] = 60;
+        const args = [limits[0][0], limits[0][1], now, 'COST', r.pick([1, 1, 1, 2, 3]), ...limits.slice(1).flatMap(([w, m]) => ['LIMIT', w, m]), ...extra];
+        [command, touched] = [r.pick(['allow', 'allow', 'peek']), [k]];
+        send = (sw, p) => sw.call(command, keys[p][k], args);
+      } else {
+        const chosen = [];
+        const n = r.int(1, 3);
+        while (chosen.length < n) {
+          const k = r.int(0, 2);
+          if (!chosen.includes(k)) chosen.push(k);
+        }
+        const lims = chosen.flatMap((_, i) => [['LIMIT', i + 1, 60, r.pick([3, 6, 9])], ...(r.int(0, 1) ? [['LIMIT', i + 1, r.pick([1, 2]), r.pick([2, 4])]] : [])]);
+        const tail = [now, 'COST', r.pick([1, 1, 2]), ...lims.flat(), ...extra];
+        [command, touched] = [r.pick(['allowall', 'allowall', 'peekall']), chosen];
+        send = (sw, p) => sw.callKeys(command, [chosen.length, ...chosen.map((k) => keys[p][k]), ...tail]);
+      }
+      const what = `seed ${seed} step ${step}: ${command} ${touched} ${extra.join(' ')}`;
+      const t0 = await serverMs();
+      const want = await outcome(send(module, 'm'));
+      assert.deepEqual(await outcome(send(lua, 'l')), want, what);
+      const t1 = await serverMs();
+      if ((command === 'allow' || command === 'allowall') && Array.isArray(want) && want[0] === 1) {
+        seen.admitted++;
+        for (const k of touched) last[k] = [t0, t1];
+      }
+      for (let k = 0; k < 3; k++) {
+        assert.deepEqual(await scores(keys.l[k]), await scores(keys.m[k]), `${what}: key ${k}`);
+        const [atM, atL] = await Promise.all([c.call('PEXPIRETIME', keys.m[k]), c.call('PEXPIRETIME', keys.l[k])]);
+        if (atM < 0 || atL < 0) assert.equal(atL, atM, `${what}: key ${k} expiry`);
+        else assert.ok(Math.abs(atM - atL) <= last[k][1] - last[k][0], `${what}: key ${k} expires at ${atM} and ${atL}`);
+      }
+    }
+  } finally {
+    await c.config('SET', 'slidingwindow.lateness', 0);
+  }
+  assert.ok(Object.values(seen).every((n) => n > 0), JSON.stringify(seen));
+}
+
+for (const lateness of [0, 20_000, 86_400_000]) {
+  test(`LEASE, DETAIL and lateness ${lateness}: script and module agree`, () => runOptions(41 + (lateness % 97), lateness, 300));
 }

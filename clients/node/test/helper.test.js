@@ -32,10 +32,22 @@ function ulidMs(member) {
   return ms;
 }
 
-test('canonicalIp: an IPv4 client has one address, mapped or not', () => {
-  assert.equal(canonicalIp('::ffff:127.0.0.1'), '127.0.0.1');
-  assert.equal(canonicalIp('::FFFF:10.1.2.3'), '10.1.2.3');
-  for (const same of ['127.0.0.1', '::1', '2001:db8::ffff:1.2.3.4', '::ffff:7f00:1', 'x', '']) assert.equal(canonicalIp(same), same);
+test('canonicalIp: an IPv4 client has one address, mapped or not, in any spelling', () => {
+  const cases = {
+    '10.1.2.3': '10.1.2.3',
+    '::ffff:127.0.0.1': '127.0.0.1',
+    '::FFFF:10.1.2.3': '10.1.2.3',
+    '::ffff:7f00:1': '127.0.0.1',
+    '0:0:0:0:0:ffff:7f00:1': '127.0.0.1',
+    '0000:0000:0000:0000:0000:FFFF:7F00:0001': '127.0.0.1',
+    '2001:DB8:0:0:0:0:0:1': '2001:db8::1',
+    '2001:db8::ffff:1.2.3.4': '2001:db8::ffff:102:304',
+    '::1': '::1',
+    'fe80::1%eth0': 'fe80::1%eth0',
+    x: 'x',
+    '': '',
+  };
+  for (const [given, want] of Object.entries(cases)) assert.equal(canonicalIp(given), want, given);
   assert.equal(canonicalIp(undefined), undefined);
 });
 

@@ -38,14 +38,16 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, with_module: bool, extra: Sequence[str] = ()) -> None:
+    def __init__(self, with_module: bool, extra: Sequence[str] = (), port: int = 0) -> None:
         self.dir = tempfile.mkdtemp(prefix="slidingwindow-py-")
         self.with_module = with_module
         self.extra = list(extra)
         self.proc = None
-        self.port = 0
+        self.port = port
+        if port and self._spawn():
+            return
         # The probed port may be taken before redis binds it: try a few.
-        for _ in range(5):
+        for _ in range(0 if port else 5):
             self.port = free_port()
             if self._spawn():
                 return

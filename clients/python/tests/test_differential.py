@@ -199,9 +199,10 @@ TOKENS = ["", "0", "1", "01", "7", "-1", "+1", "1.5", "1e3", "inf", "nan", "*", 
           "9007199254740", "9007199254741", "9007199254740992", "9007199254740993",
           "99999999999999999999999", "COST", "cost", "FOO", b"\x00\xff", "Z" * 70]
 LIMIT_TOKENS = TOKENS + ["LIMIT", "limit", "LiMiT"]
+OPTION_TOKENS = LIMIT_TOKENS + ["LEASE", "lease", "DETAIL", "Detail", "9007199254740000"]
 
 
-@pytest.mark.parametrize("pool", [TOKENS, LIMIT_TOKENS], ids=["options", "with-limit"])
+@pytest.mark.parametrize("pool", [TOKENS, LIMIT_TOKENS, OPTION_TOKENS], ids=["options", "with-limit", "with-lease-detail"])
 def test_same_answer_to_any_arguments(module_server, pool):
     """Malformed and odd argument lists: the same reply or the same error text, byte for byte."""
     c = module_server.client()
@@ -344,7 +345,8 @@ def test_script_equals_module_over_several_keys(module_server, sc):
 
 
 KEYS_TOKENS = ["", "0", "1", "2", "3", "17", "-1", "1.5", "inf", "*", "x", "9007199254740993",
-               "COST", "cost", "LIMIT", "limit", "AT", "at", "FOO", b"\x00\xff", "k1", "k2"]
+               "COST", "cost", "LIMIT", "limit", "AT", "at", "FOO", b"\x00\xff", "k1", "k2",
+               "LEASE", "lease", "DETAIL", "detail"]
 
 
 @pytest.mark.parametrize("command", ["allowall", "peekall", "refund"])
@@ -382,3 +384,88 @@ def test_same_answer_to_any_arguments_of_the_new_commands(module_server, command
             assert scores(c, f"junk:{{{i}}}:l{k}") == scores(c, f"junk:{{{i}}}:m{k}"), f"{command} {args!r}"
         errors += isinstance(want, str)
     assert 0 < errors < 2000
+
+
+# LEASE, DETAIL and lateness: the module (with slidingwindow.lateness set) against the script (with
+# the helper's lateness set alike), on twin keys of one hash tag: replies, error texts, scores and
+# expiries must agree, over ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND.
+
+
+def run_options(server, seed: int, lateness: int, steps: int) -> None:
+    c = server.client()
+    c.config_set("slidingwindow.lateness", lateness)
+    module, lua = SlidingWindow(c, use="module"), SlidingWindow(c, use="lua", lateness=lateness)
+    rng = random.Random(seed)
+    keys = {p: [f"opt:{seed}:{p}:{k}:{{{seed}}}" for k in range(3)] for p in ("m", "l")}
+    last: Dict[int, Tuple[int, int]] = {}
+    now = START
+    seen = {"lease": 0, "detail": 0, "admitted": 0}
+    try:
+        for step in range(steps):
+            dice = rng.randrange(100)
+            if dice < 10:
+                now -= rng.randint(0, lateness + 2_000)  # behind, often within the lateness
+            elif dice < 13:
+                now += rng.randint(60_000, 200_000)
+            else:
+                now += rng.randint(0, 700)
+            groups: List[List[Any]] = []
+            if rng.randrange(3) == 0:
+                groups.append([rng.choice(("LEASE", "lease")), rng.choice((1, 250, 1_000, 60_000))])
+                seen["lease"] += 1
+            if rng.randrange(2) == 0:
+                groups.append([rng.choice(("DETAIL", "detail"))])
+                seen["detail"] += 1
+            rng.shuffle(groups)
+            extra = [w for g in groups for w in g]
+            roll = rng.randrange(100)
+            if roll < 15:
+                k = rng.randrange(3)
+                args = [rng.choice((1, 2, 5))] + rng.choice(([], ["AT", now], ["AT", now + 60_000], ["AT", "*"]))
+                command, touched = "refund", [k]
+                send = lambda sw, p: [sw.call("refund", keys[p][k], args)]
+            elif roll < 55:
+                k = rng.randrange(3)
+                limits = [(rng.choice((1, 2, 60)), rng.choice((2, 4, 8))) for _ in range(rng.randint(1, 3))]
+                limits[0] = (60, limits[0][1]) if max(w for w, _ in limits) < 60 else limits[0]
+                args = [limits[0][0], limits[0][1], now, "COST", rng.choice((1, 1, 1, 2, 3))]
+                for w, m in limits[1:]:
+                    args += ["LIMIT", w, m]
+                args += extra
+                command, touched = rng.choice(("allow", "allow", "peek")), [k]
+                send = lambda sw, p: sw.call(command, keys[p][k], args)
+            else:
+                chosen = rng.sample(range(3), rng.randint(1, 3))
+                lims = []
+                for keyno in range(1, len(chosen) + 1):
+                    lims += [("LIMIT", keyno, 60, rng.choice((3, 6, 9)))] + (
+                        [("LIMIT", keyno, rng.choice((1, 2)), rng.choice((2, 4)))] if rng.randrange(2) else [])
+                command, touched = rng.choice(("allowall", "allowall", "peekall")), chosen
+                tail = [now, "COST", rng.choice((1, 1, 2))] + [w for l in lims for w in l] + extra
+                send = lambda sw, p: sw.call_keys(command, [len(chosen), *(keys[p][k] for k in chosen), *tail])
+            what = f"seed {seed} step {step}: {command} {touched} {extra}"
+            before = server_ms(c)
+            got_m = outcome(lambda: send(module, "m"))
+            got_l = outcome(lambda: send(lua, "l"))
+            after = server_ms(c)
+            assert got_l == got_m, what
+            if command in ("allow", "allowall") and isinstance(got_m, list) and got_m[0] == 1:
+                seen["admitted"] += 1
+                for k in touched:
+                    last[k] = (before, after)
+            for k in range(3):
+                assert scores(c, keys["l"][k]) == scores(c, keys["m"][k]), f"{what}: key {k}"
+                at_m, at_l = c.pexpiretime(keys["m"][k]), c.pexpiretime(keys["l"][k])
+                if at_m < 0 or at_l < 0:
+                    assert at_m == at_l, f"{what}: key {k} expiry {at_m} vs {at_l}"
+                else:
+                    lo, hi = last[k]
+                    assert abs(at_m - at_l) <= hi - lo, f"{what}: key {k} expires at {at_m} and {at_l}"
+    finally:
+        c.config_set("slidingwindow.lateness", 0)
+    assert min(seen.values()) > 0, seen
+
+
+@pytest.mark.parametrize("lateness", [0, 20_000, 86_400_000])
+def test_script_equals_module_with_lease_detail_and_lateness(module_server, lateness):
+    run_options(module_server, 31 + lateness % 97, lateness, 400)

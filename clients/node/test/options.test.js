@@ -1,0 +1,200 @@
+'use strict';
+// LEASE, DETAIL and lateness through the helper, on both paths; the lease object; the HTTP headers.
+
+const { test, before, after, describe } = require('node:test');
+const assert = require('node:assert/strict');
+const { randomUUID } = require('node:crypto');
+const { SlidingWindow, headers, policyHeader, rateLimitHeader, retryAfterHeader, secondsUp } = require('..');
+const { startServer } = require('./server');
+
+const NOW = 1_700_000_000_000;
+const state = (count, remaining, retryAfterMs, resetAfterMs) => ({ count, remaining, retryAfterMs, resetAfterMs });
+
+async function serverMs(c) {
+  const [secs, micros] = await c.time();
+  return Number(secs) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+async function scores(c, key) {
+  const pairs = await c.zrange(key, 0, -1, 'WITHSCORES');
+  return pairs.filter((_, i) => i % 2 === 1).map(Number);
+}
+
+async function poll(condition, what, deadlineMs = 10_000) {
+  const end = Date.now() + deadlineMs;
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error(`not reached in ${deadlineMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** The most times in any window (a, a + windowMs]. */
+function busiest(times, windowMs) {
+  let most = 0;
+  let lo = 0;
+  times.forEach((t, hi) => {
+    while (times[lo] <= t - windowMs) lo++;
+    most = Math.max(most, hi - lo + 1);
+  });
+  return most;
+}
+
+for (const path of ['module', 'lua']) {
+  describe(`${path} path: LEASE, DETAIL, lateness, leases`, () => {
+    let server;
+    let c;
+    let key;
+    before(async () => {
+      server = await startServer({ withModule: path === 'module' });
+      c = server.client();
+    });
+    after(() => server.close());
+    const fresh = () => {
+      key = `rl:{${randomUUID()}}`;
+      return new SlidingWindow(c);
+    };
+
+    test('DETAIL gives every limit and the now used', async () => {
+      const sw = fresh();
+      const limits = [[1, 10], [60, 100]];
+      for (let i = 0; i < 9; i++) await sw.allow(key, limits, { now: NOW + i });
+      assert.deepEqual(await sw.allow(key, limits, { now: NOW + 200, detail: true }), {
+        allowed: true, count: 10, remaining: 0, retryAfterMs: 800, resetAfterMs: 1000, limit: 0,
+        states: [state(10, 0, 800, 1000), state(10, 90, 0, 60_000)], now: NOW + 200,
+      });
+      const peeked = await sw.peek(key, limits, { now: NOW + 200, detail: true });
+      assert.deepEqual([peeked.allowed, peeked.states], [false, [state(10, 0, 800, 1000), state(10, 90, 0, 60_000)]]);
+      assert.equal('states' in (await sw.peek(key, limits, { now: NOW + 200 })), false);
+      const t0 = await serverMs(c);
+      const r = await sw.allow(`${key}:star`, [60, 5], { detail: true });
+      const t1 = await serverMs(c);
+      assert.ok(t0 <= r.now && r.now <= t1, `${r.now} not in [${t0}, ${t1}]`);
+    });
+
+    test('DETAIL over several keys', async () => {
+      const sw = fresh();
+      const keyed = [[`${key}:user`, [[1, 2], [60, 5]]], [`${key}:tenant`, [60, 3]]];
+      await sw.allowAll(keyed, { now: NOW });
+      const r = await sw.allowAll(keyed, { now: NOW + 10, detail: true });
+      assert.deepEqual(r, {
+        allowed: true, count: 2, remaining: 0, retryAfterMs: 990, resetAfterMs: 1000, limit: 0,
+        states: [state(2, 0, 990, 1000), state(2, 3, 0, 60_000), state(2, 1, 0, 60_000)], now: NOW + 10,
+        bindingKey: `${key}:user`, bindingLimit: { window: 1, max: 2 },
+      });
+      assert.deepEqual((await sw.peekAll(keyed, { now: NOW + 10, detail: true })).states, r.states);
+    });
+
+    test('LEASE logs an admitted call at its end', async () => {
+      const sw = fresh();
+      const t0 = await serverMs(c);
+      assert.deepEqual(await sw.allow(key, [60, 10], { cost: 4, now: NOW, lease: 500 }),
+        { allowed: true, count: 4, remaining: 6, retryAfterMs: 0, resetAfterMs: 60_500, limit: 0 });
+      const t1 = await serverMs(c);
+      assert.deepEqual(await scores(c, key), [NOW + 500, NOW + 500, NOW + 500, NOW + 500]);
+      const at = await c.call('PEXPIRETIME', key);
+      assert.ok(t0 + 60_500 <= at && at <= t1 + 60_500);
+      assert.equal(await sw.refund(key, 4, { at: NOW + 500 }), 4);
+      await assert.rejects(sw.call('allow', key, [60, 5, NOW, 'LEASE', 0]), /^ReplyError: ERR LEASE must be an integer between 1 and 9007199254740992 - now/);
+    });
+
+    for (const lateness of [0, 5000]) {
+      test(`lateness ${lateness}: members kept longer, replies unchanged`, async () => {
+        if (path === 'module') await c.config('SET', 'slidingwindow.lateness', lateness);
+        try {
+          fresh();
+          const lua = new SlidingWindow(c, { lateness, use: path === 'module' ? 'module' : 'lua' });
+          await c.zadd(key, NOW - 63_000, 'old', NOW - 66_000, 'older');
+          const t0 = await serverMs(c);
+          assert.deepEqual(await lua.allow(key, [60, 5], { now: NOW }), { allowed: true, count: 1, remaining: 4, retryAfterMs: 0, resetAfterMs: 60_000, limit: 0 });
+          const t1 = await serverMs(c);
+          assert.deepEqual(await scores(c, key), lateness ? [NOW - 63_000, NOW] : [NOW]);
+          const at = await c.call('PEXPIRETIME', key);
+          assert.ok(t0 + 60_000 + lateness <= at && at <= t1 + 60_000 + lateness, `expires at ${at}`);
+        } finally {
+          if (path === 'module') await c.config('SET', 'slidingwindow.lateness', 0);
+        }
+      });
+    }
+
+    test('a lease hands out exactly max, then exact calls', async () => {
+      const sw = fresh();
+      const lease = sw.lease(key, [60, 10], { size: 4, durationMs: 60_000 });
+      const got = [];
+      for (let i = 0; i < 12; i++) got.push(await lease.allow());
+      assert.deepEqual(got.map((r) => r.allowed), [...Array(10).fill(true), false, false]);
+      assert.equal(await c.zcard(key), 10);
+      assert.deepEqual(got.slice(0, 4).map((r) => [r.count, r.remaining]), [[1, 9], [2, 8], [3, 7], [4, 6]]);
+      const leased = (await scores(c, key)).filter((s) => s >= got[0].now + 60_000);
+      assert.equal(leased.length, 8);
+      assert.ok(got[11].retryAfterMs > 0 && got.every((r) => r.states.length === 1));
+      assert.equal(await lease.close(), 0);
+    });
+
+    test('a lease gives back what it did not hand out, on close and at its end', async () => {
+      const sw = fresh();
+      const lease = sw.lease(key, [[1, 100], [60, 1000]], { size: 10, durationMs: 60_000 });
+      const first = await lease.allow();
+      await Promise.all([lease.allow(), lease.allow()]);
+      assert.equal(lease.permits, 7);
+      assert.deepEqual(await scores(c, key), Array(10).fill(first.now + 60_000));
+      assert.equal(await lease.close(), 7);
+      assert.deepEqual(await scores(c, key), Array(3).fill(first.now + 60_000));
+      const short = sw.lease(key, [60, 1000], { size: 10, durationMs: 50 });
+      assert.ok((await short.allow()).allowed);
+      await poll(async () => (await c.zcard(key)) === 4, 'the unused permits refunded at the end of the lease');
+      assert.equal(short.permits, 0);
+    });
+
+    test('a lease that never fits falls back to one exact call per request', async () => {
+      const sw = fresh();
+      await c.config('RESETSTAT');
+      const lease = sw.lease(key, [60, 3], { size: 5, durationMs: 1000 });
+      const got = [];
+      for (let i = 0; i < 4; i++) got.push((await lease.allow()).allowed);
+      assert.deepEqual(got, [true, true, true, false]);
+      const stats = await c.info('commandstats');
+      const calls = [...stats.matchAll(/cmdstat_(?:slidingwindow\.allow|evalsha):calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+      assert.equal(calls, 5);
+    });
+
+    test('500 concurrent callers share a lease and never exceed the limit', async () => {
+      const sw = fresh();
+      const lease = sw.lease(key, [1, 50], { size: 10, durationMs: 100 });
+      const served = [];
+      const stop = performance.now() + 2000;
+      await Promise.all(Array.from({ length: 500 }, async () => {
+        while (performance.now() < stop) {
+          if ((await lease.allow()).allowed) served.push(Date.now());
+          await new Promise((r) => setImmediate(r));
+        }
+      }));
+      await lease.close();
+      served.sort((a, b) => a - b);
+      assert.ok(busiest(served, 1000) <= 50, `served ${busiest(served, 1000)} in one second`);
+      assert.ok(busiest(await scores(c, key), 1000) <= 50);
+      assert.ok(served.length >= 50);
+    });
+  });
+}
+
+test('headers: the gateway\'s, byte for byte', () => {
+  const limits = [{ window: 1, max: 10 }, { window: 60, max: 100 }];
+  assert.equal(policyHeader(limits, ['l0', 't0']), '"l0";q=10;w=1,"t0";q=100;w=60');
+  assert.equal(policyHeader([[1, 10], [60, 100]]), '"l0";q=10;w=1,"l1";q=100;w=60');
+  const refused = { allowed: false, count: 100, remaining: 0, retryAfterMs: 1001, resetAfterMs: 59_000, limit: 1 };
+  assert.equal(rateLimitHeader(refused, ['l0', 't0']), '"t0";r=0;t=59');
+  assert.equal(rateLimitHeader(refused), '"l1";r=0;t=59');
+  assert.equal(retryAfterHeader(refused), '2');
+  assert.equal(retryAfterHeader({ ...refused, retryAfterMs: -1 }), null);
+  for (const [ms, s] of [[-1, 0], [0, 0], [1, 1], [999, 1], [1000, 1], [1001, 2], [60_000, 60], [9007199254740992, 9007199254741]]) {
+    assert.equal(secondsUp(ms), s, String(ms));
+  }
+  assert.deepEqual(headers(refused, limits), { 'RateLimit-Policy': '"l0";q=10;w=1,"l1";q=100;w=60', RateLimit: '"l1";r=0;t=59', 'Retry-After': '2' });
+  assert.deepEqual(headers({ ...refused, allowed: true, remaining: 37, resetAfterMs: 57_021 }, limits),
+    { 'RateLimit-Policy': '"l0";q=10;w=1,"l1";q=100;w=60', RateLimit: '"l1";r=37;t=58' });
+  assert.deepEqual(headers({ ...refused, retryAfterMs: -1, limit: 0 }, [1, 1]), { 'RateLimit-Policy': '"l0";q=1;w=1', RateLimit: '"l0";r=0;t=59' });
+  assert.deepEqual(headers({ ...refused, allowed: true, error: new Error('down') }, limits), {});
+  const keyed = [['rl:{acme}:u', [[1, 10]]], ['rl:{acme}', [60, 1000]]];
+  assert.equal(policyHeader(keyed, ['user-1s', 'tenant-1m']), '"user-1s";q=10;w=1,"tenant-1m";q=1000;w=60');
+  assert.equal(policyHeader(new Map(keyed)), '"l0";q=10;w=1,"l1";q=1000;w=60');
+});

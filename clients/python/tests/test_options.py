@@ -1,0 +1,247 @@
+"""LEASE, DETAIL and lateness through the helper, on both paths; the lease object; the HTTP headers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from slidingwindow import (AllResult, Limit, LimitState, Result, SlidingWindow, canonical_ip, headers,
+                           policy_header, ratelimit_header, retry_after_header, seconds_up)
+
+NOW = 1_700_000_000_000
+
+
+def server_ms(c: redis.Redis) -> int:
+    secs, micros = c.time()
+    return secs * 1000 + micros // 1000
+
+
+def scores(c: redis.Redis, key: str):
+    return [int(s) for _, s in c.zrange(key, 0, -1, withscores=True)]
+
+
+def poll(condition, what: str, deadline_s: float = 10.0):
+    end = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"not reached in {deadline_s} s: {what}")
+        time.sleep(0.005)
+
+
+def test_detail_gives_every_limit_and_now(path, key):
+    sw = SlidingWindow(path[1].client())
+    limits = [Limit(1, 10), Limit(60, 100)]
+    for i in range(9):
+        sw.allow(key, limits, now=NOW + i)
+    r = sw.allow(key, limits, now=NOW + 200, detail=True)
+    assert r == Result(True, 10, 0, 800, 1000, 0, states=(LimitState(10, 0, 800, 1000), LimitState(10, 90, 0, 60_000)),
+                       now=NOW + 200)
+    # Without DETAIL the same call answers without them, and PEEK answers what ALLOW would.
+    assert sw.peek(key, limits, now=NOW + 200, detail=True) == Result(
+        False, 10, 0, 800, 1000, 0, states=(LimitState(10, 0, 800, 1000), LimitState(10, 90, 0, 60_000)), now=NOW + 200)
+    assert sw.peek(key, limits, now=NOW + 200).states is None
+
+
+def test_detail_now_is_the_server_clock_for_star(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    before = server_ms(c)
+    r = sw.allow(key, Limit(60, 5), detail=True)
+    after = server_ms(c)
+    assert before <= r.now <= after
+    assert scores(c, key) == [r.now]
+
+
+def test_detail_over_several_keys(path, key):
+    sw = SlidingWindow(path[1].client())
+    user, tenant = f"{key}:user", f"{key}:tenant"
+    keyed = {user: [Limit(1, 2), Limit(60, 5)], tenant: Limit(60, 3)}
+    sw.allow_all(keyed, now=NOW)
+    r = sw.allow_all(keyed, now=NOW + 10, detail=True)
+    assert r == AllResult(True, 2, 0, 990, 1000, 0, user, Limit(1, 2), now=NOW + 10, states=(
+        LimitState(2, 0, 990, 1000), LimitState(2, 3, 0, 60_000), LimitState(2, 1, 0, 60_000)))
+    assert sw.peek_all(keyed, now=NOW + 10, detail=True).states == r.states
+
+
+def test_lease_logs_at_its_end(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    before = server_ms(c)
+    r = sw.allow(key, Limit(60, 10), cost=4, now=NOW, lease=500)
+    after = server_ms(c)
+    assert r == Result(True, 4, 6, 0, 60_500, 0)
+    assert scores(c, key) == [NOW + 500] * 4
+    assert before + 60_500 <= c.pexpiretime(key) <= after + 60_500
+    # A peek with LEASE answers what the allow would.
+    assert sw.peek(key, Limit(60, 10), cost=6, now=NOW + 1, lease=500) == sw.allow(key, Limit(60, 10), cost=6, now=NOW + 1, lease=500)
+    assert sw.refund(key, 4, at=NOW + 500) == 4
+    assert scores(c, key) == [NOW + 501] * 6
+
+
+def test_lease_and_detail_errors(path, key):
+    sw = SlidingWindow(path[1].client())
+    lease_err = "LEASE must be an integer between 1 and 9007199254740992 - now (now + LEASE <= 2^53)"
+    for args in ([60, 5, NOW, "LEASE", 0], [60, 5, 9007199254740992, "LEASE", 1], [60, 5, NOW, "LEASE", "x"]):
+        with pytest.raises(redis.ResponseError, match=lease_err.replace("(", r"\(").replace(")", r"\)").replace("^", r"\^").replace("+", r"\+")):
+            sw.call("allow", key, args)
+    with pytest.raises(redis.ResponseError, match="syntax error, option 'detail' given twice"):
+        sw.call("allow", key, [60, 5, NOW, "DETAIL", "detail"])
+
+
+@pytest.mark.parametrize("lateness", [0, 5_000])
+def test_lateness_keeps_members_longer(path, key, lateness):
+    name, server = path
+    c = server.client()
+    if name == "module":
+        c.config_set("slidingwindow.lateness", lateness)
+    sw = SlidingWindow(c, lateness=lateness)
+    try:
+        c.zadd(key, {"old": NOW - 63_000, "older": NOW - 66_000})
+        before = server_ms(c)
+        r = sw.allow(key, Limit(60, 5), now=NOW)
+        after = server_ms(c)
+        # The counts are those of G = 0 whatever G; only what is kept and the TTL differ.
+        assert r == Result(True, 1, 4, 0, 60_000, 0)
+        kept = [NOW - 63_000, NOW] if lateness else [NOW]
+        assert scores(c, key) == kept
+        assert before + 60_000 + lateness <= c.pexpiretime(key) <= after + 60_000 + lateness
+    finally:
+        if name == "module":
+            c.config_set("slidingwindow.lateness", 0)
+
+
+# The lease object.
+
+
+def test_lease_hands_out_exactly_max(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    lease = sw.lease(key, Limit(60, 10), size=4, duration_ms=60_000)
+    got = [lease.allow() for _ in range(12)]
+    assert [r.allowed for r in got] == [True] * 10 + [False] * 2
+    # Two leases of 4, then a third refused (2 left): exact calls take the last two.
+    assert c.zcard(key) == 10
+    # The leased permits are logged at their lease's end, a minute on; the exact calls at their now.
+    leased = [s for s in scores(c, key) if s >= got[0].now + 60_000]
+    assert len(leased) == 8 and got[10].now < got[0].now + 60_000
+    # From memory: remaining counts the permits still held as free.
+    assert [r.remaining for r in got[:4]] == [9, 8, 7, 6]
+    assert [r.count for r in got[:4]] == [1, 2, 3, 4]
+    assert all(r.now is not None and len(r.states) == 1 for r in got)
+    assert got[11].retry_after_ms > 0
+    assert lease.close() == 0
+
+
+def test_lease_gives_back_what_it_did_not_hand_out(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    with sw.lease(key, [Limit(1, 100), Limit(60, 1000)], size=10, duration_ms=60_000) as lease:
+        first = lease.allow()
+        for _ in range(2):
+            assert lease.allow().allowed
+        assert lease.permits == 7
+        [end] = set(scores(c, key))
+        assert end == first.now + 60_000 - 0 and c.zcard(key) == 10
+    # close(): the seven unused went back, at the lease's end.
+    assert scores(c, key) == [end] * 3
+    assert lease.close() == 0
+    # At the end of a lease its unused permits go back by themselves.
+    lease = sw.lease(key, Limit(60, 1000), size=10, duration_ms=50)
+    assert lease.allow().allowed
+    poll(lambda: c.zcard(key) == 4, "the unused permits refunded at the lease's end")
+    assert lease.permits == 0
+
+
+def test_lease_refused_falls_back_to_exact_calls(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    c.config_resetstat()
+    lease = sw.lease(key, Limit(60, 3), size=5, duration_ms=1_000)
+    # A lease of 5 can never fit a max of 3: one exact call per request, no lease tried again.
+    got = [lease.allow() for _ in range(4)]
+    assert [r.allowed for r in got] == [True, True, True, False]
+    assert c.zcard(key) == 3
+    stats = c.info("commandstats")
+    calls = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_slidingwindow.allow", "cmdstat_evalsha"))
+    assert calls == 5  # the refused lease, then four exact calls
+
+
+def test_lease_shared_by_threads_never_exceeds(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    lease = sw.lease(key, Limit(1, 50), size=10, duration_ms=100)
+    served = []
+    lock = threading.Lock()
+    stop = time.monotonic() + 2.5
+
+    def worker():
+        while time.monotonic() < stop:
+            r = lease.allow()
+            if r.allowed:
+                with lock:
+                    served.append(int(time.time() * 1000))
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lease.close()
+    assert busiest(sorted(served), 1_000) <= 50
+    assert busiest(scores(c, key), 1_000) <= 50
+    assert len(served) >= 50
+
+
+def busiest(times, window_ms: int) -> int:
+    """The most times in any window (a, a + window]."""
+    most, lo = 0, 0
+    for hi, t in enumerate(times):
+        while times[lo] <= t - window_ms:
+            lo += 1
+        most = max(most, hi - lo + 1)
+    return most
+
+
+# Headers, as examples/http-gateway renders them (its src/headers.rs test cases).
+
+
+def test_headers_are_the_gateways():
+    limits = [Limit(1, 10), Limit(60, 100)]
+    assert policy_header(limits, ["l0", "t0"]) == '"l0";q=10;w=1,"t0";q=100;w=60'
+    assert policy_header(limits) == '"l0";q=10;w=1,"l1";q=100;w=60'
+    refused = Result(False, 100, 0, 1001, 59_000, 1)
+    assert ratelimit_header(refused, ["l0", "t0"]) == '"t0";r=0;t=59'
+    assert ratelimit_header(refused) == '"l1";r=0;t=59'
+    assert retry_after_header(refused) == "2"
+    assert retry_after_header(Result(False, 1, 0, -1, 5, 0)) is None
+    for ms, s in [(-1, 0), (0, 0), (1, 1), (999, 1), (1000, 1), (1001, 2), (60_000, 60), (2**63 - 1, (2**63 - 1) // 1000 + 1)]:
+        assert seconds_up(ms) == s, ms
+    assert headers(refused, limits) == {"RateLimit-Policy": '"l0";q=10;w=1,"l1";q=100;w=60',
+                                        "RateLimit": '"l1";r=0;t=59', "Retry-After": "2"}
+    admitted = Result(True, 63, 37, 0, 57_021, 1)
+    assert headers(admitted, limits) == {"RateLimit-Policy": '"l0";q=10;w=1,"l1";q=100;w=60', "RateLimit": '"l1";r=37;t=58'}
+    assert headers(Result(False, 1, 0, -1, 5, 0), Limit(1, 1)) == {"RateLimit-Policy": '"l0";q=1;w=1', "RateLimit": '"l0";r=0;t=1'}
+    # allow_all's limits, key by key.
+    keyed = {"rl:{acme}:u": [Limit(1, 10)], "rl:{acme}": Limit(60, 1000)}
+    assert policy_header(keyed, ["user-1s", "tenant-1m"]) == '"user-1s";q=10;w=1,"tenant-1m";q=1000;w=60'
+    assert policy_header(list(keyed.items())) == '"l0";q=10;w=1,"l1";q=1000;w=60'
+
+
+def test_canonical_ip():
+    for given, want in {
+        "10.1.2.3": "10.1.2.3",
+        "::ffff:127.0.0.1": "127.0.0.1",
+        "::FFFF:10.1.2.3": "10.1.2.3",
+        "::ffff:7f00:1": "127.0.0.1",
+        "0:0:0:0:0:ffff:7f00:1": "127.0.0.1",
+        "0000:0000:0000:0000:0000:FFFF:7F00:0001": "127.0.0.1",
+        "2001:DB8:0:0:0:0:0:1": "2001:db8::1",
+        "2001:db8::ffff:1.2.3.4": "2001:db8::ffff:102:304",
+        "::1": "::1",
+        "x": "x",
+        "": "",
+    }.items():
+        assert canonical_ip(given) == want, given

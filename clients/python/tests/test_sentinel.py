@@ -1,0 +1,145 @@
+"""Failover under Sentinel (docs/operating.md, "Replication and failover"): a master and a replica
+with the module and three sentinels, started here on free loopback ports; traffic through the
+helper with ``confirm`` over redis-py's Sentinel client; the replica stopped (SIGSTOP) so that
+admissions go unacknowledged, then the master killed (SIGKILL) under traffic, the failover, and the
+killed master restarted as a replica of the new one. Confirmed admissions never exceed the limit
+in any window, and the restarted master ends with exactly the new master's data."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import redis
+from redis.sentinel import Sentinel
+
+from conftest import Server, free_port
+from slidingwindow import Limit, SlidingWindow, UnavailableError
+
+from test_options import busiest, poll
+
+SERVICE = "sw"
+LIMIT = Limit(1, 100)
+DATA = ["--enable-debug-command", "yes"]
+
+
+class Sentinels:
+    def __init__(self, master_port: int, count: int = 3) -> None:
+        self.dir = tempfile.mkdtemp(prefix="slidingwindow-sentinel-")
+        self.procs, self.ports = [], []
+        for i in range(count):
+            port = free_port()
+            conf = Path(self.dir, f"sentinel-{i}.conf")
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile sentinel-{i}.log\n"
+                f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2\n"
+                f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+                f"sentinel failover-timeout {SERVICE} 10000\n"
+            )
+            self.procs.append(subprocess.Popen([os.environ.get("REDIS_SERVER", "redis-server"), str(conf), "--sentinel"],
+                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.ports.append(port)
+        try:
+            for port in self.ports:
+                c = redis.Redis(port=port)
+                poll(lambda: _answers(c), f"sentinel on {port}")
+                # Each sentinel knows the others (needed to elect a leader for the failover).
+                poll(lambda: c.sentinel_master(SERVICE)["num-other-sentinels"] == count - 1, "the sentinels know each other", 30)
+        except BaseException:
+            self.close()
+            raise
+
+    def master_port(self) -> int:
+        return int(redis.Redis(port=self.ports[0]).sentinel_get_master_addr_by_name(SERVICE)[1])
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def _answers(c: redis.Redis) -> bool:
+    try:
+        return c.ping()
+    except redis.ConnectionError:
+        return False
+
+
+def digest(c: redis.Redis):
+    return c.execute_command("DEBUG", "DIGEST")
+
+
+def test_failover_never_exceeds_confirmed_admissions():
+    master = Server(with_module=True, extra=DATA)
+    replica = Server(with_module=True, extra=DATA + ["--replicaof", "127.0.0.1", str(master.port)])
+    rejoined = None
+    sentinels = None
+    try:
+        rc = replica.client()
+        poll(lambda: rc.info("replication")["master_link_status"] == "up", "the replica's link")
+        sentinels = Sentinels(master.port)
+        client = Sentinel([("127.0.0.1", p) for p in sentinels.ports]).master_for(SERVICE)
+        sw = SlidingWindow(client, confirm=(1, 100), timeout=0.5)
+        key = "rl:{failover}"
+        confirmed, unconfirmed, errors = [], [0], [0]
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def traffic():
+            while not stop.is_set():
+                try:
+                    r = sw.allow(key, LIMIT, detail=True)
+                except UnavailableError:
+                    with lock:
+                        errors[0] += 1
+                    stop.wait(0.01)
+                    continue
+                with lock:
+                    if r.confirmed:
+                        confirmed.append(r.now)
+                    elif r.confirmed is False:
+                        unconfirmed[0] += 1
+
+        threads = [threading.Thread(target=traffic) for _ in range(4)]
+        for t in threads:
+            t.start()
+        try:
+            poll(lambda: len(confirmed) >= 300, "confirmed admissions before the failure", 30)
+            # The replica falls behind: admissions now go unacknowledged and are taken back.
+            replica.proc.send_signal(signal.SIGSTOP)
+            poll(lambda: unconfirmed[0] >= 3, "unconfirmed admissions while the replica is stopped")
+            master.proc.kill()
+            master.proc.wait()
+            replica.proc.send_signal(signal.SIGCONT)
+            poll(lambda: sentinels.master_port() == replica.port, "the failover to the replica", 60)
+            before = len(confirmed)
+            # Without a replica nothing is confirmed; the killed master comes back as a replica of
+            # the new one (never empty and writable), and confirmations resume.
+            rejoined = Server(with_module=True, extra=DATA + ["--replicaof", "127.0.0.1", str(replica.port)], port=master.port)
+            rj = rejoined.client()
+            poll(lambda: rj.info("replication")["master_link_status"] == "up", "the restarted master's link", 30)
+            poll(lambda: len(confirmed) >= before + 300, "confirmed admissions after the failover", 60)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        new_master = replica.client()
+        assert new_master.info("replication")["role"] == "master"
+        poll(lambda: digest(rj) == digest(new_master), "the restarted master equal to the new master", 30)
+        assert rj.zrange(key, 0, -1, withscores=True) == new_master.zrange(key, 0, -1, withscores=True)
+        assert busiest(sorted(confirmed), LIMIT.window * 1000) <= LIMIT.max
+        assert unconfirmed[0] >= 3 and errors[0] >= 1
+        print(f"\nconfirmed {len(confirmed)}, unconfirmed (taken back) {unconfirmed[0]}, calls failed {errors[0]}, "
+              f"busiest confirmed window {busiest(sorted(confirmed), 1000)} of {LIMIT.max}")
+    finally:
+        if sentinels is not None:
+            sentinels.close()
+        for s in (master, replica, rejoined):
+            if s is not None:
+                if s.proc is not None:
+                    s.proc.send_signal(signal.SIGCONT)
+                s.close()
