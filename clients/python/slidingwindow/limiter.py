@@ -34,8 +34,9 @@ _STATE_CLASSES = tuple(
     for name in ("ReadOnlyError", "OutOfMemoryError", "BusyLoadingError", "MasterDownError", "TryAgainError", "ClusterDownError")
     if hasattr(redis.exceptions, name)
 )
-_REDIRECTS = tuple(getattr(redis.exceptions, name) for name in ("MovedError", "AskError") if hasattr(redis.exceptions, name))
 _STATE_CODES = ("READONLY", "OOM", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "MISCONF", "NOREPLICAS")
+# A cluster's redirections: the slot map is reloaded and the call sent once more.
+_REDIRECTS = tuple(getattr(redis.exceptions, name) for name in ("MovedError", "AskError") if hasattr(redis.exceptions, name))
 
 T = TypeVar("T")
 
