@@ -181,8 +181,11 @@ def test_lease_shared_by_threads_never_exceeds(path, key):
         while time.monotonic() < stop:
             r = lease.allow()
             if r.allowed:
+                # The time the lease says it handed the permit out at (the server's clock): a
+                # clock read here can lag the handout by the other threads' turns.
+                assert r.now is not None
                 with lock:
-                    served.append(int(time.time() * 1000))
+                    served.append(r.now)
 
     threads = [threading.Thread(target=worker) for _ in range(16)]
     for t in threads:
