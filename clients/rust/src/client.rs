@@ -4,6 +4,7 @@
 use crate::batch::{Answer, Batch};
 use crate::connect::{Options, Topology};
 use crate::error::Error;
+use crate::limit::Now;
 use crate::reply::Reply;
 use crate::request::{Call, Check, CheckAll, Refund};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -90,6 +91,25 @@ impl Client {
     pub async fn refund(&self, r: &Refund<'_>) -> Result<u64, Error> {
         let (cmd, route) = r.command()?;
         crate::reply::removed(&self.send(&cmd, route).await?)
+    }
+
+    /// `REFUND key n AT at` on each key in one pipeline (keys of one slot in a cluster): an
+    /// ALLOWALL's charge. How many were taken back in all.
+    pub async fn refund_all<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        n: u64,
+        at: Now,
+    ) -> Result<u64, Error> {
+        let mut batch = Batch::pipeline();
+        for key in keys {
+            batch.refund(&Refund::new(key.as_ref(), n).at(at))?;
+        }
+        let mut removed = 0;
+        for answer in self.exec(&batch).await? {
+            removed += answer?.removed()?;
+        }
+        Ok(removed)
     }
 
     /// Runs a batch; one answer per call, in order (an error reply is that call's error). An

@@ -19,12 +19,13 @@ pub enum Error {
 
 impl Error {
     /// The call may have run on the server without its reply reaching us (the link failed or
-    /// timed out after sending, or the reply was unreadable): an admission may have been logged.
+    /// timed out, or the reply was unreadable): an admission may have been logged. Any I/O
+    /// error counts (a resend refused may follow a first attempt that ran).
     pub fn may_have_run(&self) -> bool {
         match self {
             Error::Invalid(_) | Error::Server(_) => false,
             Error::Reply(_) => true,
-            Error::Redis(e) => e.is_io_error() && !e.is_connection_refusal(),
+            Error::Redis(e) => e.is_io_error(),
         }
     }
 

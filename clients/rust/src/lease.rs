@@ -12,7 +12,6 @@
 //! - At the end (or when a newer lease replaces an expired one, or on [`Lease::close`]) the unused
 //!   permits go back with `REFUND key unused AT now+ms` (with `*`, DETAIL's `now`).
 
-use crate::batch::Batch;
 use crate::client::Client;
 use crate::error::Error;
 use crate::limit::{Limit, MAX_EXACT, Now, unix_ms};
@@ -426,21 +425,13 @@ impl Target {
         }
     }
 
-    /// `REFUND key n AT at` on every key; how many were removed from the first.
+    /// `REFUND key n AT at` on every key.
     async fn refund(&self, client: &Client, n: u64, at: u64) -> Result<u64, Error> {
         match self {
             Target::One(key, _) => client.refund(&Refund::new(key, n).at(Now::Ms(at))).await,
             Target::All(keys) => {
-                let mut batch = Batch::pipeline();
-                for (key, _) in keys {
-                    batch.refund(&Refund::new(key, n).at(Now::Ms(at)))?;
-                }
-                let mut first = None;
-                for a in client.exec(&batch).await? {
-                    let removed = a?.removed()?;
-                    first.get_or_insert(removed);
-                }
-                Ok(first.unwrap_or(0))
+                let names: Vec<&[u8]> = keys.iter().map(|(key, _)| key.as_slice()).collect();
+                client.refund_all(&names, n, Now::Ms(at)).await
             }
         }
     }
