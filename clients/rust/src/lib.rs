@@ -1,7 +1,5 @@
-//! A typed async client for the slidingwindow module (`SLIDINGWINDOW.ALLOW`, `PEEK`, `ALLOWALL`,
-//! `PEEKALL`, `REFUND`, with `COST`, `LIMIT`, `LEASE` and `DETAIL`) over the `redis` crate, one
-//! node or a cluster, and a lease object that hands out permits from memory without ever
-//! admitting more than a limit allows. See README.md.
+// The README is the crate's documentation: its examples compile as doctests.
+#![doc = include_str!("../README.md")]
 
 mod batch;
 mod client;
