@@ -138,3 +138,56 @@ impl Batch {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use crate::request::Check;
+
+    fn two_calls(transaction: bool) -> Batch {
+        let mut b = if transaction {
+            Batch::transaction()
+        } else {
+            Batch::pipeline()
+        };
+        let limits = [Limit::new(1, 1).unwrap()];
+        b.call(Call::allow(&Check::new(b"k", &limits)).unwrap());
+        b.refund(&Refund::new(b"k", 1)).unwrap();
+        b
+    }
+
+    #[test]
+    fn replies_are_read_where_they_are() {
+        assert_eq!(two_calls(true).replies(), (3, 1));
+        assert_eq!(two_calls(false).replies(), (0, 2));
+        assert_eq!(Batch::transaction().route(), None);
+    }
+
+    #[test]
+    fn answers_in_order_and_what_a_transaction_can_end_with() {
+        let allow = Value::Array([1, 1, 0, 1000, 1000].map(Value::Int).to_vec());
+        let answers = two_calls(false)
+            .answers(vec![allow.clone(), Value::Int(1)])
+            .unwrap();
+        assert!(matches!(&answers[0], Ok(Answer::Reply(r)) if r.allowed));
+        assert_eq!(answers[1].clone().unwrap().removed().unwrap(), 1);
+        assert!(answers[0].clone().unwrap().removed().is_err());
+        let exec = two_calls(true)
+            .answers(vec![Value::Array(vec![allow, Value::Int(0)])])
+            .unwrap();
+        assert_eq!(exec.len(), 2);
+        let aborted = redis::parse_redis_value(b"-EXECABORT Transaction discarded\r\n").unwrap();
+        match two_calls(true).answers(vec![aborted]) {
+            Err(Error::Server(t)) => assert_eq!(t, "EXECABORT Transaction discarded"),
+            other => panic!("{other:?}"),
+        }
+        for bad in [vec![Value::Nil], vec![Value::Array(vec![Value::Int(1)])]] {
+            assert!(matches!(two_calls(true).answers(bad), Err(Error::Reply(_))));
+        }
+        assert!(matches!(
+            two_calls(false).answers(vec![Value::Int(1)]),
+            Err(Error::Reply(_))
+        ));
+    }
+}

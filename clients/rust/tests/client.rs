@@ -176,6 +176,15 @@ async fn error_replies_are_kept_as_their_text() {
     let e = c.refund(&Refund::new(b"s", 1)).await.unwrap_err();
     assert!(text(e).starts_with("WRONGTYPE"));
 
+    // Any command, raw.
+    let pong = c.command(&redis::cmd("PING"), b"k").await.unwrap();
+    assert_eq!(pong, redis::Value::SimpleString("PONG".into()));
+    let e = c
+        .command(redis::cmd("LPUSH").arg("s").arg(1), b"s")
+        .await
+        .unwrap_err();
+    assert!(text(e).starts_with("WRONGTYPE"));
+
     let plain = Server::builder().without_module().start();
     let e = client(&plain)
         .allow(&Check::new(b"k", &one))

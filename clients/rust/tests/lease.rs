@@ -9,7 +9,7 @@ mod common;
 mod support;
 
 use common::Server;
-use slidingwindow_client::{Clock, Error, Keyed, Lease, LeaseConfig, Limit, Source};
+use slidingwindow_client::{Clock, Error, Keyed, Lease, LeaseConfig, Limit, RetryAfter, Source};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -187,9 +187,14 @@ async fn unused_permits_go_back_at_the_end_and_on_close() {
         let cfg = LeaseConfig::new(10, 300).clock(Clock::system());
         let lease = Lease::new(client(&s), b"k", &[limit(60, 100)], cfg).unwrap();
         let mut at = Vec::new();
-        for _ in 0..3 {
+        for i in 0..3 {
             let r = lease.allow().await.unwrap();
             assert_eq!((r.reply.allowed, r.source), (true, Source::Memory));
+            // As an exact ALLOW would answer had nothing else happened since the lease.
+            let reply = &r.reply;
+            assert_eq!((reply.count, reply.remaining), (i + 1, 99 - i));
+            assert_eq!(reply.retry_after, RetryAfter::Ms(0));
+            assert!(reply.reset_after_ms <= 60_300, "{reply:?}");
             at.push(r.at_ms);
         }
         assert_eq!(counted(&s, "k", 60), 10, "the lease is logged whole");
