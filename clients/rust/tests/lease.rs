@@ -184,7 +184,8 @@ async fn near_the_limit_every_last_permit_is_handed_out() {
 async fn unused_permits_go_back_at_the_end_and_on_close() {
     for storage in ["zset", "compact"] {
         let s = Server::builder().storage(storage).start();
-        let cfg = LeaseConfig::new(10, 300).clock(Clock::system());
+        // Long enough for the checks below to run within it on a busy machine.
+        let cfg = LeaseConfig::new(10, 2000).clock(Clock::system());
         let lease = Lease::new(client(&s), b"k", &[limit(60, 100)], cfg).unwrap();
         let mut at = Vec::new();
         for i in 0..3 {
@@ -194,7 +195,7 @@ async fn unused_permits_go_back_at_the_end_and_on_close() {
             let reply = &r.reply;
             assert_eq!((reply.count, reply.remaining), (i + 1, 99 - i));
             assert_eq!(reply.retry_after, RetryAfter::Ms(0));
-            assert!(reply.reset_after_ms <= 60_300, "{reply:?}");
+            assert!(reply.reset_after_ms <= 62_000, "{reply:?}");
             at.push(r.at_ms);
         }
         assert_eq!(counted(&s, "k", 60), 10, "the lease is logged whole");
@@ -308,7 +309,7 @@ async fn permits_given_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_busy_key_is_leased() {
     let s = Server::start();
-    let cfg = LeaseConfig::new(5, 2000).when_busy(true);
+    let cfg = LeaseConfig::new(5, 3000).when_busy(true);
     let lease = Lease::new(client(&s), b"k", &[limit(60, 100)], cfg).unwrap();
     for _ in 0..4 {
         assert_eq!(lease.allow().await.unwrap().source, Source::Exact);
