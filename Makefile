@@ -9,7 +9,7 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-gateway test-python test-node test-go test-envoy bench-gateway bench-envoy \
+	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy bench-gateway bench-envoy \
 	bench-go go-script dist test-dist test-monitoring
 
 all: build
@@ -47,11 +47,16 @@ test: build panic-module
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
 		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh
 
-# The HTTP gateway example and the Python, Node.js and Go helpers, each against a real
-# redis-server (run once, with the default server): the gateway's end-to-end tests, and each
-# helper on both paths (module loaded; plain Redis running the shared Lua script) plus
-# script-vs-module streams.
-test-examples: test-gateway test-python test-node test-go test-envoy
+# The Rust client crate, the HTTP gateway and Envoy examples, and the Python, Node.js and Go
+# helpers, each against a real redis-server (run once, with the default server): the crate's and
+# the gateway's tests, and each helper on both paths (module loaded; plain Redis running the
+# shared Lua script) plus script-vs-module streams.
+test-examples: test-rust-client test-gateway test-python test-node test-go test-envoy
+
+# clients/rust: unit tests, then every command, batches, the lease object under concurrent tasks
+# and a cluster, on both storages.
+test-rust-client: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test -p slidingwindow-client --no-fail-fast -- --test-threads=$(TEST_THREADS)
 
 test-gateway: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test -p http-gateway --no-fail-fast -- --test-threads=$(TEST_THREADS)

@@ -88,10 +88,10 @@ for name in "${servers[@]}"; do
         "${suites[@]}" -- --test-threads="$threads"
 done
 
-# The examples (the HTTP gateway, the Envoy rate limit service, the Python, Node.js and Go helpers) once, on the default server;
+# The examples (the Rust client crate, the HTTP gateway, the Envoy rate limit service, the Python, Node.js and Go helpers) once, on the default server;
 # their own test runners report in their logs.
 if [[ ${EXAMPLES:-yes} != no ]]; then
-    echo "=== examples: the HTTP gateway, the Envoy rate limit service, the Python, Node.js and Go helpers"
+    echo "=== examples: the Rust client crate, the HTTP gateway, the Envoy rate limit service, the Python, Node.js and Go helpers"
     start=$SECONDS
     # The last suite's server stays exported otherwise, and the examples' harnesses honour it.
     unset REDIS_SERVER REDIS_CLI

@@ -2,7 +2,6 @@
 
 mod cli;
 mod config;
-mod failures;
 mod headers;
 mod plan;
 mod response;
@@ -52,7 +51,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
         store: store::Store::new(&cli.redis, cli.cluster)?,
         on_error: cli.on_redis_error,
         headers: cli.response_headers,
-        failures: failures::Failures::default(),
+        failures: slidingwindow_client::ErrorLog::new("envoy-ratelimit", "redis"),
     };
     let listener = TcpListener::bind(cli.listen).await?;
     // Tests and scripts read the address (the port may have been 0) from this first line.

@@ -2,13 +2,12 @@
 
 use crate::cli::OnRedisError;
 use crate::config::Config;
-use crate::failures::Failures;
 use crate::plan::{self, Action};
 use crate::response;
 use crate::store::Store;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use std::time::{SystemTime, UNIX_EPOCH};
+use slidingwindow_client::{ErrorLog, unix_ms};
 use tonic::{Request, Response, Status};
 
 pub struct Service {
@@ -16,7 +15,7 @@ pub struct Service {
     pub store: Store,
     pub on_error: OnRedisError,
     pub headers: bool,
-    pub failures: Failures,
+    pub failures: ErrorLog,
 }
 
 #[tonic::async_trait]
@@ -35,16 +34,18 @@ impl RateLimitService for Service {
         let actions = plan::actions(&self.config, &req.domain, req.hits_addend, &req.descriptors);
         let charge = !actions.iter().any(Action::refuses_all);
         // The service's clock, passed to every call: the refunds' AT and the statuses use it too.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now = unix_ms();
         let outcome = match self.store.run(&actions, charge, now).await {
             Ok(o) => {
                 self.failures.succeeded();
                 Some(o)
             }
             Err(e) => {
-                self.failures.failed(&e, self.on_error);
+                let action = match self.on_error {
+                    OnRedisError::Open => "answering OK",
+                    OnRedisError::Closed => "answering OVER_LIMIT",
+                };
+                self.failures.failed(action, &e);
                 None
             }
         };

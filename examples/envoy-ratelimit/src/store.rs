@@ -2,11 +2,9 @@
 //! the REFUNDs and two PEEKs per counted descriptor, all at the service's `now`.
 
 use crate::plan::{self, Action, How};
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClient, ClusterConfig};
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
-use redis::{Client, ErrorKind, Pipeline, RedisError, RedisResult, Value};
+use slidingwindow_client::{
+    Batch, Call, Check, CheckAll, Client, Error, Keyed, Limit, Now, Options, Refund, Reply,
+};
 use std::time::Duration;
 
 /// A request must not hang on a Redis that stopped answering: it fails after this and the
@@ -35,71 +33,59 @@ pub struct Outcome {
     pub looks: Vec<Option<Look>>,
 }
 
-enum Backend {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
 pub struct Store {
-    backend: Backend,
+    client: Client,
 }
 
 impl Store {
     /// Never waits for Redis: connections are made on first use and remade after failures.
-    pub fn new(urls: &[String], cluster: bool) -> RedisResult<Store> {
-        let backend = if cluster {
-            let client = ClusterClient::builder(urls.to_vec())
-                .retries(1)
-                .max_retry_wait(100)
-                .build()?;
-            let config = ClusterConfig::new()
-                .set_connection_timeout(REDIS_TIMEOUT)
-                .set_response_timeout(REDIS_TIMEOUT);
-            Backend::Cluster(client.get_pending_async_connection_with_config(config))
-        } else {
-            let url = urls
-                .first()
-                .map_or("redis://127.0.0.1:6379", String::as_str);
-            let config = ConnectionManagerConfig::new()
-                .set_number_of_retries(0)
-                .set_connection_timeout(Some(REDIS_TIMEOUT))
-                .set_response_timeout(Some(REDIS_TIMEOUT));
-            Backend::Single(ConnectionManager::new_lazy_with_config(
-                Client::open(url)?,
-                config,
-            )?)
-        };
-        Ok(Store { backend })
+    pub fn new(urls: &[String], cluster: bool) -> Result<Store, Error> {
+        let options = Options::from_urls(urls, cluster)?
+            .connect_timeout(REDIS_TIMEOUT)
+            .response_timeout(REDIS_TIMEOUT);
+        Ok(Store {
+            client: Client::new(&options)?,
+        })
     }
 
     /// Runs the request's calls at `now` (ms). `charge` false: an enforced limit of 0 refuses
     /// the request, so no ALLOWALL is sent (shadow, refund and look calls still are).
-    pub async fn run(&self, actions: &[Action], charge: bool, now: u64) -> RedisResult<Outcome> {
+    pub async fn run(&self, actions: &[Action], charge: bool, now: u64) -> Result<Outcome, Error> {
         let groups = if charge {
             plan::groups(actions)
         } else {
             Vec::new()
         };
-        let mut pipe = redis::pipe();
-        pipe.atomic();
+        let at = Now::Ms(now);
+        // Each counted descriptor's limit as the calls carry it.
+        let limits = actions
+            .iter()
+            .map(|a| match a {
+                Action::Count { limit, .. } => {
+                    Limit::new(limit.unit.seconds(), u64::from(limit.requests_per_unit)).map(Some)
+                }
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let counted = |m: usize| match &actions[m] {
+            Action::Count { key, .. } => Some(Keyed::new(key, limits[m].as_slice())),
+            _ => None,
+        };
+        let mut batch = Batch::transaction();
         for (cost, members) in &groups {
-            pipe.add_command(allowall(actions, members, *cost, now));
+            let keys: Vec<Keyed> = members.iter().filter_map(|&m| counted(m)).collect();
+            batch.call(Call::allow_all(&CheckAll::new(&keys).now(at).cost(*cost))?);
         }
-        for a in actions {
+        for (a, limit) in actions.iter().zip(&limits) {
             match a {
                 Action::Count {
                     key,
-                    limit,
                     cost,
                     how: How::Shadow,
+                    ..
                 } => {
-                    pipe.cmd("SLIDINGWINDOW.ALLOW")
-                        .arg(key)
-                        .arg(limit.unit.seconds())
-                        .arg(limit.requests_per_unit)
-                        .arg(now)
-                        .arg("COST")
-                        .arg(cost);
+                    let check = Check::new(key, limit.as_slice()).now(at).cost(*cost);
+                    batch.call(Call::allow(&check)?);
                 }
                 Action::Count {
                     key,
@@ -107,46 +93,35 @@ impl Store {
                     how: How::Refund,
                     ..
                 } => {
-                    pipe.cmd("SLIDINGWINDOW.REFUND")
-                        .arg(key)
-                        .arg(cost)
-                        .arg("AT")
-                        .arg(now);
+                    batch.refund(&Refund::new(key, *cost).at(at))?;
                 }
                 _ => {}
             }
         }
-        add_looks(&mut pipe, actions, now);
-        let Some(tag_key) = actions.iter().find_map(|a| match a {
-            Action::Count { key, .. } => Some(key.as_slice()),
-            _ => None,
-        }) else {
+        add_looks(&mut batch, actions, &limits, at)?;
+        if batch.is_empty() {
             return Ok(Outcome {
                 admitted: true,
                 binding: Vec::new(),
                 looks: vec![None; actions.len()],
             });
-        };
-        let mut replies = self.exec(&pipe, tag_key).await?.into_iter();
+        }
+        let mut replies = self.client.exec(&batch).await?.into_iter();
         let mut admitted = Vec::with_capacity(groups.len());
         let mut binding = Vec::new();
         for (_, members) in &groups {
-            let r = ints(replies.next())?;
-            match r.as_slice() {
-                [1, _, _, _, _, _] => admitted.push(true),
-                [0, _, _, _, _, b] => {
-                    admitted.push(false);
-                    let b = usize::try_from(*b).ok();
-                    binding.extend(b.and_then(|b| members.get(b)).copied());
-                }
-                _ => return Err(unexpected("SLIDINGWINDOW.ALLOWALL", &r)),
+            let r = next(&mut replies)?.reply()?;
+            admitted.push(r.allowed);
+            if !r.allowed {
+                // One LIMIT per descriptor: the binding option is the binding member.
+                binding.extend(members.get(r.limit).copied());
             }
         }
         for a in actions {
             if let Action::Count { how, .. } = a {
                 match how {
-                    How::Shadow => drop(ints(replies.next())?),
-                    How::Refund => drop(int(replies.next())?),
+                    How::Shadow => drop(next(&mut replies)?.reply()?),
+                    How::Refund => drop(next(&mut replies)?.removed()?),
                     How::Charge | How::Look => {}
                 }
             }
@@ -155,24 +130,19 @@ impl Store {
         let all = admitted.iter().all(|&a| a);
         if !all && admitted.contains(&true) {
             // All or nothing across ALLOWALL calls: take back what the admitted ones logged.
-            let mut undo = redis::pipe();
-            undo.atomic();
+            let mut undo = Batch::transaction();
             for ((cost, members), _) in groups.iter().zip(&admitted).filter(|(_, a)| **a) {
                 for &m in members {
                     if let Action::Count { key, .. } = &actions[m] {
-                        undo.cmd("SLIDINGWINDOW.REFUND")
-                            .arg(key)
-                            .arg(cost)
-                            .arg("AT")
-                            .arg(now);
+                        undo.refund(&Refund::new(key, *cost).at(at))?;
                     }
                 }
             }
             let refunds = undo.len();
-            add_looks(&mut undo, actions, now);
-            let mut replies = self.exec(&undo, tag_key).await?.into_iter();
+            add_looks(&mut undo, actions, &limits, at)?;
+            let mut replies = self.client.exec(&undo).await?.into_iter();
             for _ in 0..refunds {
-                int(replies.next())?;
+                next(&mut replies)?.removed()?;
             }
             looks = parse_looks(actions, &mut replies)?;
         }
@@ -182,129 +152,54 @@ impl Store {
             looks,
         })
     }
-
-    /// One MULTI/EXEC; its replies. A cluster gets it on the slot of the request's domain tag.
-    async fn exec(&self, pipe: &Pipeline, tag_key: &[u8]) -> RedisResult<Vec<Value>> {
-        let n = pipe.len() + 1;
-        let reply = match &self.backend {
-            Backend::Single(con) => {
-                let first = con.clone().req_packed_commands(pipe, n, 1).await;
-                match first {
-                    // A connection that broke while idle (Redis restarted): the manager has
-                    // reconnected, try once on the new one so the first request after a restart
-                    // is limited too. Not after a timeout: that call may still run.
-                    Err(e) if e.is_connection_dropped() && !e.is_timeout() => {
-                        con.clone().req_packed_commands(pipe, n, 1).await
-                    }
-                    other => other,
-                }
-            }
-            Backend::Cluster(con) => {
-                let route = Route::with_slot(Slot::for_key(tag_key), SlotAddr::Master);
-                con.clone()
-                    .route_pipeline(
-                        pipe.clone(),
-                        n,
-                        1,
-                        SingleNodeRoutingInfo::SpecificNode(route),
-                    )
-                    .await
-            }
-        }?;
-        match reply.into_iter().last() {
-            Some(Value::Array(items)) => Ok(items),
-            other => Err(RedisError::from((
-                ErrorKind::UnexpectedReturnType,
-                "EXEC did not answer an array",
-                format!("{other:?}"),
-            ))),
-        }
-    }
-}
-
-fn allowall(actions: &[Action], members: &[usize], cost: u64, now: u64) -> redis::Cmd {
-    let mut cmd = redis::cmd("SLIDINGWINDOW.ALLOWALL");
-    cmd.arg(members.len());
-    let counted = || {
-        members.iter().filter_map(|&m| match &actions[m] {
-            Action::Count { key, limit, .. } => Some((key, limit)),
-            _ => None,
-        })
-    };
-    for (key, _) in counted() {
-        cmd.arg(key);
-    }
-    cmd.arg(now).arg("COST").arg(cost);
-    for (i, (_, limit)) in counted().enumerate() {
-        cmd.arg("LIMIT")
-            .arg(i + 1)
-            .arg(limit.unit.seconds())
-            .arg(limit.requests_per_unit);
-    }
-    cmd
 }
 
 /// Two PEEKs per counted descriptor. A PEEK answers as the ALLOW it previews, so one at the
 /// descriptor's cost (1 for a zero-hit look) tells whether such a request fits and its wait, and
 /// one at `max + 1`, which nothing admits, tells the log as it is: remaining and reset.
-fn add_looks(pipe: &mut Pipeline, actions: &[Action], now: u64) {
-    for a in actions {
-        if let Action::Count {
-            key, limit, cost, ..
-        } = a
-        {
-            let max = limit.requests_per_unit;
-            for peek_cost in [(*cost).max(1), u64::from(max) + 1] {
-                pipe.cmd("SLIDINGWINDOW.PEEK")
-                    .arg(key)
-                    .arg(limit.unit.seconds())
-                    .arg(max)
-                    .arg(now)
-                    .arg("COST")
-                    .arg(peek_cost);
+fn add_looks(
+    batch: &mut Batch,
+    actions: &[Action],
+    limits: &[Option<Limit>],
+    at: Now,
+) -> Result<(), Error> {
+    for (a, limit) in actions.iter().zip(limits) {
+        if let (Action::Count { key, cost, .. }, Some(l)) = (a, limit) {
+            for peek_cost in [(*cost).max(1), l.max() + 1] {
+                let check = Check::new(key, limit.as_slice()).now(at).cost(peek_cost);
+                batch.call(Call::peek(&check)?);
             }
         }
     }
+    Ok(())
 }
 
 fn parse_looks(
     actions: &[Action],
-    replies: &mut impl Iterator<Item = Value>,
-) -> RedisResult<Vec<Option<Look>>> {
+    replies: &mut impl Iterator<Item = Result<slidingwindow_client::Answer, Error>>,
+) -> Result<Vec<Option<Look>>, Error> {
     actions
         .iter()
         .map(|a| {
             if !matches!(a, Action::Count { .. }) {
                 return Ok(None);
             }
-            let (at_cost, as_is) = (ints(replies.next())?, ints(replies.next())?);
-            match (at_cost.as_slice(), as_is.as_slice()) {
-                (&[fits, _, _, retry_ms, _], &[_, _, remaining, _, reset_ms]) => Ok(Some(Look {
-                    fits: fits == 1,
-                    remaining,
-                    retry_ms,
-                    reset_ms,
-                })),
-                _ => Err(unexpected("SLIDINGWINDOW.PEEK", &[at_cost, as_is].concat())),
-            }
+            let (at_cost, as_is): (Reply, Reply) =
+                (next(replies)?.reply()?, next(replies)?.reply()?);
+            let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            Ok(Some(Look {
+                fits: at_cost.allowed,
+                remaining: ms(as_is.remaining),
+                retry_ms: at_cost.retry_after.as_i64(),
+                reset_ms: ms(as_is.reset_after_ms),
+            }))
         })
         .collect()
 }
 
-fn ints(v: Option<Value>) -> RedisResult<Vec<i64>> {
-    let v = v.ok_or_else(|| unexpected("EXEC", &[]))?.extract_error()?;
-    Ok(redis::from_redis_value(v)?)
-}
-
-fn int(v: Option<Value>) -> RedisResult<i64> {
-    let v = v.ok_or_else(|| unexpected("EXEC", &[]))?.extract_error()?;
-    Ok(redis::from_redis_value(v)?)
-}
-
-fn unexpected(what: &str, reply: &[i64]) -> RedisError {
-    RedisError::from((
-        ErrorKind::UnexpectedReturnType,
-        "unexpected reply",
-        format!("{what}: {reply:?}"),
-    ))
+/// The next call's answer; a batch answers every call, so a missing one is a bad reply.
+fn next<T>(replies: &mut impl Iterator<Item = Result<T, Error>>) -> Result<T, Error> {
+    replies
+        .next()
+        .unwrap_or_else(|| Err(Error::Reply("fewer answers than calls".into())))
 }

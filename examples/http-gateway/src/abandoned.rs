@@ -3,7 +3,7 @@
 //! the charge is refunded at the call's own `now`. Refused calls logged nothing. A call whose
 //! reply never comes (the link broke) cannot be told apart and is only counted.
 
-use crate::backend::Backend;
+use slidingwindow_client::{Client, Now};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,20 +39,22 @@ impl Abandoned {
     /// is settled, one line on stderr sums them up.
     pub fn watch(
         self: &Arc<Self>,
-        backend: Backend,
+        client: Client,
         call: impl Future<Output = Outcome> + Send + 'static,
     ) {
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let this = self.clone();
         tokio::spawn(async move {
             match call.await {
-                Outcome::Admitted(keys, now_ms) => match backend.refund(&keys, now_ms).await {
-                    Ok(_) => this.refunded.fetch_add(1, Ordering::Relaxed),
-                    Err(e) => {
-                        eprintln!("gateway: refund of an abandoned call failed: {e}");
-                        this.unknown.fetch_add(1, Ordering::Relaxed)
+                Outcome::Admitted(keys, now_ms) => {
+                    match client.refund_all(&keys, 1, Now::Ms(now_ms)).await {
+                        Ok(_) => this.refunded.fetch_add(1, Ordering::Relaxed),
+                        Err(e) => {
+                            eprintln!("gateway: refund of an abandoned call failed: {e}");
+                            this.unknown.fetch_add(1, Ordering::Relaxed)
+                        }
                     }
-                },
+                }
                 Outcome::NotCharged => this.not_charged.fetch_add(1, Ordering::Relaxed),
                 Outcome::Unknown => this.unknown.fetch_add(1, Ordering::Relaxed),
             };

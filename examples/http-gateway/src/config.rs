@@ -5,10 +5,8 @@ use clap::{Parser, ValueEnum};
 use std::net::SocketAddr;
 use std::str::FromStr;
 
-/// Largest `max` and window (in ms) the module accepts: integers up to 2^53 are exact scores.
-const MAX_EXACT: u64 = 1 << 53;
 /// SLIDINGWINDOW.ALLOW takes at most 16 limits, the positional one included.
-pub const MAX_LIMITS: usize = 16;
+pub const MAX_LIMITS: usize = slidingwindow_client::MAX_LIMITS;
 
 /// At most `max` requests in any `window_s` seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,11 +38,10 @@ impl FromStr for Limit {
             _ => return Err(bad()),
         };
         let window_s = n.checked_mul(scale).ok_or_else(bad)?;
-        if !(1..=MAX_EXACT).contains(&max) || !(1..=MAX_EXACT / 1000).contains(&window_s) {
-            return Err(format!(
-                "{s:?}: max must be in 1..=2^53 and the window in 1 s..=2^53 ms"
-            ));
-        }
+        // The module's ranges, checked by the client crate.
+        slidingwindow_client::Limit::new(window_s, max).map_err(|_| {
+            format!("{s:?}: max must be in 1..=2^53 and the window in 1 s..=2^53 ms")
+        })?;
         Ok(Limit { max, window_s })
     }
 }

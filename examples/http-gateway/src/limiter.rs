@@ -2,17 +2,22 @@
 //! tenants one SLIDINGWINDOW.ALLOWALL on the identity's and the tenant's keys; and the verdict.
 
 use crate::abandoned::{Abandoned, Outcome};
-use crate::backend::Backend;
 use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
-use crate::error_log::ErrorLog;
-use redis::{Cmd, RedisResult};
+use slidingwindow_client::{
+    Call, Check, CheckAll, Client, Error, ErrorLog, Keyed, Now, Options, Reply, unix_ms,
+};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// A request does not wait longer than this for Redis; then the --on-redis-error policy decides
 /// (and the call goes on, see abandoned.rs).
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(1);
+/// Connecting gives up after this (a request's own deadline is the one above).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a reply is awaited at all. A request stops waiting long before (its deadline), but
+/// its call goes on so that a late "admitted" can be refunded.
+const REPLY_WAIT: Duration = Duration::from_secs(30);
 
 /// A limit and the name the headers give it: `l<i>` for the identity's, `t<i>` for the tenant's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,27 +37,19 @@ pub struct Decision {
     pub limit: usize,
 }
 
-impl Decision {
-    /// The command's reply: 5 integers, a 6th (the binding limit, below `limits`) when the call
-    /// had several limits or keys.
-    pub fn from_reply(reply: &[i64], limits: usize) -> Option<Decision> {
-        let (fields, binding) = match reply {
-            [fields @ .., b] if reply.len() == 6 => (fields, *b),
-            _ => (reply, 0),
-        };
-        let &[allowed, _count, remaining, retry_after_ms, reset_after_ms] = fields else {
-            return None;
-        };
-        let limit = usize::try_from(binding).ok().filter(|&b| b < limits)?;
-        Some(Decision {
-            allowed: allowed == 1,
-            remaining,
-            retry_after_ms,
-            reset_after_ms,
-            limit,
-        })
+impl From<&Reply> for Decision {
+    fn from(r: &Reply) -> Decision {
+        Decision {
+            allowed: r.allowed,
+            remaining: i64::try_from(r.remaining).unwrap_or(i64::MAX),
+            retry_after_ms: r.retry_after.as_i64(),
+            reset_after_ms: i64::try_from(r.reset_after_ms).unwrap_or(i64::MAX),
+            limit: r.limit,
+        }
     }
+}
 
+impl Decision {
     /// A refusal remembered at `at`, seen at `now`.
     fn cached(r: &Refusal, now: Instant) -> Decision {
         let ms_up = |t: Instant| {
@@ -88,10 +85,12 @@ pub enum Verdict {
 }
 
 pub struct Limiter {
-    backend: Backend,
+    client: Client,
     /// The identity's limits, then the tenant's.
     limits: Vec<Named>,
-    identity_limits: usize,
+    /// The same as the commands carry them.
+    identity: Vec<slidingwindow_client::Limit>,
+    tenant: Vec<slidingwindow_client::Limit>,
     tenants: bool,
     deny: Option<DenyCache>,
     on_error: OnRedisError,
@@ -101,7 +100,7 @@ pub struct Limiter {
 
 impl Limiter {
     /// Never waits for Redis: connections are made on first use and remade after failures.
-    pub fn new(cfg: &Config) -> RedisResult<Limiter> {
+    pub fn new(cfg: &Config) -> Result<Limiter, Error> {
         let named = |prefix: &str, limits: &[Limit]| {
             limits
                 .iter()
@@ -112,17 +111,27 @@ impl Limiter {
                 })
                 .collect::<Vec<_>>()
         };
+        let checked = |limits: &[Limit]| {
+            limits
+                .iter()
+                .map(|l| slidingwindow_client::Limit::new(l.window_s, l.max))
+                .collect::<Result<Vec<_>, _>>()
+        };
         let mut limits = named("l", &cfg.limits);
         limits.extend(named("t", &cfg.tenant_limits));
+        let options = Options::from_urls(&cfg.redis, cfg.cluster)?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .response_timeout(REPLY_WAIT);
         Ok(Limiter {
-            backend: Backend::new(cfg)?,
+            client: Client::new(&options)?,
             limits,
-            identity_limits: cfg.limits.len(),
+            identity: checked(&cfg.limits)?,
+            tenant: checked(&cfg.tenant_limits)?,
             tenants: cfg.tenant_header.is_some(),
             deny: (cfg.deny_cache == Switch::On)
                 .then(|| DenyCache::new(cfg.deny_cache_size as usize)),
             on_error: cfg.on_redis_error,
-            log: ErrorLog::default(),
+            log: ErrorLog::new("gateway", "redis"),
             abandoned: Arc::default(),
         })
     }
@@ -137,47 +146,33 @@ impl Limiter {
         let tagged = |tag: &[u8], rest: &[u8]| [b"rl:{", tag, b"}", rest].concat();
         match tenant {
             None => vec![tagged(identity, b"")],
-            Some(t) if self.identity_limits == 0 => vec![tagged(t, b"")],
+            Some(t) if self.identity.is_empty() => vec![tagged(t, b"")],
             Some(t) => vec![tagged(t, &[b":", identity].concat()), tagged(t, b"")],
         }
     }
 
     /// `SLIDINGWINDOW.ALLOW key w0 max0 now [LIMIT w max]...`, or with tenants
     /// `SLIDINGWINDOW.ALLOWALL n key... now LIMIT keyno w max...`.
-    fn command(&self, keys: &[Vec<u8>], now_ms: u64) -> Cmd {
+    fn call(&self, keys: &[Vec<u8>], now_ms: u64) -> Result<Call, Error> {
+        let now = Now::Ms(now_ms);
         if !self.tenants {
-            let mut cmd = redis::cmd("SLIDINGWINDOW.ALLOW");
-            cmd.arg(keys.first().map_or(&[][..], Vec::as_slice));
-            for (i, l) in self.limits.iter().enumerate() {
-                if i > 0 {
-                    cmd.arg("LIMIT");
-                }
-                cmd.arg(l.limit.window_s).arg(l.limit.max);
-                if i == 0 {
-                    cmd.arg(now_ms);
-                }
+            let key = keys.first().map_or(&[][..], Vec::as_slice);
+            return Call::allow(&Check::new(key, &self.identity).now(now));
+        }
+        // The last key is the tenant's; the identity's comes first when it has limits.
+        let both;
+        let keyed: &[Keyed] = match keys {
+            [identity, tenant] => {
+                both = [
+                    Keyed::new(identity, &self.identity),
+                    Keyed::new(tenant, &self.tenant),
+                ];
+                &both
             }
-            return cmd;
-        }
-        let mut cmd = redis::cmd("SLIDINGWINDOW.ALLOWALL");
-        cmd.arg(keys.len());
-        for k in keys {
-            cmd.arg(k.as_slice());
-        }
-        cmd.arg(now_ms);
-        for (i, l) in self.limits.iter().enumerate() {
-            // The last key is the tenant's; the identity's comes first when it has limits.
-            let keyno = if i < self.identity_limits {
-                1
-            } else {
-                keys.len()
-            };
-            cmd.arg("LIMIT")
-                .arg(keyno)
-                .arg(l.limit.window_s)
-                .arg(l.limit.max);
-        }
-        cmd
+            [tenant] => &[Keyed::new(tenant, &self.tenant)],
+            _ => &[],
+        };
+        Call::allow_all(&CheckAll::new(keyed).now(now))
     }
 
     /// The verdict on one request: from the deny cache, else from Redis.
@@ -192,23 +187,22 @@ impl Limiter {
             return self.failed(&"too many calls still waiting for Redis");
         }
         let now_ms = unix_ms();
-        let cmd = self.command(&keys, now_ms);
-        let backend = self.backend.clone();
-        let mut call = Box::pin(async move { backend.query_ints(&cmd).await });
+        let call = match self.call(&keys, now_ms) {
+            Ok(call) => call,
+            Err(e) => return self.failed(&e),
+        };
+        let client = self.client.clone();
+        let mut call = Box::pin(async move { client.call(&call).await });
         let reply = match tokio::time::timeout(REQUEST_DEADLINE, &mut call).await {
             Ok(reply) => reply,
             Err(_) => {
-                let n = self.limits.len();
                 let charged = keys.clone();
-                self.abandoned.watch(self.backend.clone(), async move {
+                self.abandoned.watch(self.client.clone(), async move {
                     match call.await {
-                        Ok(r) => match Decision::from_reply(&r, n) {
-                            Some(d) if d.allowed => Outcome::Admitted(charged, now_ms),
-                            Some(_) => Outcome::NotCharged,
-                            None => Outcome::Unknown,
-                        },
+                        Ok(r) if r.allowed => Outcome::Admitted(charged, now_ms),
+                        Ok(_) => Outcome::NotCharged,
                         // The link failed: the command may or may not have run.
-                        Err(e) if e.is_io_error() => Outcome::Unknown,
+                        Err(e) if e.may_have_run() => Outcome::Unknown,
                         Err(_) => Outcome::NotCharged,
                     }
                 });
@@ -218,10 +212,7 @@ impl Limiter {
             }
         };
         let decision = match reply {
-            Ok(r) => match Decision::from_reply(&r, self.limits.len()) {
-                Some(d) => d,
-                None => return self.failed(&format!("unexpected reply {r:?}")),
-            },
+            Ok(r) => Decision::from(&r),
             Err(e) => return self.failed(&e),
         };
         self.log.succeeded();
@@ -249,25 +240,24 @@ impl Limiter {
         {
             c.remove(k);
         }
-        if let Err(e) = self.backend.refund(&charge.keys, charge.now_ms).await {
+        let at = Now::Ms(charge.now_ms);
+        if let Err(e) = self.client.refund_all(&charge.keys, 1, at).await {
             eprintln!("gateway: refund failed: {e}");
         }
     }
 
     fn failed(&self, err: &dyn std::fmt::Display) -> Verdict {
-        self.log.failed(err, self.on_error);
         match self.on_error {
-            OnRedisError::Open => Verdict::Unchecked,
-            OnRedisError::Closed => Verdict::Unavailable,
+            OnRedisError::Open => {
+                self.log.failed("letting requests through unlimited", err);
+                Verdict::Unchecked
+            }
+            OnRedisError::Closed => {
+                self.log.failed("answering 503", err);
+                Verdict::Unavailable
+            }
         }
     }
-}
-
-/// The gateway's clock in Unix ms: the `now` of every call, so a refund can name it.
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -276,31 +266,26 @@ mod tests {
     use clap::Parser;
 
     #[test]
-    fn replies() {
-        let d = |allowed, remaining, retry_after_ms, reset_after_ms, limit| Decision {
-            allowed,
-            remaining,
-            retry_after_ms,
-            reset_after_ms,
-            limit,
+    fn decisions_from_replies() {
+        let reply = Reply {
+            allowed: false,
+            count: 5,
+            remaining: 0,
+            retry_after: slidingwindow_client::RetryAfter::Never,
+            reset_after_ms: 60_000,
+            limit: 1,
+            detail: None,
         };
         assert_eq!(
-            Decision::from_reply(&[1, 3, 7, 0, 1000], 1),
-            Some(d(true, 7, 0, 1000, 0))
+            Decision::from(&reply),
+            Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after_ms: -1,
+                reset_after_ms: 60_000,
+                limit: 1,
+            }
         );
-        assert_eq!(
-            Decision::from_reply(&[0, 5, 0, 59_000, 60_000, 1], 2),
-            Some(d(false, 0, 59_000, 60_000, 1))
-        );
-        for bad in [
-            &[][..],
-            &[1, 2, 3, 4],
-            &[1, 2, 3, 4, 5, -1],
-            &[1, 2, 3, 4, 5, 2],
-            &[1, 2, 3, 4, 5, 6, 7],
-        ] {
-            assert_eq!(Decision::from_reply(bad, 2), None, "{bad:?}");
-        }
     }
 
     #[test]
@@ -326,7 +311,7 @@ mod tests {
         Limiter::new(&cfg).unwrap()
     }
 
-    fn text(cmd: &Cmd) -> Vec<String> {
+    fn text(cmd: &redis::Cmd) -> Vec<String> {
         cmd.args_iter()
             .map(|a| match a {
                 redis::Arg::Simple(b) => String::from_utf8_lossy(b).to_string(),
@@ -341,7 +326,7 @@ mod tests {
         let keys = one.keys(b"k", None);
         assert_eq!(keys, [b"rl:{k}".to_vec()]);
         assert_eq!(
-            text(&one.command(&keys, 1234)),
+            text(one.call(&keys, 1234).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOW",
                 "rl:{k}",
@@ -364,7 +349,7 @@ mod tests {
         let keys = both.keys(b"k", Some(b"acme"));
         assert_eq!(keys, [b"rl:{acme}:k".to_vec(), b"rl:{acme}".to_vec()]);
         assert_eq!(
-            text(&both.command(&keys, 99)),
+            text(both.call(&keys, 99).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOWALL",
                 "2",
@@ -387,7 +372,7 @@ mod tests {
         let keys = tenant_only.keys(b"k", Some(b"acme"));
         assert_eq!(keys, [b"rl:{acme}".to_vec()]);
         assert_eq!(
-            text(&tenant_only.command(&keys, 7)),
+            text(tenant_only.call(&keys, 7).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOWALL",
                 "1",

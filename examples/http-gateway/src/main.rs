@@ -1,10 +1,8 @@
 //! An HTTP gateway that rate-limits every request with SLIDINGWINDOW.ALLOW: see README.md.
 
 mod abandoned;
-mod backend;
 mod config;
 mod deny_cache;
-mod error_log;
 mod headers;
 mod layer;
 mod limiter;

@@ -1,0 +1,181 @@
+//! The link to Redis, one type for one node (a connection manager) and a cluster: typed calls,
+//! batches, and one resend when the link is found down.
+
+use crate::batch::{Answer, Batch};
+use crate::connect::{Options, Topology};
+use crate::error::Error;
+use crate::limit::Now;
+use crate::reply::Reply;
+use crate::request::{Call, Check, CheckAll, Refund};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, Pipeline, Value};
+
+/// Cheap to clone: clones share the connection (one multiplexed link per node).
+#[derive(Clone)]
+pub struct Client {
+    link: Link,
+}
+
+#[derive(Clone)]
+enum Link {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Client {
+    /// Never waits for Redis: connections are made on first use and remade after failures.
+    pub fn new(options: &Options) -> Result<Client, Error> {
+        let link = match &options.topology {
+            Topology::Cluster(seeds) => {
+                let client = ClusterClient::builder(seeds.clone())
+                    .retries(options.cluster_retries)
+                    .max_retry_wait(
+                        u64::try_from(options.cluster_max_retry_wait.as_millis())
+                            .unwrap_or(u64::MAX),
+                    )
+                    .build()?;
+                let config = ClusterConfig::new()
+                    .set_connection_timeout(options.connect_timeout)
+                    .set_response_timeout(options.response_timeout);
+                Link::Cluster(client.get_pending_async_connection_with_config(config))
+            }
+            Topology::Single(url) => {
+                let config = ConnectionManagerConfig::new()
+                    // No backoff inside a call: a link found down is remade and the call resent
+                    // once, at once (see `send`).
+                    .set_number_of_retries(0)
+                    .set_connection_timeout(Some(options.connect_timeout))
+                    .set_response_timeout(Some(options.response_timeout));
+                Link::Single(ConnectionManager::new_lazy_with_config(
+                    redis::Client::open(url.as_str())?,
+                    config,
+                )?)
+            }
+        };
+        Ok(Client { link })
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
+    }
+
+    /// `SLIDINGWINDOW.ALLOW`: admits the request if it fits every limit, and logs it.
+    pub async fn allow(&self, c: &Check<'_>) -> Result<Reply, Error> {
+        self.call(&Call::allow(c)?).await
+    }
+
+    /// `SLIDINGWINDOW.PEEK`: what ALLOW would answer, changing nothing.
+    pub async fn peek(&self, c: &Check<'_>) -> Result<Reply, Error> {
+        self.call(&Call::peek(c)?).await
+    }
+
+    /// `SLIDINGWINDOW.ALLOWALL`: the request on every key, or on none.
+    pub async fn allow_all(&self, c: &CheckAll<'_>) -> Result<Reply, Error> {
+        self.call(&Call::allow_all(c)?).await
+    }
+
+    /// `SLIDINGWINDOW.PEEKALL`: what ALLOWALL would answer, changing nothing.
+    pub async fn peek_all(&self, c: &CheckAll<'_>) -> Result<Reply, Error> {
+        self.call(&Call::peek_all(c)?).await
+    }
+
+    /// A call built beforehand (see [`Call`]).
+    pub async fn call(&self, call: &Call) -> Result<Reply, Error> {
+        call.parse(&self.send(call.cmd(), call.route()).await?)
+    }
+
+    /// `SLIDINGWINDOW.REFUND`: how many requests were taken back.
+    pub async fn refund(&self, r: &Refund<'_>) -> Result<u64, Error> {
+        let (cmd, route) = r.command()?;
+        crate::reply::removed(&self.send(&cmd, route).await?)
+    }
+
+    /// `REFUND key n AT at` on each key in one pipeline (keys of one slot in a cluster): an
+    /// ALLOWALL's charge. How many were taken back in all.
+    pub async fn refund_all<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        n: u64,
+        at: Now,
+    ) -> Result<u64, Error> {
+        let mut batch = Batch::pipeline();
+        for key in keys {
+            batch.refund(&Refund::new(key.as_ref(), n).at(at))?;
+        }
+        let mut removed = 0;
+        for answer in self.exec(&batch).await? {
+            removed += answer?.removed()?;
+        }
+        Ok(removed)
+    }
+
+    /// Runs a batch; one answer per call, in order (an error reply is that call's error). An
+    /// empty batch sends nothing.
+    pub async fn exec(&self, batch: &Batch) -> Result<Vec<Result<Answer, Error>>, Error> {
+        let Some(route) = batch.route() else {
+            return Ok(Vec::new());
+        };
+        let (offset, count) = batch.replies();
+        let values = twice(|| self.send_pipeline_once(batch.pipe(), offset, count, route)).await?;
+        batch.answers(values)
+    }
+
+    /// Any command, sent to the node of `key`'s slot in a cluster; its raw reply (an error reply
+    /// is `Error::Server`).
+    pub async fn command(&self, cmd: &Cmd, key: &[u8]) -> Result<Value, Error> {
+        let route = Route::with_key(key, redis::cluster_routing::SlotAddr::Master);
+        match self.send(cmd, route).await? {
+            Value::ServerError(e) => Err(Error::Server(crate::error::line(e.code(), e.details()))),
+            v => Ok(v),
+        }
+    }
+
+    async fn send(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
+        twice(|| self.send_once(cmd, route)).await
+    }
+
+    async fn send_once(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
+        Ok(match &self.link {
+            Link::Single(con) => con.clone().req_packed_command(cmd).await?,
+            Link::Cluster(con) => {
+                // Routed by the first key's slot: the cluster client's own routing reads
+                // ALLOWALL's `numkeys` as its key.
+                let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                con.clone().route_command(cmd.clone(), to).await?
+            }
+        })
+    }
+
+    async fn send_pipeline_once(
+        &self,
+        pipe: &Pipeline,
+        offset: usize,
+        count: usize,
+        route: Route,
+    ) -> Result<Vec<Value>, Error> {
+        Ok(match &self.link {
+            Link::Single(con) => con.clone().req_packed_commands(pipe, offset, count).await?,
+            Link::Cluster(con) => {
+                let to = SingleNodeRoutingInfo::SpecificNode(route);
+                con.clone()
+                    .route_pipeline(pipe.clone(), offset, count, to)
+                    .await?
+            }
+        })
+    }
+}
+
+/// A link found down (refused, or closed since the last call) is remade and the command sent
+/// once more, so the first call after Redis is back is served rather than failing on the
+/// previous outage's connection. (A server that closes the link mid-call has crashed or dropped
+/// the client; a resend costs at most one extra charge there.) Never after a timeout: that call
+/// may still run.
+async fn twice<T, F: Future<Output = Result<T, Error>>>(send: impl Fn() -> F) -> Result<T, Error> {
+    match send().await {
+        Err(e) if e.link_was_down() => send().await,
+        reply => reply,
+    }
+}

@@ -1,0 +1,657 @@
+//! The lease object: takes permits in bulk with `LEASE ms` and hands them out from memory,
+//! never admitting more than any limit allows (contract, "Leases").
+//!
+//! - While its lease is live and has permits, a call takes one from memory (no Redis call).
+//! - Otherwise one call at a time asks for a new lease of `size` permits; callers that arrive
+//!   meanwhile wait for that one answer, then take from it.
+//! - A lease refused (too little room) makes every caller send one exact ALLOW of its own until
+//!   the refusal's retry time has passed: near the limit every last permit is still handed out.
+//! - No permit is handed out after the lease's end: with the caller's clock, while that clock
+//!   reads before `now + ms`; with `*`, until `ms` after the call was sent (monotonic clock) —
+//!   the server read its `now` after that.
+//! - At the end (or when a newer lease replaces an expired one, or on [`Lease::close`]) the unused
+//!   permits go back with `REFUND key unused AT now+ms` (with `*`, DETAIL's `now`).
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::limit::{Limit, MAX_EXACT, Now, unix_ms};
+use crate::reply::{Reply, RetryAfter};
+use crate::request::{Call, Check, CheckAll, Keyed, Refund};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, watch};
+
+/// The clock a lease's calls are stamped with.
+#[derive(Clone)]
+pub enum Clock {
+    /// `*` with `DETAIL`: the server's clock, exact under any concurrency.
+    Server,
+    /// The caller's clock in Unix ms, passed as `now`. Concurrent calls then reach Redis out of
+    /// order: set the module's `slidingwindow.lateness` to cover it (contract, "Lateness").
+    Own(Arc<dyn Fn() -> u64 + Send + Sync>),
+}
+
+impl Clock {
+    /// The system clock in Unix ms as the caller's own.
+    pub fn system() -> Clock {
+        Clock::Own(Arc::new(unix_ms))
+    }
+
+    fn now(&self) -> Now {
+        match self {
+            Clock::Server => Now::Server,
+            Clock::Own(f) => Now::Ms(f()),
+        }
+    }
+}
+
+/// How a lease object leases.
+#[derive(Clone)]
+pub struct LeaseConfig {
+    /// Permits per lease (at most every limit's max).
+    pub size: u64,
+    /// The lease's length in ms (`LEASE ms`).
+    pub duration_ms: u64,
+    pub clock: Clock,
+    /// Lease only while the traffic fills a lease within its duration: calls go exact until
+    /// `size` of them arrive within `duration_ms`, and go back to exact when a lease ends with
+    /// permits unused. Off: every call that finds no live lease asks for one.
+    pub when_busy: bool,
+}
+
+impl LeaseConfig {
+    /// `size` permits for `duration_ms`, on the server's clock, always leasing.
+    pub fn new(size: u64, duration_ms: u64) -> LeaseConfig {
+        LeaseConfig {
+            size,
+            duration_ms,
+            clock: Clock::Server,
+            when_busy: false,
+        }
+    }
+
+    pub fn clock(mut self, clock: Clock) -> LeaseConfig {
+        self.clock = clock;
+        self
+    }
+
+    pub fn when_busy(mut self, on: bool) -> LeaseConfig {
+        self.when_busy = on;
+        self
+    }
+}
+
+/// Where a permit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// From a lease, without a call.
+    Memory,
+    /// One exact ALLOW of its own (no lease, or a lease refused).
+    Exact,
+}
+
+/// What a permit cost, to give it back (see [`Lease::give_back`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Charge {
+    kind: ChargeKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChargeKind {
+    /// Logged at `end_ms` by lease `id`.
+    Lease { id: u64, end_ms: u64 },
+    /// Logged at `at_ms` by an exact call.
+    Exact { at_ms: u64 },
+}
+
+/// The answer to one request: the same typed reply as a plain ALLOW.
+#[derive(Debug)]
+pub struct LeaseReply {
+    /// From memory: admitted, with the lease's reply counted down (`count` and `remaining` as an
+    /// exact call would say if nothing else had happened since the lease, `reset_after_ms` less
+    /// the time since). Never with `detail`.
+    pub reply: Reply,
+    /// When it was decided: the caller's clock reading (memory) or the `now` sent (exact); with
+    /// `*`, the server's `now` (exact) or the lease's `now` plus the time since its call was sent,
+    /// an upper bound of the server's clock (memory).
+    pub at_ms: u64,
+    pub source: Source,
+    /// Set when admitted.
+    pub charge: Option<Charge>,
+}
+
+/// Counters since the object was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Every Redis call: leases, exact calls, refunds.
+    pub calls: u64,
+    pub lease_calls: u64,
+    pub leases_granted: u64,
+    pub leases_refused: u64,
+    pub exact_calls: u64,
+    /// Permits handed out from memory.
+    pub from_memory: u64,
+    /// Exact calls admitted.
+    pub exact_admitted: u64,
+    pub refund_calls: u64,
+    /// Permits returned with REFUND (unused ones, and given back after their lease ended).
+    pub refunded: u64,
+    /// Permits given back into a live lease, without a call.
+    pub returned: u64,
+    /// Calls that failed (a lease's failure counts once, whoever waited on it).
+    pub errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    lease_calls: AtomicU64,
+    leases_granted: AtomicU64,
+    leases_refused: AtomicU64,
+    exact_calls: AtomicU64,
+    from_memory: AtomicU64,
+    exact_admitted: AtomicU64,
+    refund_calls: AtomicU64,
+    refunded: AtomicU64,
+    returned: AtomicU64,
+    errors: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Shared by every clone; cheap to clone.
+#[derive(Clone)]
+pub struct Lease {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    target: Target,
+    size: u64,
+    ms: u64,
+    clock: Clock,
+    when_busy: bool,
+    state: Mutex<State>,
+    /// Told when a refund ends (close waits for them).
+    refunds_done: Notify,
+    stats: Counters,
+}
+
+/// The key and its limits, or several keys (an ALLOWALL: a permit counts on every key).
+enum Target {
+    One(Vec<u8>, Vec<Limit>),
+    All(Vec<(Vec<u8>, Vec<Limit>)>),
+}
+
+#[derive(Default)]
+struct State {
+    grant: Option<Grant>,
+    /// The lease call in flight: its outcome, once known.
+    round: Option<watch::Receiver<Option<Round>>>,
+    /// After a refusal: exact calls until then.
+    exact_until: Option<Instant>,
+    closed: bool,
+    next_id: u64,
+    /// Refunds taken out of the state and not yet answered.
+    refunding: usize,
+    /// `when_busy`: leasing; else the calls counted in the current period.
+    hot: bool,
+    period: Option<(Instant, u64)>,
+}
+
+struct Grant {
+    id: u64,
+    left: u64,
+    /// `now + ms` on the clock of the call (the refund's AT).
+    end_ms: u64,
+    /// Monotonic: no handout from then on.
+    deadline: Instant,
+    /// When the call was sent and its `now` (for `*`: DETAIL's).
+    sent: Instant,
+    now_ms: u64,
+    reply: Reply,
+}
+
+#[derive(Clone)]
+enum Round {
+    /// A lease is live: take from it.
+    Granted,
+    /// Refused (or granted too late to use): send an exact call.
+    Exact,
+    Failed(Error),
+}
+
+impl Lease {
+    /// A lease object for `key` and its limits (the first positional, the others `LIMIT`).
+    pub fn new(
+        client: Client,
+        key: &[u8],
+        limits: &[Limit],
+        cfg: LeaseConfig,
+    ) -> Result<Lease, Error> {
+        Lease::make(client, Target::One(key.to_vec(), limits.to_vec()), cfg)
+    }
+
+    /// A lease object over several keys at once (ALLOWALL): every permit counts on every key.
+    pub fn new_all(client: Client, keys: &[Keyed<'_>], cfg: LeaseConfig) -> Result<Lease, Error> {
+        let keys = keys
+            .iter()
+            .map(|k| (k.key.to_vec(), k.limits.to_vec()))
+            .collect();
+        Lease::make(client, Target::All(keys), cfg)
+    }
+
+    fn make(client: Client, target: Target, cfg: LeaseConfig) -> Result<Lease, Error> {
+        if !(1..=MAX_EXACT).contains(&cfg.duration_ms) {
+            return Err(Error::Invalid(format!(
+                "a lease lasts 1 to {MAX_EXACT} ms, not {}",
+                cfg.duration_ms
+            )));
+        }
+        let smallest = target.limits().map(Limit::max).min().unwrap_or(0);
+        if cfg.size == 0 || cfg.size > smallest {
+            return Err(Error::Invalid(format!(
+                "a lease holds 1 to {smallest} permits (the smallest max), not {}",
+                cfg.size
+            )));
+        }
+        // The limits and keys as the contract wants them, checked once.
+        target.call(Now::Server, cfg.size, Some(cfg.duration_ms), true)?;
+        Ok(Lease {
+            inner: Arc::new(Inner {
+                client,
+                target,
+                size: cfg.size,
+                ms: cfg.duration_ms,
+                clock: cfg.clock,
+                when_busy: cfg.when_busy,
+                state: Mutex::default(),
+                refunds_done: Notify::new(),
+                stats: Counters::default(),
+            }),
+        })
+    }
+
+    /// One request: a permit from memory, from a new lease, or from an exact call.
+    pub async fn allow(&self) -> Result<LeaseReply, Error> {
+        let inner = &self.inner;
+        loop {
+            let mut round = {
+                let mut st = inner.lock();
+                let now = Instant::now();
+                if let Some(r) = inner.take(&mut st, now) {
+                    return Ok(r);
+                }
+                if !inner.leasing(&mut st, now) {
+                    None
+                } else if let Some(rx) = &st.round {
+                    Some(rx.clone())
+                } else {
+                    let (tx, rx) = watch::channel(None);
+                    st.round = Some(rx.clone());
+                    tokio::spawn(Inner::round(inner.clone(), tx));
+                    Some(rx)
+                }
+            };
+            let Some(round) = round.as_mut() else {
+                return inner.exact().await;
+            };
+            // A round that ended without a word (its task was dropped): go exact.
+            let outcome = round
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|r| r.clone());
+            match outcome {
+                Some(Round::Granted) => {}
+                Some(Round::Failed(e)) => return Err(e),
+                Some(Round::Exact) | None => return inner.exact().await,
+            }
+        }
+    }
+
+    /// Gives an admitted request's permit back: into the live lease it came from (no call), else
+    /// `REFUND 1 AT` the time it was logged at. Answers how many were given back (0 or 1).
+    pub async fn give_back(&self, charge: Charge) -> Result<u64, Error> {
+        let inner = &self.inner;
+        let at_ms = {
+            let mut st = inner.lock();
+            let closed = st.closed;
+            let at_ms = match charge.kind {
+                ChargeKind::Lease { id, end_ms } => {
+                    let live = st
+                        .grant
+                        .as_mut()
+                        .filter(|g| g.id == id && !closed && Instant::now() < g.deadline);
+                    if let Some(g) = live {
+                        g.left += 1;
+                        bump(&inner.stats.returned, 1);
+                        return Ok(1);
+                    }
+                    end_ms
+                }
+                ChargeKind::Exact { at_ms } => at_ms,
+            };
+            st.refunding += 1;
+            at_ms
+        };
+        inner.refund(1, at_ms).await
+    }
+
+    /// Stops leasing: the live lease's unused permits go back now, a lease call in flight is
+    /// waited for (and its permits go back), refunds under way are waited for. Later calls are
+    /// exact. Answers how many permits went back here.
+    pub async fn close(&self) -> Result<u64, Error> {
+        let inner = &self.inner;
+        let (grant, round) = {
+            let mut st = inner.lock();
+            st.closed = true;
+            let grant = st.grant.take().filter(|g| g.left > 0);
+            if grant.is_some() {
+                st.refunding += 1;
+            }
+            (grant, st.round.clone())
+        };
+        let back = match grant {
+            Some(g) => inner.refund(g.left, g.end_ms).await?,
+            None => 0,
+        };
+        if let Some(mut rx) = round {
+            let _ = rx.wait_for(Option::is_some).await;
+        }
+        loop {
+            let done = inner.refunds_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if inner.lock().refunding == 0 {
+                return Ok(back);
+            }
+            done.await;
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        let s = &self.inner.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            calls: get(&s.calls),
+            lease_calls: get(&s.lease_calls),
+            leases_granted: get(&s.leases_granted),
+            leases_refused: get(&s.leases_refused),
+            exact_calls: get(&s.exact_calls),
+            from_memory: get(&s.from_memory),
+            exact_admitted: get(&s.exact_admitted),
+            refund_calls: get(&s.refund_calls),
+            refunded: get(&s.refunded),
+            returned: get(&s.returned),
+            errors: get(&s.errors),
+        }
+    }
+}
+
+impl Target {
+    fn limits(&self) -> impl Iterator<Item = &Limit> {
+        let (one, all) = match self {
+            Target::One(_, limits) => (Some(limits.iter()), None),
+            Target::All(keys) => (None, Some(keys.iter().flat_map(|(_, l)| l.iter()))),
+        };
+        one.into_iter().flatten().chain(all.into_iter().flatten())
+    }
+
+    fn call(&self, now: Now, cost: u64, lease: Option<u64>, detail: bool) -> Result<Call, Error> {
+        match self {
+            Target::One(key, limits) => {
+                let mut c = Check::new(key, limits).now(now).cost(cost).detail(detail);
+                if let Some(ms) = lease {
+                    c = c.lease(ms);
+                }
+                Call::allow(&c)
+            }
+            Target::All(keys) => {
+                let keyed: Vec<Keyed<'_>> = keys
+                    .iter()
+                    .map(|(key, limits)| Keyed { key, limits })
+                    .collect();
+                let mut c = CheckAll::new(&keyed).now(now).cost(cost).detail(detail);
+                if let Some(ms) = lease {
+                    c = c.lease(ms);
+                }
+                Call::allow_all(&c)
+            }
+        }
+    }
+
+    /// `REFUND key n AT at` on every key.
+    async fn refund(&self, client: &Client, n: u64, at: u64) -> Result<u64, Error> {
+        match self {
+            Target::One(key, _) => client.refund(&Refund::new(key, n).at(Now::Ms(at))).await,
+            Target::All(keys) => {
+                let names: Vec<&[u8]> = keys.iter().map(|(key, _)| key.as_slice()).collect();
+                client.refund_all(&names, n, Now::Ms(at)).await
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change under the lock is a few plain stores: the state is whole whatever a
+        // panicking holder did.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A permit from the live lease, if it has one and has not reached its end.
+    fn take(&self, st: &mut State, now: Instant) -> Option<LeaseReply> {
+        let g = st.grant.as_mut()?;
+        if g.left == 0 || now >= g.deadline {
+            return None;
+        }
+        let at_ms = match &self.clock {
+            Clock::Own(f) => Some(f()).filter(|&t| t < g.end_ms)?,
+            Clock::Server => g.now_ms + ms_between(g.sent, now),
+        };
+        g.left -= 1;
+        bump(&self.stats.from_memory, 1);
+        let since = ms_between(g.sent, now);
+        let remaining = g.reply.remaining + g.left;
+        let reply = Reply {
+            allowed: true,
+            count: g.reply.count.saturating_sub(g.left),
+            remaining,
+            retry_after: match g.reply.retry_after {
+                _ if remaining > 0 => RetryAfter::Ms(0),
+                RetryAfter::Ms(ms) => RetryAfter::Ms(ms.saturating_sub(since)),
+                RetryAfter::Never => RetryAfter::Never,
+            },
+            reset_after_ms: g.reply.reset_after_ms.saturating_sub(since),
+            limit: g.reply.limit,
+            detail: None,
+        };
+        Some(LeaseReply {
+            reply,
+            at_ms,
+            source: Source::Memory,
+            charge: Some(Charge {
+                kind: ChargeKind::Lease {
+                    id: g.id,
+                    end_ms: g.end_ms,
+                },
+            }),
+        })
+    }
+
+    /// Whether this call may ask for (or wait on) a lease rather than go exact.
+    fn leasing(&self, st: &mut State, now: Instant) -> bool {
+        if st.closed {
+            return false;
+        }
+        match st.exact_until {
+            Some(t) if now < t => return false,
+            Some(_) => st.exact_until = None,
+            None => {}
+        }
+        if self.when_busy && !st.hot {
+            let (start, calls) = st.period.get_or_insert((now, 0));
+            if now.saturating_duration_since(*start) >= Duration::from_millis(self.ms) {
+                *start = now;
+                *calls = 0;
+            }
+            *calls += 1;
+            if *calls < self.size {
+                return false;
+            }
+            st.hot = true;
+            st.period = None;
+        }
+        true
+    }
+
+    /// One exact ALLOW of cost 1.
+    async fn exact(&self) -> Result<LeaseReply, Error> {
+        let now = self.clock.now();
+        let call = self.target.call(now, 1, None, now == Now::Server)?;
+        bump(&self.stats.calls, 1);
+        bump(&self.stats.exact_calls, 1);
+        let mut reply = self.client.call(&call).await.inspect_err(|_| {
+            bump(&self.stats.errors, 1);
+        })?;
+        let at_ms = match now {
+            Now::Ms(t) => t,
+            Now::Server => reply.detail.take().map_or(0, |d| d.now_ms),
+        };
+        let charge = reply.allowed.then(|| {
+            bump(&self.stats.exact_admitted, 1);
+            Charge {
+                kind: ChargeKind::Exact { at_ms },
+            }
+        });
+        Ok(LeaseReply {
+            reply,
+            at_ms,
+            source: Source::Exact,
+            charge,
+        })
+    }
+
+    /// The lease call, in its own task so that a caller that stops waiting does not lose its
+    /// permits; then, if granted, the lease's end.
+    async fn round(self: Arc<Inner>, tx: watch::Sender<Option<Round>>) {
+        let sent = Instant::now();
+        let now = self.clock.now();
+        let server = now == Now::Server;
+        bump(&self.stats.calls, 1);
+        bump(&self.stats.lease_calls, 1);
+        let result = match self.target.call(now, self.size, Some(self.ms), server) {
+            Ok(call) => self.client.call(&call).await,
+            Err(e) => Err(e),
+        };
+        let mut back = Vec::new();
+        let mut live = None;
+        let outcome = {
+            let mut st = self.lock();
+            st.round = None;
+            match result {
+                Ok(mut reply) if reply.allowed => {
+                    bump(&self.stats.leases_granted, 1);
+                    let now_ms = match now {
+                        Now::Ms(t) => t,
+                        Now::Server => reply.detail.take().map_or(0, |d| d.now_ms),
+                    };
+                    let end_ms = now_ms + self.ms;
+                    let deadline = sent + Duration::from_millis(self.ms);
+                    if st.closed || Instant::now() >= deadline {
+                        back.push((self.size, end_ms));
+                        st.refunding += 1;
+                        Round::Exact
+                    } else {
+                        let id = st.next_id;
+                        st.next_id += 1;
+                        let old = st.grant.replace(Grant {
+                            id,
+                            left: self.size,
+                            end_ms,
+                            deadline,
+                            sent,
+                            now_ms,
+                            reply,
+                        });
+                        // Replaced after its end, before its own task came to it.
+                        if let Some(old) = old.filter(|g| g.left > 0) {
+                            back.push((old.left, old.end_ms));
+                            st.refunding += 1;
+                        }
+                        live = Some((id, deadline));
+                        Round::Granted
+                    }
+                }
+                Ok(reply) => {
+                    bump(&self.stats.leases_refused, 1);
+                    // Exact calls until a lease fits again. (Never does not happen: a lease is
+                    // within every max, checked at construction.)
+                    let wait = Duration::from_millis(reply.retry_after.ms().unwrap_or(0));
+                    let now = Instant::now();
+                    st.exact_until = Some(now.checked_add(wait).unwrap_or(now));
+                    Round::Exact
+                }
+                Err(e) => {
+                    bump(&self.stats.errors, 1);
+                    Round::Failed(e)
+                }
+            }
+        };
+        // Refunds first: whoever waits on this round (close) then finds them done.
+        for (n, end_ms) in back {
+            let _ = self.refund(n, end_ms).await;
+        }
+        tx.send_replace(Some(outcome));
+        drop(tx);
+        if let Some((id, deadline)) = live {
+            tokio::time::sleep_until(deadline.into()).await;
+            self.expire(id).await;
+        }
+    }
+
+    /// The lease's end: its unused permits go back.
+    async fn expire(&self, id: u64) {
+        let unused = {
+            let mut st = self.lock();
+            if st.grant.as_ref().is_none_or(|g| g.id != id) {
+                return;
+            }
+            let g = st.grant.take().filter(|g| g.left > 0);
+            if g.is_some() {
+                st.refunding += 1;
+                if self.when_busy {
+                    // The traffic did not fill this lease within its duration.
+                    st.hot = false;
+                }
+            }
+            g
+        };
+        if let Some(g) = unused {
+            let _ = self.refund(g.left, g.end_ms).await;
+        }
+    }
+
+    /// `REFUND n AT at_ms`, counted; the caller has counted it in `refunding`.
+    async fn refund(&self, n: u64, at_ms: u64) -> Result<u64, Error> {
+        bump(&self.stats.calls, 1);
+        bump(&self.stats.refund_calls, 1);
+        let result = self.target.refund(&self.client, n, at_ms).await;
+        match &result {
+            Ok(_) => bump(&self.stats.refunded, n),
+            Err(_) => bump(&self.stats.errors, 1),
+        }
+        self.lock().refunding -= 1;
+        self.refunds_done.notify_waiters();
+        result.map(|_| n)
+    }
+}
+
+fn ms_between(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,24 @@
+// The README is the crate's documentation: its examples compile as doctests.
+#![doc = include_str!("../README.md")]
+
+mod batch;
+mod client;
+mod connect;
+mod error;
+mod error_log;
+mod lease;
+mod limit;
+mod reply;
+mod request;
+
+pub use batch::{Answer, Batch};
+pub use client::Client;
+pub use connect::{Options, Topology};
+pub use error::Error;
+pub use error_log::ErrorLog;
+pub use lease::{Charge, Clock, Lease, LeaseConfig, LeaseReply, Source, Stats};
+pub use limit::{Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, Now, unix_ms};
+/// The redis crate this one is built on, for callers that need its types (`Cmd`, `Value`).
+pub use redis;
+pub use reply::{Detail, LimitState, Reply, RetryAfter};
+pub use request::{Call, Check, CheckAll, Keyed, Refund};
