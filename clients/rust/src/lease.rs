@@ -264,6 +264,8 @@ enum Target {
 #[derive(Default)]
 struct State {
     grant: Option<Grant>,
+    /// A lease taken before the current one ran out (see [`Inner::prefetch`]).
+    next: Option<Grant>,
     /// The lease call in flight: its outcome, once known.
     round: Option<watch::Receiver<Option<Round>>>,
     /// After a refusal: exact calls until then.
@@ -405,8 +407,20 @@ impl Lease {
         let inner = &self.inner;
         let mut st = inner.lock();
         let now = Instant::now();
-        if let Some(r) = inner.take(&mut st, now, at_ms) {
-            return Take::Permit(r);
+        loop {
+            if let Some(r) = inner.take(&mut st, now, at_ms) {
+                inner.prefetch(&mut st);
+                return Take::Permit(r);
+            }
+            // The current lease is used up or over: the next one, if it came in time.
+            let Some(next) = st.next.take() else { break };
+            if let Some(old) = st.grant.replace(next).filter(|g| g.left > 0) {
+                st.refunding += 1;
+                let this = inner.clone();
+                tokio::spawn(async move {
+                    let _ = this.refund(old.left, old.end_ms).await;
+                });
+            }
         }
         if !inner.leasing(&mut st, now) {
             return Take::Exact;
@@ -414,10 +428,7 @@ impl Lease {
         if let Some(rx) = &st.round {
             return Take::Wait(Pending(rx.clone()));
         }
-        let (tx, rx) = watch::channel(None);
-        st.round = Some(rx.clone());
-        tokio::spawn(Inner::round(inner.clone(), tx));
-        Take::Wait(Pending(rx))
+        Take::Wait(inner.start_round(&mut st))
     }
 
     /// Gives an admitted request's permit back: into the live lease it came from (no call), else
@@ -429,10 +440,12 @@ impl Lease {
             let closed = st.closed;
             let at_ms = match charge.kind {
                 ChargeKind::Lease { id, end_ms } => {
-                    let live = st
-                        .grant
-                        .as_mut()
-                        .filter(|g| g.id == id && !closed && Instant::now() < g.deadline);
+                    let now = Instant::now();
+                    let st = &mut *st;
+                    let live = [st.grant.as_mut(), st.next.as_mut()]
+                        .into_iter()
+                        .flatten()
+                        .find(|g| g.id == id && !closed && now < g.deadline);
                     if let Some(g) = live {
                         g.left += 1;
                         bump(&inner.stats.returned, 1);
@@ -456,16 +469,18 @@ impl Lease {
         let (grant, round) = {
             let mut st = inner.lock();
             st.closed = true;
-            let grant = st.grant.take().filter(|g| g.left > 0);
-            if grant.is_some() {
-                st.refunding += 1;
-            }
-            (grant, st.round.clone())
+            let grants: Vec<Grant> = [st.grant.take(), st.next.take()]
+                .into_iter()
+                .flatten()
+                .filter(|g| g.left > 0)
+                .collect();
+            st.refunding += grants.len();
+            (grants, st.round.clone())
         };
-        let back = match grant {
-            Some(g) => inner.refund(g.left, g.end_ms).await?,
-            None => 0,
-        };
+        let mut back = 0;
+        for g in grant {
+            back += inner.refund(g.left, g.end_ms).await?;
+        }
         if let Some(mut rx) = round {
             let _ = rx.wait_for(Option::is_some).await;
         }
@@ -598,6 +613,42 @@ impl Target {
 }
 
 impl Inner {
+    /// Starts the lease call (one at a time: the caller found none in flight).
+    fn start_round(self: &Arc<Self>, st: &mut State) -> Pending {
+        let (tx, rx) = watch::channel(None);
+        st.round = Some(rx.clone());
+        tokio::spawn(Inner::round(self.clone(), tx));
+        Pending(rx)
+    }
+
+    /// With a quarter of the current lease or less left, the next lease is asked for at once, so
+    /// that a busy key finds it in memory when this one runs out, rather than every caller then
+    /// waiting a round trip for it. Only while leasing (not closed, no refusal's wait under way,
+    /// busy).
+    fn prefetch(self: &Arc<Self>, st: &mut State) {
+        let low = st.grant.as_ref().is_some_and(|g| g.left <= self.size / 4);
+        let waiting = st.exact_until.is_some_and(|t| Instant::now() < t);
+        if low
+            && !st.closed
+            && !waiting
+            && st.round.is_none()
+            && st.next.is_none()
+            && (!self.when_busy || st.hot)
+        {
+            self.start_round(st);
+        }
+    }
+
+    /// The grant has permits and has not reached its end on either clock.
+    fn usable(&self, g: &Grant) -> bool {
+        g.left > 0
+            && Instant::now() < g.deadline
+            && match &self.clock {
+                Clock::Own(f) => f() < g.end_ms,
+                Clock::Server => true,
+            }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every change under the lock is a few plain stores: the state is whole whatever a
         // panicking holder did.
@@ -729,7 +780,7 @@ impl Inner {
                         Round::Exact
                     } else {
                         let id = NEXT_GRANT.fetch_add(1, Ordering::Relaxed);
-                        let old = st.grant.replace(Grant {
+                        let grant = Grant {
                             id,
                             left: self.size,
                             end_ms,
@@ -737,11 +788,18 @@ impl Inner {
                             sent,
                             now_ms,
                             reply,
-                        });
-                        // Replaced after its end, before its own task came to it.
-                        if let Some(old) = old.filter(|g| g.left > 0) {
-                            back.push((old.left, old.end_ms));
-                            st.refunding += 1;
+                        };
+                        let current = st.grant.as_ref().is_some_and(|g| self.usable(g));
+                        if current && st.next.is_none() {
+                            // Taken early: it waits for the current one to run out.
+                            st.next = Some(grant);
+                        } else {
+                            // Replaced after its end, before its own task came to it.
+                            let old = [st.grant.replace(grant), st.next.take()];
+                            for old in old.into_iter().flatten().filter(|g| g.left > 0) {
+                                back.push((old.left, old.end_ms));
+                                st.refunding += 1;
+                            }
                         }
                         live = Some((id, deadline));
                         Round::Granted
@@ -778,10 +836,15 @@ impl Inner {
     async fn expire(&self, id: u64) {
         let unused = {
             let mut st = self.lock();
-            if st.grant.as_ref().is_none_or(|g| g.id != id) {
+            let mine = |slot: &Option<Grant>| slot.as_ref().is_some_and(|g| g.id == id);
+            let g = if mine(&st.grant) {
+                st.grant.take()
+            } else if mine(&st.next) {
+                st.next.take()
+            } else {
                 return;
-            }
-            let g = st.grant.take().filter(|g| g.left > 0);
+            };
+            let g = g.filter(|g| g.left > 0);
             if g.is_some() {
                 st.refunding += 1;
                 if self.when_busy {
