@@ -684,6 +684,137 @@ fn dumps_of_the_previous_build_restore() {
     }
 }
 
+const BLOCK_DUMPS: &str = "tests/fixtures/compact-v1-dumps-blocks.txt";
+
+/// A call behind the second DUMP fixture: `ALLOW key 9007199254740 1000000 now COST cost`, or
+/// `REFUND key n AT at`.
+#[derive(Clone, Copy)]
+enum Call {
+    Allow(u64, u64),
+    Refund(u64, u64),
+}
+
+/// Per key, the calls behind the DUMP fixture of the block layout (commit 8c38406: blocks in a
+/// row, a Fenwick tree over their lengths): logs of several blocks, at several widths, out of
+/// order, with bursts and refunds.
+fn block_dump_calls() -> Vec<(&'static str, Vec<Call>)> {
+    let mut rng = Rng::new(0xB10C);
+    let mut keys = Vec::new();
+    // (key, span, calls, percent of refunds)
+    for (key, span, calls, refunds) in [
+        ("dense", 3000u64, 3000, 5),
+        ("late", 1 << 20, 2000, 15),
+        ("wide", 1 << 50, 800, 10),
+    ] {
+        let start = T0.min(MAX_TS - span);
+        let mut out = Vec::new();
+        for i in 0..calls {
+            let now = match key {
+                "dense" => start + i as u64,
+                _ => start + rng.range(0, span),
+            };
+            if rng.chance(refunds) {
+                out.push(Call::Refund(rng.range(1, 4), now));
+            } else {
+                out.push(Call::Allow(now, rng.range(1, 3)));
+            }
+        }
+        keys.push((key, out));
+    }
+    keys.push((
+        "burst",
+        vec![
+            Call::Allow(T0, 3000),
+            Call::Allow(T0 + 5, 1500),
+            Call::Allow(T0 + 2, 700),
+            Call::Refund(100, T0),
+        ],
+    ));
+    keys
+}
+
+/// The log the calls of one key leave, by the contract model.
+fn block_dump_model(calls: &[Call]) -> Model {
+    let mut model = Model::default();
+    for call in calls {
+        match *call {
+            Call::Allow(now, cost) => {
+                model.allow(9_007_199_254_740, 1_000_000, now, cost);
+            }
+            Call::Refund(n, at) => {
+                model.refund(n, Some(at));
+            }
+        }
+    }
+    model
+}
+
+/// Run once with the module built at commit 8c38406: its DUMPs of `block_dump_calls`.
+#[test]
+#[ignore = "writes tests/fixtures/compact-v1-dumps-blocks.txt with the module under test"]
+fn write_the_block_dump_fixture() {
+    let s = compact_server();
+    let mut c = s.client();
+    let mut out = String::new();
+    for (key, calls) in block_dump_calls() {
+        for call in calls {
+            match call {
+                Call::Allow(now, cost) => {
+                    let line = format!("ALLOW {key} 9007199254740 1000000 {now} COST {cost}");
+                    assert_eq!(sw5(&mut c, &line)[0], 1, "{line}");
+                }
+                Call::Refund(n, at) => {
+                    let _: i64 = q(
+                        &mut c,
+                        &[
+                            "SLIDINGWINDOW.REFUND",
+                            key,
+                            &n.to_string(),
+                            "AT",
+                            &at.to_string(),
+                        ],
+                    );
+                }
+            }
+        }
+        let dump: Vec<u8> = q(&mut c, &["DUMP", key]);
+        out.push_str(&format!("{key} {}\n", hex(&dump)));
+    }
+    std::fs::write(BLOCK_DUMPS, out).unwrap();
+}
+
+/// DUMPs made by the build before the block index restore to the logs their calls made.
+#[test]
+fn dumps_of_the_block_layout_restore() {
+    let s = compact_server();
+    let mut c = s.client();
+    let text = std::fs::read_to_string(BLOCK_DUMPS).expect(BLOCK_DUMPS);
+    let calls = block_dump_calls();
+    assert_eq!(text.lines().count(), calls.len());
+    for (line, (key, calls)) in text.lines().zip(calls) {
+        let (name, payload) = line.split_once(' ').expect("key hex");
+        assert_eq!(name, key);
+        let ok: String = redis::cmd("RESTORE")
+            .arg(key)
+            .arg(0)
+            .arg(unhex(payload))
+            .query(&mut c)
+            .expect("RESTORE");
+        assert_eq!(ok, "OK");
+        let want = block_dump_model(&calls).scores;
+        assert!(want.len() > 1000, "{key}: {} requests", want.len());
+        assert_eq!(kind(&mut c, key), "swcompact");
+        assert_eq!(scores(&mut c, key), want, "{key}");
+        // The restored log takes the calls that follow as any other.
+        let newest = *want.last().unwrap();
+        let line = format!("ALLOW {key} 9007199254740 1000000 {newest} COST 5000");
+        assert_eq!(sw5(&mut c, &line)[1] as usize, want.len() + 5000, "{key}");
+        let refunded: i64 = q(&mut c, &["SLIDINGWINDOW.REFUND", key, "5000"]);
+        assert_eq!(refunded, 5000, "{key}");
+        assert_eq!(scores(&mut c, key), want, "{key}");
+    }
+}
+
 /// A compact key's keyspace events, and WATCH: woken by an ALLOW that admits or trims, not by
 /// PEEK nor by a refusal with nothing to trim.
 #[test]
