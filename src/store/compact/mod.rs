@@ -7,8 +7,10 @@
 //! `slidingwindow.trim` and `slidingwindow.add` (class `d`, module), `del` when the log empties and
 //! `expire` (class `g`).
 
+mod block;
 pub mod change;
 pub mod codec;
+mod index;
 pub mod log;
 
 use super::{Expire, Store, expire};
@@ -72,8 +74,8 @@ impl NativeType for CompactLog {
         self.heap_bytes()
     }
 
-    fn defrag(&mut self, d: &mut Defrag<'_>) {
-        self.move_buffers(d);
+    fn defrag(&mut self, d: &mut Defrag<'_>, cursor: u64) -> Option<u64> {
+        self.move_buffers(d, cursor)
     }
 
     fn free_effort(&self) -> usize {
