@@ -202,6 +202,137 @@ fn a_logged_request_takes_at_most_8_bytes() {
     );
 }
 
+/// `MEMORY USAGE` of `key` per logged request, and how many it logs (from PEEK's count with a
+/// window over all of time).
+fn bytes_per_request(con: &mut Connection, key: &str) -> (f64, u64) {
+    // PEEK answers as ALLOW would, counting the request it would admit.
+    let reply = sw5(
+        con,
+        &format!("PEEK {key} 9007199254740 9007199254740992 {MAX_TS}"),
+    );
+    let count = (reply[1] - reply[0]) as u64;
+    let bytes: u64 = q(con, &["MEMORY", "USAGE", key, "SAMPLES", "0"]);
+    (bytes as f64 / count.max(1) as f64, count)
+}
+
+/// Writes `ts` (sorted) into `key` as APPLY batches, 512 timestamps a command.
+fn fill(con: &mut Connection, key: &str, ts: &[u64]) {
+    let cmds: Vec<Vec<String>> = ts
+        .chunks(512)
+        .map(|chunk| {
+            let pairs: Vec<String> = chunk.iter().map(|t| format!("{t} 1")).collect();
+            vec![
+                "SLIDINGWINDOW.APPLY".into(),
+                key.into(),
+                format!("-1 0 {}", pairs.join(" ")),
+            ]
+        })
+        .collect();
+    for reply in kit::pipeline(con, &cmds) {
+        assert!(error_line(&reply).is_none(), "{reply:?}");
+    }
+}
+
+/// The contract's bytes per request hold after removals too, not only after appends: 100,000
+/// requests spread evenly over each span, then (a) half of every block-sized run refunded from
+/// its end (the blocks of the old layout: each left half live at its full width), (b) refunds
+/// of random sizes at random times, then requests late by up to the whole span, then refunds
+/// again, then a trim of the older half. Dense logs (1 ms apart) stay within 3 bytes.
+#[test]
+fn bytes_per_request_stay_bounded_after_removals() {
+    let s = compact_server();
+    let mut c = s.client();
+    let mut rng = Rng::new(0x1004);
+    let n = 100_000u64;
+    let mut worst: Vec<String> = Vec::new();
+    for span in [n, 1 << 24, 1 << 32, 1 << 39, 1 << 44, (1 << 53) - 1000] {
+        let start = MAX_TS - span;
+        let ts: Vec<u64> = (0..n).map(|i| start + span / n * i).collect();
+        let bound = match span {
+            _ if span == n => 3.0,
+            _ if span < 1 << 40 => 8.0,
+            _ => 10.0,
+        };
+        let mut check = |c: &mut Connection, key: &str, stage: &str| {
+            let (per, count) = bytes_per_request(c, key);
+            println!("span {span}, {stage}: {count} requests, {per:.2} bytes a request");
+            assert!(count >= 1000, "span {span}, {stage}: {count} requests left");
+            if per > bound {
+                worst.push(format!("span {span}, {stage}: {per:.2} bytes a request"));
+            }
+        };
+        // (a) The runs that filled one block of the old layout: 4096 bytes at the width its
+        // span takes.
+        let gap = span / n;
+        let run = (1..=7u32)
+            .map(|w| 4096 / w as u64)
+            .find(|slots| (slots - 1) * gap < 1u64 << (8 * (4096 / slots) as u32).min(63))
+            .unwrap_or(585);
+        let key = format!("tails{span}");
+        fill(&mut c, &key, &ts);
+        check(&mut c, &key, "filled");
+        let cmds: Vec<Vec<String>> = ts
+            .chunks(run as usize)
+            .filter_map(|chunk| chunk.last())
+            .map(|last| {
+                let half = (run / 2).to_string();
+                vec![
+                    "SLIDINGWINDOW.REFUND".into(),
+                    key.clone(),
+                    half,
+                    "AT".into(),
+                    last.to_string(),
+                ]
+            })
+            .collect();
+        kit::pipeline(&mut c, &cmds);
+        check(&mut c, &key, &format!("half of each {run}-run refunded"));
+        // (b) Random refunds, late requests, refunds, a trim.
+        let key = format!("random{span}");
+        fill(&mut c, &key, &ts);
+        let refunds = |rng: &mut Rng| -> Vec<Vec<String>> {
+            (0..3000)
+                .map(|_| {
+                    vec![
+                        "SLIDINGWINDOW.REFUND".into(),
+                        key.clone(),
+                        rng.range(1, 30).to_string(),
+                        "AT".into(),
+                        (start + rng.range(0, span)).to_string(),
+                    ]
+                })
+                .collect()
+        };
+        kit::pipeline(&mut c, &refunds(&mut rng));
+        check(&mut c, &key, "random refunds");
+        let late: Vec<Vec<String>> = (0..3000)
+            .map(|_| {
+                let at = start + rng.range(0, span);
+                sw_args(&key, 9_007_199_254_740, 1 << 53, at, rng.range(1, 4))
+            })
+            .collect();
+        kit::pipeline(&mut c, &late);
+        check(&mut c, &key, "late requests");
+        kit::pipeline(&mut c, &refunds(&mut rng));
+        check(&mut c, &key, "refunds again");
+        // The window then reaches back over the newer half alone.
+        let w = (span / 2 / 1000).max(1);
+        sw5(&mut c, &format!("ALLOW {key} {w} {} {MAX_TS}", 1u64 << 53));
+        check(&mut c, &key, "older half trimmed");
+    }
+    assert!(worst.is_empty(), "over the bound: {worst:#?}");
+}
+
+/// `SLIDINGWINDOW.ALLOW key window max now COST cost` as arguments.
+fn sw_args(key: &str, window: u64, max: u64, now: u64, cost: u64) -> Vec<String> {
+    ["SLIDINGWINDOW.ALLOW", key]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([window, max, now].iter().map(u64::to_string))
+        .chain(["COST".to_string(), cost.to_string()])
+        .collect()
+}
+
 /// A key as a caller sees it: its PEEK answers and its absolute expiry.
 type Seen = (Vec<[i64; 5]>, i64);
 
