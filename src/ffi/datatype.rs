@@ -157,20 +157,26 @@ impl RdbIn<'_> {
         Ok(v)
     }
 
-    pub fn buffer(&mut self) -> Result<Vec<u8>, String> {
+    /// Reads a string buffer and hands it to `f` where Redis loaded it (no copy: a log's
+    /// buffer is a byte or more per request), then frees it.
+    pub fn with_buffer<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<R, String> {
         let mut len = 0usize;
         // SAFETY: as above; Redis hands us a buffer of `len` bytes that we must free.
         let ptr = unsafe { (self.api.load_string_buffer)(self.io, &mut len) };
         let Some(ptr) = NonNull::new(ptr) else {
             return Err("the payload ends early".into());
         };
-        // SAFETY: `len` bytes at `ptr`, copied before the buffer is freed.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len) }.to_vec();
-        unsafe { (self.api.free)(ptr.as_ptr().cast()) };
         if self.failed() {
+            // SAFETY: the buffer Redis allocated for us, freed once.
+            unsafe { (self.api.free)(ptr.as_ptr().cast()) };
             return Err("the payload ends early".into());
         }
-        Ok(bytes)
+        // SAFETY: `len` bytes at `ptr`, alive until the free below; `f` cannot keep them.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len) };
+        let r = catch_unwind(AssertUnwindSafe(|| f(bytes)));
+        // SAFETY: as above, after the last use of `bytes`.
+        unsafe { (self.api.free)(ptr.as_ptr().cast()) };
+        r.map_err(|_| "a bug was caught while loading".to_string())
     }
 }
 

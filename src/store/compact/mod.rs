@@ -52,8 +52,9 @@ impl NativeType for CompactLog {
 
     fn load(input: &mut RdbIn<'_>, encver: i32) -> Result<Self, String> {
         let count = input.unsigned()?;
-        let bytes = input.buffer()?;
-        codec::decode(encver, count, &bytes).map_err(|why| why.to_string())
+        input
+            .with_buffer(|bytes| codec::decode(encver, count, bytes))?
+            .map_err(|why| why.to_string())
     }
 
     fn rewrite(&self, out: &mut AofOut<'_>) {
