@@ -1,10 +1,12 @@
 //! Benchmark: SLIDINGWINDOW.ALLOW (and ALLOWALL) against the seed's Lua script, its four
 //! commands sent plainly, PING and redis-cell's CL.THROTTLE (the variants in variants::ALL), on
 //! the workloads of workload::WORKLOADS with a simulated clock; then module and PING on `hot` at
-//! several pipeline depths, the worst expiry, late callers on a 2M-request log, and REFUND.
+//! several pipeline depths, the worst expiry, late callers on a 2M-request log, REFUND, and the
+//! compact log's block edges, block openings, RESTOREs and bytes after removals (`churn`).
 //! Starts its own redis-server (and one for redis-cell).
 
 mod chart;
+mod churn;
 mod depth;
 mod info;
 mod json;
@@ -80,13 +82,25 @@ fn main() -> Result<()> {
         println!("SLIDINGWINDOW.REFUND: unknown to this module; its figures are unavailable");
         None
     };
+    let churn = if runs("churn") {
+        Some(churn::run(&mut con)?)
+    } else {
+        None
+    };
     let available = targets::Available {
         cell: servers.cell.is_some(),
         allowall: servers.allowall,
     };
     drop(servers);
 
-    let checks = targets::evaluate(&results, &worst, &late, refund.as_deref(), available);
+    let checks = targets::evaluate(
+        &results,
+        &worst,
+        &late,
+        refund.as_deref(),
+        churn.as_ref(),
+        available,
+    );
     let run = report::Run {
         machine,
         results,
@@ -94,6 +108,7 @@ fn main() -> Result<()> {
         worst,
         late,
         refund,
+        churn,
         checks,
         seconds: started.elapsed().as_secs_f64(),
         load_at_end: machine::load_average(),
