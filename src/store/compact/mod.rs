@@ -80,7 +80,8 @@ impl NativeType for CompactLog {
     }
 
     fn free_effort(&self) -> usize {
-        // One free per block: past 64 of them (a 256 KiB log), off the main thread.
+        // One free per allocation (each block's, each node's of its tree): past 64 of them
+        // (about 250 KiB of blocks), off the main thread.
         1 + self.allocations()
     }
 }
