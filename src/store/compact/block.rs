@@ -308,7 +308,20 @@ impl Block {
         if self.buf.len() <= size_class((len + 2) * width) {
             return;
         }
-        *self = Block::laid(self.values(), self.first, width, usize::from(len == 0));
+        if width != self.w() {
+            *self = Block::laid(self.values(), self.first, width, usize::from(len == 0));
+            return;
+        }
+        // The same slots into a smaller class: copied as they are, no re-encoding.
+        let (w, start) = (self.w(), usize::from(self.start));
+        let mut buf = zeroed(size_class(len.max(1) * w));
+        if let (Some(to), Some(from)) = (
+            buf.get_mut(..len * w),
+            self.buf.get(start * w..(start + len) * w),
+        ) {
+            to.copy_from_slice(from);
+        }
+        (self.buf, self.start) = (buf, 0);
     }
 
     /// The width a re-layout keeps: the block's own while it is at most one byte more than its

@@ -217,17 +217,33 @@ impl Blocks {
             return;
         };
         let (pa, pb) = (pa as usize, pb as usize);
-        if i == j {
-            self.tree.edit(i, |block| block.remove(pa, pb + 1));
+        // Whether a block the cut leaves may go or merge: emptied, or within half a block.
+        let small = |b: &Block| b.len() * b.w() <= BLOCK_BYTES / 2;
+        let left_small = if i == j {
+            self.tree.edit(i, |block| {
+                block.remove(pa, pb + 1);
+                small(block)
+            })
         } else {
-            self.tree.edit(j, |block| block.remove(0, pb + 1));
-            self.tree.edit(i, |block| block.remove(pa, block.len()));
+            let right = self.tree.edit(j, |block| {
+                block.remove(0, pb + 1);
+                small(block)
+            });
+            let left = self.tree.edit(i, |block| {
+                block.remove(pa, block.len());
+                small(block)
+            });
             // The whole blocks between, each out of the tree in O(log B).
             for _ in i + 1..j {
                 self.tree.remove(i + 1);
             }
+            Some(left == Some(true) || right == Some(true))
+        };
+        // Nothing to tidy when the cut left its blocks large and is not next to a last block
+        // kept empty (the common trim and refund: most of a block stays).
+        if left_small == Some(true) || i + 3 >= self.tree.items() {
+            self.tidy(i);
         }
-        self.tidy(i);
     }
 
     /// After a cut through blocks `i` and `i + 1`: emptied blocks go (the last stays while the
