@@ -4,7 +4,7 @@
 use crate::config::{Config, RefundOn};
 use crate::headers;
 use crate::identity;
-use crate::limiter::{Charge, Limiter, Verdict};
+use crate::limiter::{Charge, Limiter, Start, Verdict};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, header};
@@ -50,7 +50,7 @@ impl<S> Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> RateLimit<S> {
         RateLimit {
             inner,
-            layer: self.clone(),
+            layer: Arc::new(self.clone()),
         }
     }
 }
@@ -58,7 +58,8 @@ impl<S> Layer<S> for RateLimitLayer {
 #[derive(Clone)]
 pub struct RateLimit<S> {
     inner: S,
-    layer: RateLimitLayer,
+    // Behind an Arc: each request's future holds a pointer, not the whole layer.
+    layer: Arc<RateLimitLayer>,
 }
 
 /// Who is asking: the identity header's value (hashed when long), else the client's address:
@@ -115,16 +116,25 @@ where
                     }
                 },
             };
-            let verdict = {
+            let start = {
                 let who = identity(&req, &layer.identity_header, layer.ipv6_prefix);
-                layer.limiter.check(&who, tenant.as_deref()).await
+                layer.limiter.start(&who, tenant.as_deref())
+            };
+            // The Redis part boxed apart (as is the refunding wrapper below): this future,
+            // allocated for every request, is 1,008 bytes instead of 4,416.
+            let verdict = match start {
+                Start::Done(v) => v,
+                Start::Pending(p) => Box::pin(layer.limiter.finish(p)).await,
             };
             match verdict {
                 Verdict::Admit(d, charge) => {
                     let mut resp = match layer.refund_on {
-                        None => inner.call(req).await?,
+                        None => {
+                            drop(charge);
+                            inner.call(req).await?
+                        }
                         Some(RefundOn::ServerError) => {
-                            Refunded::new(inner.call(req), charge, &layer.limiter).await?
+                            Box::pin(Refunded::new(inner.call(req), charge, &layer.limiter)).await?
                         }
                     };
                     stamp(

@@ -11,7 +11,7 @@ use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use slidingwindow_client::{
     Call, Charge as Permit, Check, CheckAll, Client, Clock, Error, ErrorLog, Keyed, LeaseConfig,
-    LeaseMap, LeaseMapConfig, LeaseReply, Now, Options, Reply, Take, unix_ms,
+    LeaseMap, LeaseMapConfig, LeaseReply, Now, Options, Pending, Reply, Take, unix_ms,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -164,6 +164,28 @@ pub enum Verdict {
     Unchecked,
     /// Redis failed and --on-redis-error is closed: 503.
     Unavailable,
+}
+
+/// [`Limiter::start`]'s answer.
+pub enum Start {
+    Done(Verdict),
+    /// Needs [`Limiter::finish`].
+    Pending(Box<Started>),
+}
+
+/// A request [`Limiter::start`] could not decide from memory.
+pub struct Started {
+    keys: Keys,
+    at: Instant,
+    attempt: Attempt,
+}
+
+/// One pass over a request's leases: the permits taken at a time, or a lease call to wait for
+/// (the permits taken so far go back first), or an error.
+enum Attempt {
+    Taken(u64, [Option<LeaseReply>; 3]),
+    Wait([Option<LeaseReply>; 3], Part, Pending),
+    Failed([Option<LeaseReply>; 3], Error),
 }
 
 pub struct Limiter {
@@ -340,30 +362,47 @@ impl Limiter {
         d
     }
 
-    /// The verdict on one request: from the deny cache, else from the leases and Redis.
-    pub async fn check(&self, identity: &[u8], tenant: Option<&[u8]>) -> Verdict {
+    /// The verdict on one request without waiting when it needs no Redis call: from the deny cache, or from
+    /// the leases when every key of the request has a permit in memory. Else the request as
+    /// far as it went, for [`Limiter::finish`] (a future the caller may box: a request served
+    /// from memory then never allocates the room Redis calls need).
+    pub fn start(&self, identity: &[u8], tenant: Option<&[u8]>) -> Start {
         let at = Instant::now();
         let keys = self.keys(identity, tenant);
         if let Some(r) = self.deny.as_ref().and_then(|c| c.get(keys.first(), at)) {
-            return Verdict::Refuse(Decision::cached(&r, at));
+            return Start::Done(Verdict::Refuse(Decision::cached(&r, at)));
         }
         if self.abandoned.full() {
-            return self.failed(&"too many calls still waiting for Redis");
+            return Start::Done(self.failed(&"too many calls still waiting for Redis"));
         }
+        let attempt = match &self.leases {
+            None => Attempt::Taken(unix_ms(), [None, None, None]),
+            Some(map) => self.try_leases(map, &keys, &[false; 3]),
+        };
+        if let Attempt::Taken(now_ms, leased) = &attempt
+            && !PARTS
+                .iter()
+                .any(|&p| keys.get(p).is_some() && leased[p as usize].is_none())
+            && let Some(decision) = self.leased_decision(leased)
+        {
+            let (now_ms, Attempt::Taken(_, leased)) = (*now_ms, attempt) else {
+                unreachable!("matched above")
+            };
+            return Start::Done(self.admit(keys, now_ms, decision, [false; 3], leased));
+        }
+        Start::Pending(Box::new(Started { keys, at, attempt }))
+    }
+
+    /// The rest of [`Limiter::start`]'s request: a lease call to wait for, the exact call.
+    pub async fn finish(&self, started: Box<Started>) -> Verdict {
+        let Started { keys, at, attempt } = *started;
         let deadline = at + REQUEST_DEADLINE;
-        let (now_ms, mut leased) = match self.take_leased(&keys, deadline).await {
+        let (now_ms, mut leased) = match self.take_leased(&keys, deadline, attempt).await {
             Ok(taken) => taken,
             Err(verdict) => return verdict,
         };
         // What the leases gave, then the keys they did not cover: one exact call at the same now.
-        let mut decision: Option<Decision> = None;
-        for p in SHARED {
-            if let Some(r) = &leased[p as usize] {
-                let mut d = Decision::from(&r.reply);
-                d.limit += self.offsets[p as usize];
-                decision = Some(decision.map_or(d, |prev| prev.and(d)));
-            }
-        }
+        let mut decision = self.leased_decision(&leased);
         let mut exact = [false; 3];
         let mut parts = [Part::Identity; 3];
         let mut n = 0;
@@ -387,14 +426,14 @@ impl Limiter {
             let reply = match self.exact(&keys, group, now_ms, deadline).await {
                 Ok(reply) => reply,
                 Err(verdict) => {
-                    self.undo(&keys, done, now_ms, &mut leased).await;
+                    Box::pin(self.undo(&keys, done, now_ms, &mut leased)).await;
                     return verdict;
                 }
             };
             let d = self.decision(group, &reply);
             decision = Some(decision.map_or(d, |prev| prev.and(d)));
             if !reply.allowed {
-                self.undo(&keys, done, now_ms, &mut leased).await;
+                Box::pin(self.undo(&keys, done, now_ms, &mut leased)).await;
                 let d = decision.map_or(d, |all| Decision {
                     allowed: false,
                     ..all
@@ -408,6 +447,31 @@ impl Limiter {
             // No key at all: the layer is only installed with limits.
             return Verdict::Unchecked;
         };
+        self.admit(keys, now_ms, decision, exact, leased)
+    }
+
+    /// The part of a request's answer its leases' permits give.
+    fn leased_decision(&self, leased: &[Option<LeaseReply>; 3]) -> Option<Decision> {
+        let mut decision: Option<Decision> = None;
+        for p in SHARED {
+            if let Some(r) = &leased[p as usize] {
+                let mut d = Decision::from(&r.reply);
+                d.limit += self.offsets[p as usize];
+                decision = Some(decision.map_or(d, |prev| prev.and(d)));
+            }
+        }
+        decision
+    }
+
+    /// An admitted request: its line in the admission log, and what it cost.
+    fn admit(
+        &self,
+        keys: Keys,
+        now_ms: u64,
+        decision: Decision,
+        exact: [bool; 3],
+        leased: [Option<LeaseReply>; 3],
+    ) -> Verdict {
         if let Some(log) = &self.admissions {
             log.admitted(now_ms, keys.first());
         }
@@ -422,6 +486,25 @@ impl Limiter {
         )
     }
 
+    /// One pass over the busy shared keys' leases (those not in `exact`), handing out every
+    /// permit at one reading of the gateway's clock.
+    fn try_leases(&self, map: &LeaseMap, keys: &Keys, exact: &[bool; 3]) -> Attempt {
+        let now_ms = unix_ms();
+        let mut taken: [Option<LeaseReply>; 3] = [None, None, None];
+        for p in SHARED {
+            let Some(key) = keys.get(p).filter(|_| !exact[p as usize]) else {
+                continue;
+            };
+            match map.try_take(key, self.limits_of(p), Some(now_ms)) {
+                Ok(Take::Permit(r)) => taken[p as usize] = Some(r),
+                Ok(Take::Exact) => {}
+                Ok(Take::Wait(w)) => return Attempt::Wait(taken, p, w),
+                Err(e) => return Attempt::Failed(taken, e),
+            }
+        }
+        Attempt::Taken(now_ms, taken)
+    }
+
     /// A permit from the lease of each busy shared key, all handed out at one reading of the
     /// gateway's clock, which the request's exact call then passes as `now`. A key whose lease
     /// call is in flight is waited for (within the request's deadline), and every permit taken
@@ -430,36 +513,21 @@ impl Limiter {
         &self,
         keys: &Keys,
         deadline: Instant,
+        mut attempt: Attempt,
     ) -> Result<(u64, [Option<LeaseReply>; 3]), Verdict> {
-        let Some(map) = &self.leases else {
-            return Ok((unix_ms(), [None, None, None]));
-        };
         let mut exact = [false; 3];
         loop {
-            let now_ms = unix_ms();
-            let mut taken: [Option<LeaseReply>; 3] = [None, None, None];
-            let mut wait = None;
-            for p in SHARED {
-                let Some(key) = keys.get(p).filter(|_| !exact[p as usize]) else {
-                    continue;
-                };
-                match map.try_take(key, self.limits_of(p), Some(now_ms)) {
-                    Ok(Take::Permit(r)) => taken[p as usize] = Some(r),
-                    Ok(Take::Exact) => {}
-                    Ok(Take::Wait(w)) => {
-                        wait = Some((p, w));
-                        break;
-                    }
-                    Err(e) => {
-                        self.give_back(keys, &mut taken).await;
-                        return Err(self.failed(&e));
-                    }
+            let (p, w) = match attempt {
+                Attempt::Taken(now_ms, taken) => return Ok((now_ms, taken)),
+                Attempt::Failed(mut taken, e) => {
+                    Box::pin(self.give_back(keys, &mut taken)).await;
+                    return Err(self.failed(&e));
                 }
-            }
-            let Some((p, w)) = wait else {
-                return Ok((now_ms, taken));
+                Attempt::Wait(mut taken, p, w) => {
+                    Box::pin(self.give_back(keys, &mut taken)).await;
+                    (p, w)
+                }
             };
-            self.give_back(keys, &mut taken).await;
             match tokio::time::timeout_at(deadline.into(), w.wait()).await {
                 Ok(Ok(true)) => {}
                 // Refused (or too late to use): this key goes in the exact call.
@@ -469,6 +537,10 @@ impl Limiter {
                     return Err(self.failed(&format_args!("no lease within {REQUEST_DEADLINE:?}")));
                 }
             }
+            let Some(map) = &self.leases else {
+                return Ok((unix_ms(), [None, None, None]));
+            };
+            attempt = self.try_leases(map, keys, &exact);
         }
     }
 
