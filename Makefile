@@ -41,8 +41,8 @@ panic-module: setup
 servers: setup
 	@bash scripts/servers.sh $(SERVERS)
 
-# Unit tests once, every integration suite on each of $(SERVERS), the examples once (on the
-# default server), then a summary table.
+# Unit tests once, every integration suite on each of $(SERVERS) (with the HTTP gateway's lease and
+# fleet tests on each but redis7), the examples once (on the default server), then a summary table.
 test: build panic-module
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
 		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh

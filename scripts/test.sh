@@ -22,6 +22,8 @@ mkdir -p "$logs"
 # The dev profile: the module under test is the release build from `make build`; the tests are
 # clients, and compiling them without LTO takes a fraction of the time (overflow checks on, too).
 cargo_test=(cargo test -p slidingwindow --no-fail-fast)
+# The HTTP gateway's leases and fleet (several gateways on one Redis) on every server too.
+gateway_test=(cargo test -p http-gateway --no-fail-fast --test leases --test fleet)
 
 # Rows of the closing table: name, version, result, passed, failed, ignored, seconds, binaries.
 rows=()
@@ -40,13 +42,15 @@ counts() {
         } END { printf "%d %d %d\n", p, f, g }' "$1"
 }
 
-# Runs `cargo test ARGS...` with its output also in log $2, then adds row $1 (version $3,
-# binaries $4).
+# Runs `cargo test ARGS...` (`runner`, default the module's tests) with its output also in log
+# $2, then adds row $1 (version $3, binaries $4).
 run() {
     local name=$1 log=$2 version=$3 binaries=$4
     shift 4
     local start=$SECONDS rc passed failed ignored result
-    "${cargo_test[@]}" "$@" 2>&1 | tee "$log"
+    local -a cmd=("${cargo_test[@]}")
+    [[ -n ${runner:-} ]] && cmd=("${gateway_test[@]}")
+    "${cmd[@]}" "$@" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     read -r passed failed ignored < <(counts "$log")
     result=ok
@@ -86,6 +90,12 @@ for name in "${servers[@]}"; do
     run "$name" "$logs/$name.log" "${version_of[$name]}" \
         "${server_of[$name]#"$PWD"/} + ${cli_of[$name]#"$PWD"/}" \
         "${suites[@]}" -- --test-threads="$threads"
+    # The examples below run on the default server (redis7): the gateway's lease tests here on
+    # the others.
+    if [[ ${EXAMPLES:-yes} != no && $name != redis7 ]]; then
+        runner=gateway run "$name-gw" "$logs/$name-gateway.log" "${version_of[$name]}" \
+            "http-gateway leases + fleet" -- --test-threads="$threads"
+    fi
 done
 
 # The examples (the Rust client crate, the HTTP gateway, the Envoy rate limit service, the Python, Node.js and Go helpers) once, on the default server;
