@@ -10,10 +10,11 @@ mod lease;
 mod limit;
 mod reply;
 mod request;
+mod sentinel;
 
 pub use batch::{Answer, Batch};
 pub use client::Client;
-pub use connect::{Options, Topology};
+pub use connect::{Auth, Options, Topology};
 pub use error::Error;
 pub use error_log::ErrorLog;
 pub use lease::{Charge, Clock, Lease, LeaseConfig, LeaseReply, Source, Stats};
