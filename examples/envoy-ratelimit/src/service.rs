@@ -1,43 +1,118 @@
-//! The gRPC service: ShouldRateLimit.
+//! ShouldRateLimit, shared by gRPC and `/json`: the config in force (swapped by a reload), the
+//! store, the statistics and the health flags.
 
 use crate::cli::OnRedisError;
 use crate::config::Config;
-use crate::plan::{self, Action};
-use crate::response;
-use crate::store::Store;
+use crate::metrics::Metrics;
+use crate::plan::{self, Action, Mode};
+use crate::response::{self, HeaderForms};
+use crate::store::{Outcome, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use slidingwindow_client::{ErrorLog, unix_ms};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
-pub struct Service {
-    pub config: Config,
+pub struct Shared {
+    config: RwLock<Arc<Config>>,
     pub store: Store,
+    pub metrics: Arc<Metrics>,
     pub on_error: OnRedisError,
-    pub headers: bool,
+    pub forms: HeaderForms,
+    pub prefix: String,
     pub failures: ErrorLog,
+    /// Redis answered the last call or ping.
+    pub redis_up: AtomicBool,
+    /// SIGTERM was received.
+    pub stopping: AtomicBool,
+    /// Wakes the health task when `redis_up` or `stopping` changes.
+    pub health_changed: Notify,
 }
 
-#[tonic::async_trait]
-impl RateLimitService for Service {
-    async fn should_rate_limit(
-        &self,
-        request: Request<RateLimitRequest>,
-    ) -> Result<Response<RateLimitResponse>, Status> {
-        let req = request.into_inner();
+impl Shared {
+    pub fn new(
+        config: Config,
+        store: Store,
+        metrics: Arc<Metrics>,
+        on_error: OnRedisError,
+        forms: HeaderForms,
+        prefix: String,
+    ) -> Shared {
+        Shared {
+            config: RwLock::new(Arc::new(config)),
+            store,
+            metrics,
+            on_error,
+            forms,
+            prefix,
+            failures: ErrorLog::new("envoy-ratelimit", "redis"),
+            redis_up: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            health_changed: Notify::new(),
+        }
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn set_config(&self, config: Config) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+    }
+
+    pub fn set_redis_up(&self, up: bool) {
+        if self.redis_up.swap(up, Ordering::Relaxed) != up {
+            self.health_changed.notify_one();
+        }
+    }
+
+    /// One request, as gRPC and `/json` answer it.
+    pub async fn decide(&self, req: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let started = Instant::now();
+        self.metrics.total_requests.fetch_add(1, Ordering::Relaxed);
+        let answer = self.answer(req).await;
+        self.metrics.response_time.observe(started.elapsed());
+        answer
+    }
+
+    async fn answer(&self, req: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        // As the reference answers them (its service errors reach gRPC as UNKNOWN).
+        let service_error = |why: &str| {
+            self.metrics.service_errors.fetch_add(1, Ordering::Relaxed);
+            Status::unknown(why)
+        };
         if req.domain.is_empty() {
-            return Err(Status::invalid_argument("domain must not be empty"));
+            return Err(service_error("rate limit domain must not be empty"));
         }
         if req.descriptors.is_empty() {
-            return Err(Status::invalid_argument("descriptors must not be empty"));
+            return Err(service_error(
+                "rate limit descriptor list must not be empty",
+            ));
         }
-        let actions = plan::actions(&self.config, &req.domain, req.hits_addend, &req.descriptors);
-        let charge = !actions.iter().any(Action::refuses_all);
+        let config = self.config();
+        let actions = plan::actions(
+            &config,
+            &self.metrics,
+            &self.prefix,
+            &req.domain,
+            req.hits_addend,
+            &req.descriptors,
+        )
+        .map_err(|e| Status::invalid_argument(e.0))?;
         // The service's clock, passed to every call: the refunds' AT and the statuses use it too.
         let now = unix_ms();
-        let outcome = match self.store.run(&actions, charge, now).await {
+        let outcome = match self.store.run(&actions, now, &self.metrics).await {
             Ok(o) => {
-                self.failures.succeeded();
+                if o.round_trips > 0 {
+                    self.failures.succeeded();
+                    self.set_redis_up(true);
+                }
                 Some(o)
             }
             Err(e) => {
@@ -46,13 +121,67 @@ impl RateLimitService for Service {
                     OnRedisError::Closed => "answering OVER_LIMIT",
                 };
                 self.failures.failed(action, &e);
+                self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                self.set_redis_up(false);
                 None
             }
         };
-        let rows = response::rows(&actions, outcome.as_ref(), self.on_error);
-        Ok(Response::new(response::response(
-            &rows,
-            self.headers && outcome.is_some(),
-        )))
+        self.count(&actions, outcome.as_ref());
+        let (rows, refused) = response::rows(&actions, outcome.as_ref(), self.on_error);
+        let forms = if outcome.is_some() {
+            self.forms.clone()
+        } else {
+            HeaderForms::default()
+        };
+        Ok(response::response(&rows, refused, &forms))
+    }
+
+    /// Each limited descriptor's statistics (without Redis, only its total hits).
+    fn count(&self, actions: &[Action], outcome: Option<&Outcome>) {
+        for (i, a) in actions.iter().enumerate() {
+            match a {
+                Action::Zero {
+                    limit,
+                    counters,
+                    cost,
+                } => self.metrics.hits(counters, 0, 0, *cost, true, limit.shadow),
+                Action::Count {
+                    limit,
+                    counters,
+                    cost,
+                    mode,
+                    ..
+                } if *mode != Mode::Refund => {
+                    match outcome.and_then(|o| o.seen.get(i).copied().flatten()) {
+                        Some(s) => self.metrics.hits(
+                            counters,
+                            limit.requests_per_unit,
+                            s.before,
+                            *cost,
+                            s.over,
+                            limit.shadow,
+                        ),
+                        None => {
+                            counters.total_hits.fetch_add(*cost, Ordering::Relaxed);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The gRPC face of [`Shared`].
+#[derive(Clone)]
+pub struct Service(pub Arc<Shared>);
+
+#[tonic::async_trait]
+impl RateLimitService for Service {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        self.0.decide(request.into_inner()).await.map(Response::new)
     }
 }

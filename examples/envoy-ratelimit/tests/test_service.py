@@ -122,13 +122,24 @@ def test_hits_addend_request_and_descriptor(start, r):
     d = descriptor([("route", "search")], hits_addend=1)
     assert s.ask("shop", d, hits_addend=5).statuses[0].limit_remaining == 5
     assert r.zcard(k) == 5
-    # 6 more do not fit in the 5 left: refused, nothing charged.
+    # 6 more do not fit in the 5 left: refused, nothing charged, nothing left for it (as the
+    # reference says 0), and the wait until 6 fit: the oldest request leaves the window.
+    oldest = int(r.zrange(k, 0, 0, withscores=True)[0][1])
+    before = now_ms()
     resp = s.ask("shop", [("route", "search")], hits_addend=6)
-    assert (resp.overall_code, resp.statuses[0].limit_remaining) == (OVER, 5)
+    after = now_ms()
+    assert (resp.overall_code, resp.statuses[0].limit_remaining) == (OVER, 0)
+    assert before <= oldest + 3_600_000 - ms(resp.statuses[0].duration_until_reset) <= after
     assert r.zcard(k) == 5
-    # More than the limit can ever hold: refused with no wait to report.
+    # More than the limit can ever hold: refused, remaining 0, and the wait until the window is
+    # empty (the newest request's score plus the window).
+    newest = int(r.zrange(k, -1, -1, withscores=True)[0][1])
+    before = now_ms()
     resp = s.ask("shop", [("route", "search")], hits_addend=11)
-    assert resp.overall_code == OVER and resp.statuses[0].duration_until_reset is None
+    after = now_ms()
+    (st,) = resp.statuses
+    assert (resp.overall_code, st.code, st.limit_remaining) == (OVER, OVER, 0)
+    assert before <= newest + 3_600_000 - ms(st.duration_until_reset) <= after
 
 
 def test_atomic_descriptors_refused_one_charges_none(start, r):
@@ -157,7 +168,8 @@ def test_atomic_across_mixed_costs(start, r):
     )
     assert resp.overall_code == OVER
     assert [st.code for st in resp.statuses] == [OK, OVER]
-    assert [st.limit_remaining for st in resp.statuses] == [10, 1]
+    # The first one is back to its whole limit; the refused one has nothing left for 3.
+    assert [st.limit_remaining for st in resp.statuses] == [10, 0]
     assert r.exists(key(("route", "search"))) == 0
 
 
@@ -260,12 +272,17 @@ def test_response_headers(start, r):
     assert plain.ask("shop", [("user", "b")]).response_headers_to_add == []
 
 
-def test_empty_domain_or_descriptors_is_invalid(start):
+def test_empty_domain_or_descriptors_answer_as_the_reference(start):
+    """The reference's service errors reach gRPC as UNKNOWN, with these messages."""
     s = start(CONFIG)
-    for domain, descs in [("", [[("user", "a")]]), ("shop", [])]:
+    cases = [
+        ("", [[("user", "a")]], "rate limit domain must not be empty"),
+        ("shop", [], "rate limit descriptor list must not be empty"),
+    ]
+    for domain, descs, message in cases:
         with pytest.raises(grpc.RpcError) as e:
             s.ask(domain, *descs)
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
 
 
 @pytest.mark.parametrize("mode", ["open", "closed"])
