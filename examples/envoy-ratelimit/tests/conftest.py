@@ -211,12 +211,12 @@ def r(redis_server) -> redis.Redis:
 
 @pytest.fixture
 def start(tmp_path, redis_server):
-    """start(config_text, *flags, redis_url=None) -> Service; stopped after the test."""
+    """start(config_text, *flags, redis_url=None, env=None) -> Service; stopped after the test."""
     started = []
 
-    def _start(text: str, *flags: str, redis_url: str | None = None) -> Service:
+    def _start(text: str, *flags: str, redis_url: str | None = None, env: dict | None = None) -> Service:
         config = write_config(tmp_path, text, f"config{len(started)}.yaml")
-        s = Service(config, redis_url or redis_server.url, *flags)
+        s = Service(config, redis_url or redis_server.url, *flags, env=env)
         started.append(s)
         return s
 
