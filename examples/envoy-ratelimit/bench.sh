@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Load check: ShouldRateLimit requests per second with two descriptors each, measured by the
-# crate's `load` example (tonic client). Two runs: every request admitted (10,000 users), and every
-# request refused (one user over its limit). Starts its own redis-server (module loaded) and
-# service on free loopback ports.
-# Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY)
+# Load check, measured by the crate's `load` example (tonic client), on its own redis-server (module
+# loaded) and service on free loopback ports. Each of ROUNDS rounds runs every variant in turn for
+# SECONDS: two unlimited descriptors (no Redis call), two counted ones with every request admitted
+# (10,000 users and one route), the same with every request refused (one user over its limit), and
+# one and 20 counted descriptors at LATENCY_CONCURRENCY calls in flight for the median latency. The
+# summary gives each round's ratios and their medians against the issue's targets.
+# Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY,
+#                              ROUNDS, LATENCY_CONCURRENCY)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -12,6 +15,8 @@ module=${SLIDINGWINDOW_MODULE:-$root/target/release/libslidingwindow.so}
 service=${ENVOY_RATELIMIT:-$root/target/release/envoy-ratelimit}
 load=${LOAD:-$root/target/release/examples/load}
 concurrency=${CONCURRENCY:-32}
+rounds=${ROUNDS:-3}
+latency_concurrency=${LATENCY_CONCURRENCY:-4}
 
 dir=$(mktemp -d)
 pids=()
@@ -52,8 +57,11 @@ descriptors:
     value: hot
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: route
-    value: api
     rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: free_user
+    rate_limit: {unlimited: true}
+  - key: free_route
+    rate_limit: {unlimited: true}
 YAML
 
 "$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:$redis_port" --listen 127.0.0.1:0 \
@@ -65,10 +73,43 @@ for _ in $(seq 200); do
 done
 addr=$(sed -n 's/^listening on //p' "$dir/service.out")
 
-echo "admitted (10,000 users, one route):"
-"$load" "$addr" --seconds "$seconds" --concurrency "$concurrency" --identities 10000
-echo "refused (one user over its limit, one route):"
-# user=hot has 1 request an hour: use it up, then every request of the run is refused (and, the
-# descriptors being charged together, the route is not charged either).
+# user=hot has 1 request an hour: use it up, then every request of the refused variant is refused
+# (and, the descriptors being charged together, the route is not charged either).
 redis-cli -p "$redis_port" SLIDINGWINDOW.ALLOW 'ratelimit:{bench}:user=hot' 3600 1 '*' >/dev/null
-"$load" "$addr" --seconds "$seconds" --concurrency "$concurrency" --user hot
+
+run() {
+    local name=$1
+    shift
+    local line
+    line=$("$load" "$addr" --seconds "$seconds" "$@")
+    echo "  $name: $line"
+    echo "$name $line" >>"$dir/results"
+}
+
+for round in $(seq "$rounds"); do
+    echo "round $round:"
+    run unlimited --concurrency "$concurrency" --unlimited
+    run admitted --concurrency "$concurrency" --identities 10000
+    run refused --concurrency "$concurrency" --user hot
+    run one --concurrency "$latency_concurrency" --descriptors 1
+    run twenty --concurrency "$latency_concurrency" --descriptors 20
+done
+
+# Per round: admitted / unlimited and refused / unlimited in requests/s, twenty / one in median
+# latency; then the median of each over the rounds.
+awk -v rounds="$rounds" '
+    { rate[$1, ++n[$1]] = $2; for (i = 1; i <= NF; i++) if ($i == "p50") p50[$1, n[$1]] = $(i + 1) }
+    function median(a, k,    i, j, t, v) {
+        for (i = 1; i <= k; i++) v[i] = a[i]
+        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+    }
+    END {
+        for (r = 1; r <= rounds; r++) {
+            a[r] = rate["admitted", r] / rate["unlimited", r]
+            f[r] = rate["refused", r] / rate["unlimited", r]
+            l[r] = p50["twenty", r] / p50["one", r]
+            printf "round %d: admitted/unlimited %.2f, refused/unlimited %.2f, p50 twenty/one %.2f\n", r, a[r], f[r], l[r]
+        }
+        printf "median: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", median(a, rounds), median(f, rounds), median(l, rounds)
+    }' "$dir/results"
