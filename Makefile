@@ -6,7 +6,7 @@ MODULE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/libslidingwindow.so
 # Integration tests each start a redis-server; two at a time suits a small machine.
 TEST_THREADS ?= 2
 # Servers `make test` runs the integration suites on (scripts/servers.sh); e.g. SERVERS=redis7.
-SERVERS ?= redis7 redis8 valkey8
+SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy bench-gateway bench-envoy \

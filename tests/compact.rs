@@ -202,6 +202,137 @@ fn a_logged_request_takes_at_most_8_bytes() {
     );
 }
 
+/// `MEMORY USAGE` of `key` per logged request, and how many it logs (from PEEK's count with a
+/// window over all of time).
+fn bytes_per_request(con: &mut Connection, key: &str) -> (f64, u64) {
+    // PEEK answers as ALLOW would, counting the request it would admit.
+    let reply = sw5(
+        con,
+        &format!("PEEK {key} 9007199254740 9007199254740992 {MAX_TS}"),
+    );
+    let count = (reply[1] - reply[0]) as u64;
+    let bytes: u64 = q(con, &["MEMORY", "USAGE", key, "SAMPLES", "0"]);
+    (bytes as f64 / count.max(1) as f64, count)
+}
+
+/// Writes `ts` (sorted) into `key` as APPLY batches, 512 timestamps a command.
+fn fill(con: &mut Connection, key: &str, ts: &[u64]) {
+    let cmds: Vec<Vec<String>> = ts
+        .chunks(512)
+        .map(|chunk| {
+            let pairs: Vec<String> = chunk.iter().map(|t| format!("{t} 1")).collect();
+            vec![
+                "SLIDINGWINDOW.APPLY".into(),
+                key.into(),
+                format!("-1 0 {}", pairs.join(" ")),
+            ]
+        })
+        .collect();
+    for reply in kit::pipeline(con, &cmds) {
+        assert!(error_line(&reply).is_none(), "{reply:?}");
+    }
+}
+
+/// The contract's bytes per request hold after removals too, not only after appends: 100,000
+/// requests spread evenly over each span, then (a) half of every block-sized run refunded from
+/// its end (the blocks of the old layout: each left half live at its full width), (b) refunds
+/// of random sizes at random times, then requests late by up to the whole span, then refunds
+/// again, then a trim of the older half. Dense logs (1 ms apart) stay within 3 bytes.
+#[test]
+fn bytes_per_request_stay_bounded_after_removals() {
+    let s = compact_server();
+    let mut c = s.client();
+    let mut rng = Rng::new(0x1004);
+    let n = 100_000u64;
+    let mut worst: Vec<String> = Vec::new();
+    for span in [n, 1 << 24, 1 << 32, 1 << 39, 1 << 44, (1 << 53) - 1000] {
+        let start = MAX_TS - span;
+        let ts: Vec<u64> = (0..n).map(|i| start + span / n * i).collect();
+        let bound = match span {
+            _ if span == n => 3.0,
+            _ if span < 1 << 40 => 8.0,
+            _ => 10.0,
+        };
+        let mut check = |c: &mut Connection, key: &str, stage: &str| {
+            let (per, count) = bytes_per_request(c, key);
+            println!("span {span}, {stage}: {count} requests, {per:.2} bytes a request");
+            assert!(count >= 1000, "span {span}, {stage}: {count} requests left");
+            if per > bound {
+                worst.push(format!("span {span}, {stage}: {per:.2} bytes a request"));
+            }
+        };
+        // (a) The runs that filled one block of the old layout: 4096 bytes at the width its
+        // span takes.
+        let gap = span / n;
+        let run = (1..=7u32)
+            .map(|w| 4096 / w as u64)
+            .find(|slots| (slots - 1) * gap < 1u64 << (8 * (4096 / slots) as u32).min(63))
+            .unwrap_or(585);
+        let key = format!("tails{span}");
+        fill(&mut c, &key, &ts);
+        check(&mut c, &key, "filled");
+        let cmds: Vec<Vec<String>> = ts
+            .chunks(run as usize)
+            .filter_map(|chunk| chunk.last())
+            .map(|last| {
+                let half = (run / 2).to_string();
+                vec![
+                    "SLIDINGWINDOW.REFUND".into(),
+                    key.clone(),
+                    half,
+                    "AT".into(),
+                    last.to_string(),
+                ]
+            })
+            .collect();
+        kit::pipeline(&mut c, &cmds);
+        check(&mut c, &key, &format!("half of each {run}-run refunded"));
+        // (b) Random refunds, late requests, refunds, a trim.
+        let key = format!("random{span}");
+        fill(&mut c, &key, &ts);
+        let refunds = |rng: &mut Rng| -> Vec<Vec<String>> {
+            (0..3000)
+                .map(|_| {
+                    vec![
+                        "SLIDINGWINDOW.REFUND".into(),
+                        key.clone(),
+                        rng.range(1, 30).to_string(),
+                        "AT".into(),
+                        (start + rng.range(0, span)).to_string(),
+                    ]
+                })
+                .collect()
+        };
+        kit::pipeline(&mut c, &refunds(&mut rng));
+        check(&mut c, &key, "random refunds");
+        let late: Vec<Vec<String>> = (0..3000)
+            .map(|_| {
+                let at = start + rng.range(0, span);
+                sw_args(&key, 9_007_199_254_740, 1 << 53, at, rng.range(1, 4))
+            })
+            .collect();
+        kit::pipeline(&mut c, &late);
+        check(&mut c, &key, "late requests");
+        kit::pipeline(&mut c, &refunds(&mut rng));
+        check(&mut c, &key, "refunds again");
+        // The window then reaches back over the newer half alone.
+        let w = (span / 2 / 1000).max(1);
+        sw5(&mut c, &format!("ALLOW {key} {w} {} {MAX_TS}", 1u64 << 53));
+        check(&mut c, &key, "older half trimmed");
+    }
+    assert!(worst.is_empty(), "over the bound: {worst:#?}");
+}
+
+/// `SLIDINGWINDOW.ALLOW key window max now COST cost` as arguments.
+fn sw_args(key: &str, window: u64, max: u64, now: u64, cost: u64) -> Vec<String> {
+    ["SLIDINGWINDOW.ALLOW", key]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([window, max, now].iter().map(u64::to_string))
+        .chain(["COST".to_string(), cost.to_string()])
+        .collect()
+}
+
 /// A key as a caller sees it: its PEEK answers and its absolute expiry.
 type Seen = (Vec<[i64; 5]>, i64);
 
@@ -684,6 +815,137 @@ fn dumps_of_the_previous_build_restore() {
     }
 }
 
+const BLOCK_DUMPS: &str = "tests/fixtures/compact-v1-dumps-blocks.txt";
+
+/// A call behind the second DUMP fixture: `ALLOW key 9007199254740 1000000 now COST cost`, or
+/// `REFUND key n AT at`.
+#[derive(Clone, Copy)]
+enum Call {
+    Allow(u64, u64),
+    Refund(u64, u64),
+}
+
+/// Per key, the calls behind the DUMP fixture of the block layout (commit 8c38406: blocks in a
+/// row, a Fenwick tree over their lengths): logs of several blocks, at several widths, out of
+/// order, with bursts and refunds.
+fn block_dump_calls() -> Vec<(&'static str, Vec<Call>)> {
+    let mut rng = Rng::new(0xB10C);
+    let mut keys = Vec::new();
+    // (key, span, calls, percent of refunds)
+    for (key, span, calls, refunds) in [
+        ("dense", 3000u64, 3000, 5),
+        ("late", 1 << 20, 2000, 15),
+        ("wide", 1 << 50, 800, 10),
+    ] {
+        let start = T0.min(MAX_TS - span);
+        let mut out = Vec::new();
+        for i in 0..calls {
+            let now = match key {
+                "dense" => start + i as u64,
+                _ => start + rng.range(0, span),
+            };
+            if rng.chance(refunds) {
+                out.push(Call::Refund(rng.range(1, 4), now));
+            } else {
+                out.push(Call::Allow(now, rng.range(1, 3)));
+            }
+        }
+        keys.push((key, out));
+    }
+    keys.push((
+        "burst",
+        vec![
+            Call::Allow(T0, 3000),
+            Call::Allow(T0 + 5, 1500),
+            Call::Allow(T0 + 2, 700),
+            Call::Refund(100, T0),
+        ],
+    ));
+    keys
+}
+
+/// The log the calls of one key leave, by the contract model.
+fn block_dump_model(calls: &[Call]) -> Model {
+    let mut model = Model::default();
+    for call in calls {
+        match *call {
+            Call::Allow(now, cost) => {
+                model.allow(9_007_199_254_740, 1_000_000, now, cost);
+            }
+            Call::Refund(n, at) => {
+                model.refund(n, Some(at));
+            }
+        }
+    }
+    model
+}
+
+/// Run once with the module built at commit 8c38406: its DUMPs of `block_dump_calls`.
+#[test]
+#[ignore = "writes tests/fixtures/compact-v1-dumps-blocks.txt with the module under test"]
+fn write_the_block_dump_fixture() {
+    let s = compact_server();
+    let mut c = s.client();
+    let mut out = String::new();
+    for (key, calls) in block_dump_calls() {
+        for call in calls {
+            match call {
+                Call::Allow(now, cost) => {
+                    let line = format!("ALLOW {key} 9007199254740 1000000 {now} COST {cost}");
+                    assert_eq!(sw5(&mut c, &line)[0], 1, "{line}");
+                }
+                Call::Refund(n, at) => {
+                    let _: i64 = q(
+                        &mut c,
+                        &[
+                            "SLIDINGWINDOW.REFUND",
+                            key,
+                            &n.to_string(),
+                            "AT",
+                            &at.to_string(),
+                        ],
+                    );
+                }
+            }
+        }
+        let dump: Vec<u8> = q(&mut c, &["DUMP", key]);
+        out.push_str(&format!("{key} {}\n", hex(&dump)));
+    }
+    std::fs::write(BLOCK_DUMPS, out).unwrap();
+}
+
+/// DUMPs made by the build before the block index restore to the logs their calls made.
+#[test]
+fn dumps_of_the_block_layout_restore() {
+    let s = compact_server();
+    let mut c = s.client();
+    let text = std::fs::read_to_string(BLOCK_DUMPS).expect(BLOCK_DUMPS);
+    let calls = block_dump_calls();
+    assert_eq!(text.lines().count(), calls.len());
+    for (line, (key, calls)) in text.lines().zip(calls) {
+        let (name, payload) = line.split_once(' ').expect("key hex");
+        assert_eq!(name, key);
+        let ok: String = redis::cmd("RESTORE")
+            .arg(key)
+            .arg(0)
+            .arg(unhex(payload))
+            .query(&mut c)
+            .expect("RESTORE");
+        assert_eq!(ok, "OK");
+        let want = block_dump_model(&calls).scores;
+        assert!(want.len() > 1000, "{key}: {} requests", want.len());
+        assert_eq!(kind(&mut c, key), "swcompact");
+        assert_eq!(scores(&mut c, key), want, "{key}");
+        // The restored log takes the calls that follow as any other.
+        let newest = *want.last().unwrap();
+        let line = format!("ALLOW {key} 9007199254740 1000000 {newest} COST 5000");
+        assert_eq!(sw5(&mut c, &line)[1] as usize, want.len() + 5000, "{key}");
+        let refunded: i64 = q(&mut c, &["SLIDINGWINDOW.REFUND", key, "5000"]);
+        assert_eq!(refunded, 5000, "{key}");
+        assert_eq!(scores(&mut c, key), want, "{key}");
+    }
+}
+
 /// A compact key's keyspace events, and WATCH: woken by an ALLOW that admits or trims, not by
 /// PEEK nor by a refusal with nothing to trim.
 #[test]
@@ -851,7 +1113,8 @@ fn convert_is_declared_a_write_of_its_one_key() {
 }
 
 /// Active defrag moves compact logs' allocations (the module's callback logs how many, at
-/// `debug` level) and changes nothing a caller sees. Only servers built with a jemalloc that can
+/// `debug` level), in turns through the server's cursor (every log here has more allocations
+/// than `active-defrag-max-scan-fields`), and changes nothing a caller sees. Only servers built with a jemalloc that can
 /// defragment run it; the others skip with the reason printed (Debian's Redis 7.0 links the
 /// system jemalloc, the Valkey wheel uses libc malloc).
 #[test]
@@ -886,7 +1149,9 @@ fn active_defrag_moves_compact_logs() {
     let kept: Vec<&String> = keys.iter().skip(1).step_by(2).collect();
     let before: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
     let digest = s.digest();
+    // Values of more than two allocations are defragmented in turns, through the cursor.
     for (name, value) in [
+        ("active-defrag-max-scan-fields", "2"),
         ("active-defrag-ignore-bytes", "1"),
         ("active-defrag-threshold-lower", "1"),
         ("active-defrag-cycle-min", "50"),

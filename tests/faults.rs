@@ -340,7 +340,16 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
     for storage in STORAGES {
         let master = Server::builder()
             .storage(storage)
-            .args(["--appendonly", "yes", "--repl-ping-replica-period", "3600"])
+            // `always`: with `everysec` the server may postpone an AOF write by up to 2 s while a
+            // background fsync runs, which would let a written no-op pass unseen.
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--repl-ping-replica-period",
+                "3600",
+            ])
             .start();
         let replica = start_replica(&master, &[]);
         let mut con = master.client();

@@ -12,7 +12,7 @@ use crate::measure::{CommandLatency, LATENCY_REQUESTS, MEASURED_REQUESTS, Measur
 use crate::report::Run;
 use crate::targets::{Bound, Check};
 use crate::workload::WORKLOADS;
-use crate::{late, lease, refund};
+use crate::{churn, late, lease, refund};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let doc = json!({
@@ -64,6 +64,21 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
                 "median_ratio_lease_over_plain": r.ratio,
             })).collect::<Vec<_>>(),
         },
+        // null when `churn` did not run.
+        "churn": run.churn.as_ref().map(|c| json!({
+            "tail_log_requests": churn::BURSTS * churn::BURST,
+            "tail_edge_in_command_us_per_pair": c.tail_edge_us,
+            "tail_inside_in_command_us_per_pair": c.tail_inside_us,
+            "middle_log_requests": churn::MIDDLE,
+            "middle_edge_in_command_us_per_loop": c.middle_edge_us,
+            "middle_inside_in_command_us_per_loop": c.middle_inside_us,
+            "opening_log_requests": churn::OPENING_LOGS,
+            "opening_in_command_us_per_call": c.opening_us,
+            "restore_requests": churn::RESTORES,
+            "restore_in_command_ms": c.restore_ms,
+            "bytes_spans_ms": churn::SPANS,
+            "bytes_per_request_after_refunds": c.bytes,
+        })),
         "targets": run.checks.iter().map(check_json).collect::<Vec<_>>(),
     });
     std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;

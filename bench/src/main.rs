@@ -1,11 +1,13 @@
 //! Benchmark: SLIDINGWINDOW.ALLOW (and ALLOWALL) against the seed's Lua script, its four
 //! commands sent plainly, PING and redis-cell's CL.THROTTLE (the variants in variants::ALL), on
 //! the workloads of workload::WORKLOADS with a simulated clock; then module and PING on `hot` at
-//! several pipeline depths, the worst expiry, late callers on a 2M-request log, REFUND, and
-//! ALLOW with LEASE against ALLOW without it.
+//! several pipeline depths, the worst expiry, late callers on a 2M-request log, REFUND, ALLOW
+//! with LEASE against ALLOW without it, and the compact log's block edges, block openings,
+//! RESTOREs and bytes after removals (`churn`).
 //! Starts its own redis-server (and one for redis-cell).
 
 mod chart;
+mod churn;
 mod depth;
 mod info;
 mod json;
@@ -87,13 +89,25 @@ fn main() -> Result<()> {
     } else {
         Vec::new()
     };
+    let churn = if runs("churn") {
+        Some(churn::run(&mut con)?)
+    } else {
+        None
+    };
     let available = targets::Available {
         cell: servers.cell.is_some(),
         allowall: servers.allowall,
     };
     drop(servers);
 
-    let mut checks = targets::evaluate(&results, &worst, &late, refund.as_deref(), available);
+    let mut checks = targets::evaluate(
+        &results,
+        &worst,
+        &late,
+        refund.as_deref(),
+        churn.as_ref(),
+        available,
+    );
     checks.extend(targets::lease_checks(&lease));
     let run = report::Run {
         machine,
@@ -103,6 +117,7 @@ fn main() -> Result<()> {
         late,
         refund,
         lease,
+        churn,
         checks,
         seconds: started.elapsed().as_secs_f64(),
         load_at_end: machine::load_average(),

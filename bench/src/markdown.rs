@@ -6,8 +6,8 @@ use crate::Result;
 use crate::lanes::{PAIRED_TURN, PING_WARMUP, PIPELINE_DEPTH, ROUND_TRIPS_PER_TURN};
 use crate::measure::{COPIES, LATENCY_REQUESTS, MEASURED_REQUESTS, MEMORY_SAMPLE_KEYS};
 use crate::report::{
-    DEPTH_HEADER, HEADER, Run, check_line, depth_row, late_lines, lease_line, refund_line, row,
-    source_line, tally, worst_line,
+    DEPTH_HEADER, HEADER, Run, check_line, churn_lines, depth_row, late_lines, lease_line,
+    refund_line, row, source_line, tally, worst_line,
 };
 use crate::workload::WORKLOADS;
 use crate::{depth, late, lease, refund};
@@ -41,6 +41,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
         lease::LEASE_MS,
         lease_line(&run.lease)
     );
+    out += &churn_text(run);
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
     out += &depth_text(run);
@@ -154,6 +155,26 @@ fn method_text() -> String {
         user = limits_text(tenant.limits()),
         tenant = limits_text(tenant.tenant_limits.iter().copied()),
     )
+}
+
+fn churn_text(run: &Run) -> String {
+    let lines = churn_lines(run.churn.as_ref());
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "`churn`: the compact log's block edges on large logs, each against the same calls \
+         inside a block with room (the two taking turns, 5 rounds, the median): at the tail, \
+         `ALLOW` one ms past a full last block then `REFUND 1`; in the middle (a log RESTOREd \
+         from requests a ms apart), `REFUND 2 AT b`, `ALLOW b-1`, `ALLOW b` at a block's first \
+         timestamp `b`; a block opened by each `ALLOW ... COST 4096`; `RESTORE` (the median of 3); \
+         and `MEMORY USAGE` per request after refunds of half of every block-sized run and of \
+         3000 random ones:\n\n",
+    );
+    for line in lines {
+        out += &format!("- {line}\n");
+    }
+    out + "\n"
 }
 
 fn late_text(run: &Run) -> String {

@@ -1,5 +1,6 @@
 //! The run's results, and their rendering as text: the stdout table and its pieces.
 
+use crate::churn::{self, ChurnResult};
 use crate::depth::{self, DepthPoint};
 use crate::info;
 use crate::late::{LAGS, LateResult};
@@ -21,6 +22,8 @@ pub struct Run {
     pub refund: Option<Vec<RefundResult>>,
     /// Empty when the part did not run or the module has no LEASE.
     pub lease: Vec<LeaseResult>,
+    /// None when `churn` did not run (BENCH_ONLY).
+    pub churn: Option<ChurnResult>,
     pub checks: Vec<Check>,
     pub seconds: f64,
     /// 1-minute load average when the run ended (the machine's at the start).
@@ -144,6 +147,9 @@ pub fn print(run: &Run) {
     }
     println!("{}", refund_line(run.refund.as_deref()));
     println!("{}", lease_line(&run.lease));
+    for line in churn_lines(run.churn.as_ref()) {
+        println!("{line}");
+    }
     println!();
     for check in &run.checks {
         println!("{}", check_line(check));
@@ -282,6 +288,48 @@ pub fn lease_line(lease: &[LeaseResult]) -> String {
         "ALLOW with LEASE against without, in-command µs/call: {}",
         parts.join("; ")
     )
+}
+
+/// The `churn` figures, a line each (none when it did not run).
+pub fn churn_lines(churn: Option<&ChurnResult>) -> Vec<String> {
+    let Some(c) = churn else {
+        return Vec::new();
+    };
+    let mut lines = vec![
+        format!(
+            "churn, tail ({}M requests): in-command µs per ALLOW + REFUND {:.2} past a full last \
+             block, {:.2} inside one with room",
+            churn::BURSTS * churn::BURST / 1_000_000,
+            c.tail_edge_us,
+            c.tail_inside_us
+        ),
+        format!(
+            "churn, middle ({}M requests a ms apart): in-command µs per REFUND 2 + 2 ALLOWs {:.2} \
+             across a block edge, {:.2} inside a block",
+            churn::MIDDLE / 1_000_000,
+            c.middle_edge_us,
+            c.middle_inside_us
+        ),
+    ];
+    for (size, us) in churn::OPENING_LOGS.iter().zip(&c.opening_us) {
+        lines.push(format!(
+            "churn, block opening on {}M requests: {us:.2} in-command µs per ALLOW COST 4096",
+            size / 1_000_000
+        ));
+    }
+    for (size, ms) in churn::RESTORES.iter().zip(&c.restore_ms) {
+        lines.push(format!(
+            "churn, RESTORE of {}M requests a ms apart: {ms:.0} in-command ms",
+            size / 1_000_000
+        ));
+    }
+    for (span, bytes) in churn::SPANS.iter().zip(&c.bytes) {
+        lines.push(format!(
+            "churn, bytes/request after refunds over {span} ms: {bytes:.2} (bound {})",
+            ChurnResult::bound(*span)
+        ));
+    }
+    lines
 }
 
 pub fn check_line(check: &Check) -> String {

@@ -1,5 +1,6 @@
 //! The targets, as ratios within this one run.
 
+use crate::churn::{self, ChurnResult};
 use crate::late::LateResult;
 use crate::lease::LeaseResult;
 use crate::measure::{Measurement, Memory};
@@ -66,6 +67,7 @@ pub fn evaluate(
     worst: &Worst,
     late: &[LateResult],
     refund: Option<&[RefundResult]>,
+    churn: Option<&ChurnResult>,
     available: Available,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -131,6 +133,61 @@ pub fn evaluate(
     checks.extend(cell_checks(results, available.cell));
     checks.extend(tenant_checks(results, available.allowall));
     checks.extend(refund_checks(refund));
+    checks.extend(churn.map(churn_checks).unwrap_or_default());
+    checks
+}
+
+/// The compact log's index: no call pays for the blocks around the one it touches, loading is
+/// linear, and removals keep the bytes per request within the contract.
+fn churn_checks(c: &ChurnResult) -> Vec<Check> {
+    let tail = format!(
+        "in-command µs, ALLOW + REFUND past a full last block / inside one with room, {}M-request compact log",
+        churn::BURSTS * churn::BURST / 1_000_000
+    );
+    let middle = format!(
+        "in-command µs, REFUND 2 + 2 ALLOWs across a block edge / inside a block, {}M-request compact log",
+        churn::MIDDLE / 1_000_000
+    );
+    let [big, small] = churn::OPENING_LOGS;
+    let opening = format!(
+        "in-command µs/call, ALLOW opening a block, {}M-request / {}M-request compact log",
+        big / 1_000_000,
+        small / 1_000_000
+    );
+    let [few, many] = churn::RESTORES;
+    let restore = format!(
+        "in-command time, RESTORE of {}M / {}M requests (linear: {})",
+        many / 1_000_000,
+        few / 1_000_000,
+        many / few
+    );
+    let ratio = |v: &[f64]| match v {
+        [a, b] => a / b,
+        _ => f64::NAN,
+    };
+    let mut checks = vec![
+        Check::new(tail, c.tail_edge_us / c.tail_inside_us, Bound::AtMost, 2.0),
+        Check::new(
+            middle,
+            c.middle_edge_us / c.middle_inside_us,
+            Bound::AtMost,
+            2.0,
+        ),
+        Check::new(opening, ratio(&c.opening_us), Bound::AtMost, 1.5),
+        Check::new(restore, 1.0 / ratio(&c.restore_ms), Bound::AtMost, 24.0),
+    ];
+    for (span, bytes) in churn::SPANS.iter().zip(&c.bytes) {
+        let name = format!(
+            "bytes/request (MEMORY USAGE) after refunds, compact, {} requests over {span} ms",
+            churn::BYTES_REQUESTS
+        );
+        checks.push(Check::new(
+            name,
+            *bytes,
+            Bound::AtMost,
+            ChurnResult::bound(*span),
+        ));
+    }
     checks
 }
 

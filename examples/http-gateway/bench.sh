@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Load check: requests per second through the gateway without the limiter, with it (every request
-# admitted, 10,000 identities), and with it refusing (one identity over its limit) with and
-# without the deny cache, measured with wrk. Starts its own redis-server (module loaded) and
-# gateways on free loopback ports.
-# Usage: bench.sh [DURATION]   (env: SLIDINGWINDOW_MODULE, GATEWAY, CONNECTIONS, THREADS)
+# Load check, measured with wrk: requests per second through the gateway without the limiter,
+# with it admitting everything (10,000 identities, one exact call each), with one global limit far
+# from its max leased 100 at a time for 100 ms (every request admitted), and refusing (one identity
+# over its limit) with and without the deny cache. The variants take turns in each of ROUNDS
+# rounds (CPU timings on a shared machine swing between runs: compare within a round). Starts its
+# own redis-server (module loaded) and gateways on free loopback ports.
+# Usage: bench.sh [DURATION]   (env: SLIDINGWINDOW_MODULE, GATEWAY, CONNECTIONS, THREADS, ROUNDS)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 duration=${1:-10s}
@@ -11,6 +13,7 @@ module=${SLIDINGWINDOW_MODULE:-$root/target/release/libslidingwindow.so}
 gateway=${GATEWAY:-$root/target/release/http-gateway}
 connections=${CONNECTIONS:-32}
 threads=${THREADS:-2}
+rounds=${ROUNDS:-3}
 
 dir=$(mktemp -d)
 pids=()
@@ -37,15 +40,30 @@ free_port() {
     done
 }
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
-    --loadmodule "$module" --logfile "$dir/redis.log" &
-redis_pid=$!
-pids+=("$redis_pid")
-for _ in $(seq 100); do
-    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-    sleep 0.05
+# The port may be taken between the probe and redis binding it: then redis exits, and another
+# port is tried.
+for _ in 1 2 3 4 5; do
+    redis_port=$(free_port)
+    redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
+        --loadmodule "$module" --slidingwindow.lateness 1000 --logfile "$dir/redis.log" &
+    redis_pid=$!
+    for _ in $(seq 100); do
+        redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+        kill -0 "$redis_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
+        pids+=("$redis_pid")
+        break
+    fi
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+    redis_pid=
 done
+if [[ -z ${redis_pid:-} ]]; then
+    echo "redis-server did not start: $(tail -n 5 "$dir/redis.log")" >&2
+    exit 1
+fi
 
 # Starts a gateway with the given arguments; prints its base URL.
 start_gateway() {
@@ -74,47 +92,90 @@ cat >"$dir/one.lua" <<'LUA'
 wrk.headers["x-api-key"] = "hot"
 LUA
 
-# CPU time (clock ticks) the gateway at line $1 of gateway.pids and redis-server have used.
+# CPU time (clock ticks) the gateway at line $1 of gateway.pids and redis-server have used. A
+# process that has died is an error naming it, with the logs.
 cpu_ticks() {
-    local gw_pid
+    local gw_pid pid
     gw_pid=$(sed -n "${1}p" "$dir/gateway.pids")
+    for pid in "$gw_pid" "$redis_pid"; do
+        if [[ ! -r /proc/$pid/stat ]]; then
+            echo "process $pid (gateway $1 or redis-server) has exited:" >&2
+            tail -n 5 "$dir/gateway.log" "$dir/redis.log" >&2
+            return 1
+        fi
+    done
     # Fields 14 and 15 of /proc/PID/stat: user and system time; the name (field 2) has no spaces here.
     awk '{ t += $14 + $15 } END { print t }' "/proc/$gw_pid/stat" "/proc/$redis_pid/stat"
 }
 
-# Prints requests/s, mean latency, the share of non-2xx answers, and the gateway's and Redis's
-# CPU time per request (less sensitive than req/s to other work on the machine).
-measure() {
-    local url=$1 script=$2 nth=$3 out t0 t1
-    t0=$(cpu_ticks "$nth")
-    out=$(wrk -t"$threads" -c"$connections" -d"$duration" -s "$script" "$url/")
-    t1=$(cpu_ticks "$nth")
-    local rps latency total bad
-    rps=$(sed -n 's/^Requests\/sec: *//p' <<<"$out")
-    latency=$(awk '/Latency/ {print $2; exit}' <<<"$out")
-    total=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
-    bad=$(sed -n 's/^ *Non-2xx or 3xx responses: *//p' <<<"$out")
-    echo "$rps $latency $(awk -v b="${bad:-0}" -v t="$total" 'BEGIN { printf "%.1f%%", 100 * b / t }') \
-$(awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v t="$total" 'BEGIN { printf "%.1f", 1e6 * d / hz / t }')"
+# Calls of the module's commands Redis has run since it started (INFO commandstats).
+redis_calls() {
+    redis-cli -p "$redis_port" info commandstats |
+        awk -F'[:,=]' '/^cmdstat_slidingwindow/ { n += $3 } END { print n + 0 }'
 }
 
-# In this order: their lines in gateway.pids are 1 to 4.
+# Prints requests/s, the share of non-2xx answers, the gateway's and Redis's CPU time per request
+# (less sensitive than req/s to other work on the machine) and Redis calls per admitted request.
+measure() {
+    local url=$1 script=$2 nth=$3 out t0 t1 c0 c1
+    t0=$(cpu_ticks "$nth")
+    c0=$(redis_calls)
+    out=$(wrk -t"$threads" -c"$connections" -d"$duration" -s "$script" "$url/")
+    t1=$(cpu_ticks "$nth")
+    c1=$(redis_calls)
+    local rps total bad
+    rps=$(sed -n 's/^Requests\/sec: *//p' <<<"$out")
+    total=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
+    bad=$(sed -n 's/^ *Non-2xx or 3xx responses: *//p' <<<"$out")
+    awk -v r="$rps" -v b="${bad:-0}" -v t="$total" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
+        -v calls=$((c1 - c0)) 'BEGIN {
+            ok = t - b
+            printf "%.0f %.1f%% %.1f %s\n", r, 100 * b / t, 1e6 * d / hz / t,
+                ok > 0 ? sprintf("%.4f", calls / ok) : "-"
+        }'
+}
+
+# In this order: their lines in gateway.pids are 1 to 5.
 plain=$(start_gateway)
 limited=$(start_gateway --limit 100/1s --limit 1000/60s)
+leased=$(start_gateway --global-limit 1000000000/1s --lease 100/100ms)
 refusing=$(start_gateway --limit 10/60s --deny-cache off)
 cached=$(start_gateway --limit 10/60s)
+urls=("$plain" "$limited" "$leased" "$refusing" "$cached")
+scripts=(many many many one one)
+names=('no limiter' 'exact, admitted (10,000 identities)' 'global limit leased 100/100ms, admitted'
+    'refused by Redis (--deny-cache off)' 'refused from the deny cache')
 
-echo "wrk -t$threads -c$connections -d$duration on $(nproc) CPUs ($(redis-server --version | cut -d' ' -f3)); gateway, redis-server and wrk share them"
-row() { printf '%-44s %12s %10s %8s %14s\n' "$@"; }
-row variant 'req/s' latency non-2xx 'CPU us/req'
-read -r r0 l0 b0 c0 < <(measure "$plain" "$dir/many.lua" 1)
-row 'no limiter' "$r0" "$l0" "$b0" "$c0"
-read -r r1 l1 b1 c1 < <(measure "$limited" "$dir/many.lua" 2)
-row 'limiter, admitted (10,000 identities)' "$r1" "$l1" "$b1" "$c1"
-read -r r2 l2 b2 c2 < <(measure "$refusing" "$dir/one.lua" 3)
-row 'limiter, refused by Redis (--deny-cache off)' "$r2" "$l2" "$b2" "$c2"
-read -r r3 l3 b3 c3 < <(measure "$cached" "$dir/one.lua" 4)
-row 'limiter, refused from the deny cache' "$r3" "$l3" "$b3" "$c3"
+echo "wrk -t$threads -c$connections -d$duration, $rounds rounds, on $(nproc) CPUs ($(redis-server --version | cut -d' ' -f3)); gateway, redis-server and wrk share them"
+row() { printf '%-5s %-42s %10s %8s %11s %14s\n' "$@"; }
+row round variant 'req/s' non-2xx 'CPU us/req' 'Redis calls/ok'
+: >"$dir/results"
+for round in $(seq "$rounds"); do
+    for i in "${!urls[@]}"; do
+        # An assignment, so that a failed measure (a process gone) stops the script.
+        result=$(measure "${urls[$i]}" "$dir/${scripts[$i]}.lua" $((i + 1)))
+        read -r rps bad cpu calls <<<"$result"
+        row "$round" "${names[$i]}" "$rps" "$bad" "$cpu" "$calls"
+        echo "$round $i $rps $cpu $calls" >>"$dir/results"
+    done
+done
 echo "CPU us/req: the gateway's and redis-server's CPU time over the run, per request"
-awk -v a="$r0" -v b="$r1" 'BEGIN { printf "the limiter adds %.1f us of machine time per admitted request (1/req_s difference)\n", 1e6 / b - 1e6 / a }'
-awk -v a="$r0" -v c="$r3" -v r="$r2" 'BEGIN { printf "refused from the deny cache: %.2fx the no-limiter rate (%.2fx without the cache)\n", c / a, r / a }'
+# The lease's targets, per round against the no-limiter run of the same round, then the median.
+awk -v rounds="$rounds" '
+    { rps[$1, $2] = $3; cpu[$1, $2] = $4; calls[$1, $2] = $5 }
+    function median(a, n,   i, j, t) {
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END {
+        for (r = 1; r <= rounds; r++) {
+            rate[r] = rps[r, 2] / rps[r, 0]; cost[r] = cpu[r, 2] / cpu[r, 0]; per[r] = calls[r, 2]
+            exact_rate[r] = rps[r, 1] / rps[r, 0]; cache_rate[r] = rps[r, 4] / rps[r, 0]
+            list_rate = list_rate sprintf(" %.2f", rate[r]); list_cost = list_cost sprintf(" %.2f", cost[r])
+        }
+        mr = median(rate, rounds); mc = median(cost, rounds); mp = median(per, rounds)
+        printf "leased / no limiter, req/s:%s (median %.2f, target >= 0.90: %s)\n", list_rate, mr, mr >= 0.9 ? "met" : "NOT met"
+        printf "leased / no limiter, CPU per request:%s (median %.2f, target <= 1.20: %s)\n", list_cost, mc, mc <= 1.2 ? "met" : "NOT met"
+        printf "leased, Redis calls per admitted request: median %.4f (1/%.0f; target <= 1/50: %s)\n", mp, mp > 0 ? 1 / mp : 0, mp <= 0.02 ? "met" : "NOT met"
+        printf "exact / no limiter, req/s: median %.2f; refused from the deny cache / no limiter: median %.2f\n", median(exact_rate, rounds), median(cache_rate, rounds)
+    }' "$dir/results"

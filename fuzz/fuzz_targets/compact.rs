@@ -1,15 +1,23 @@
 //! Fuzzes the compact storage's pure parts: the log against a plain sorted vector through any
 //! sequence of adds (anywhere in time, any width), trims and refunds, checking counts and k-th
 //! oldest after each; its RDB encoding round trip; and the decoder on arbitrary bytes, which must
-//! refuse or rebuild, never panic, never loop. `cargo fuzz` builds with `--cfg fuzzing`, where the
-//! log's blocks hold 32 bytes, so that short inputs split, merge and re-lay out many blocks.
+//! refuse or rebuild, never panic, never loop; and a log built in one pass from the model's
+//! timestamps, which must hold the same. `cargo fuzz` builds with `--cfg fuzzing`, where the log's
+//! blocks hold 32 bytes and its index's nodes 8 children, so that short inputs split, merge and
+//! re-lay out many blocks in a tree of several levels.
 
 #![no_main]
 
 // The storage's pure files, included by path (the module crate itself is a cdylib).
 #[allow(dead_code)]
+#[path = "../../src/store/compact/block.rs"]
+mod block;
+#[allow(dead_code)]
 #[path = "../../src/store/compact/codec.rs"]
 mod codec;
+#[allow(dead_code)]
+#[path = "../../src/store/compact/index.rs"]
+mod index;
 #[allow(dead_code)]
 #[path = "../../src/store/compact/log.rs"]
 mod log;
@@ -92,6 +100,11 @@ fn run(data: &[u8]) -> Result<()> {
         check(&log, &model, &mut u)?;
     }
     assert_eq!(log.iter().collect::<Vec<_>>(), model);
+    let mut built = log::Builder::default();
+    for &t in &model {
+        built.push(t);
+    }
+    assert_eq!(built.finish(), log);
     if !model.is_empty() {
         let (count, bytes) = codec::encode(&log);
         assert_eq!(codec::decode(codec::ENCODING, count, &bytes), Ok(log));

@@ -100,8 +100,9 @@ pub trait NativeType: Sized + Clone + 'static {
     fn digest(&self, out: &mut Digest<'_>);
     /// Bytes of heap the value owns besides itself.
     fn heap_bytes(&self) -> usize;
-    /// Offers each heap buffer the value owns to the defragmenter.
-    fn defrag(&mut self, d: &mut Defrag<'_>);
+    /// Offers the value's heap buffers to the defragmenter from `cursor` on (0: all of them),
+    /// until it says to stop: then the cursor to resume from.
+    fn defrag(&mut self, d: &mut Defrag<'_>, cursor: u64) -> Option<u64>;
     /// How much work freeing takes; above 64, Redis frees the value off the main thread.
     fn free_effort(&self) -> usize;
 }
@@ -156,20 +157,26 @@ impl RdbIn<'_> {
         Ok(v)
     }
 
-    pub fn buffer(&mut self) -> Result<Vec<u8>, String> {
+    /// Reads a string buffer and hands it to `f` where Redis loaded it (no copy: a log's
+    /// buffer is a byte or more per request), then frees it.
+    pub fn with_buffer<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<R, String> {
         let mut len = 0usize;
         // SAFETY: as above; Redis hands us a buffer of `len` bytes that we must free.
         let ptr = unsafe { (self.api.load_string_buffer)(self.io, &mut len) };
         let Some(ptr) = NonNull::new(ptr) else {
             return Err("the payload ends early".into());
         };
-        // SAFETY: `len` bytes at `ptr`, copied before the buffer is freed.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len) }.to_vec();
-        unsafe { (self.api.free)(ptr.as_ptr().cast()) };
         if self.failed() {
+            // SAFETY: the buffer Redis allocated for us, freed once.
+            unsafe { (self.api.free)(ptr.as_ptr().cast()) };
             return Err("the payload ends early".into());
         }
-        Ok(bytes)
+        // SAFETY: `len` bytes at `ptr`, alive until the free below; `f` cannot keep them.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len) };
+        let r = catch_unwind(AssertUnwindSafe(|| f(bytes)));
+        // SAFETY: as above, after the last use of `bytes`.
+        unsafe { (self.api.free)(ptr.as_ptr().cast()) };
+        r.map_err(|_| "a bug was caught while loading".to_string())
     }
 }
 
@@ -315,17 +322,25 @@ extern "C" fn mem_usage<T: NativeType>(v: *const c_void) -> usize {
     own + value.heap_bytes()
 }
 
-/// The server's defragmenter during one value's turn: each buffer offered to it may move.
+/// The server's defragmenter during one value's turn: each buffer offered to it may move; it
+/// may also say that the turn's time is up.
 pub struct Defrag<'a> {
     ctx: *mut raw::RedisModuleDefragCtx,
     alloc: DefragAllocFn,
+    should_stop: Option<DefragShouldStopFn>,
     _api: &'a Api,
     /// Allocations moved so far.
     moved: usize,
+    /// Times the value asked whether to stop.
+    asked: usize,
 }
 
 type DefragAllocFn =
     unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx, *mut c_void) -> *mut c_void;
+type DefragShouldStopFn = unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx) -> c_int;
+
+/// The value asks after each buffer; the server's clock is read once in this many.
+const ASK_EVERY: usize = 16;
 
 impl Defrag<'_> {
     /// The new home of the allocation at `p`, if the defragmenter moved it (freeing the old).
@@ -335,6 +350,28 @@ impl Defrag<'_> {
         let moved = NonNull::new(unsafe { (self.alloc)(self.ctx, p) });
         self.moved += usize::from(moved.is_some());
         moved
+    }
+
+    /// Where the previous turn on this value stopped: 0 for a fresh start, or on a server that
+    /// keeps no cursor (a value small enough to be done in one turn).
+    fn cursor(&self) -> u64 {
+        let mut cursor: std::os::raw::c_ulong = 0;
+        // SAFETY: read once; the context of the running callback and a place for the cursor.
+        let got = unsafe { raw::RedisModule_DefragCursorGet }
+            .map(|get| unsafe { get(self.ctx, &mut cursor) });
+        match got {
+            Some(ok) if ok == raw::REDISMODULE_OK as c_int => cursor,
+            _ => 0,
+        }
+    }
+
+    /// Keeps `cursor` for the next turn on this value; false where the server keeps none.
+    fn set_cursor(&self, cursor: u64) -> bool {
+        let cursor = std::os::raw::c_ulong::try_from(cursor).unwrap_or(std::os::raw::c_ulong::MAX);
+        // SAFETY: as in `cursor`.
+        let set =
+            unsafe { raw::RedisModule_DefragCursorSet }.map(|set| unsafe { set(self.ctx, cursor) });
+        set == Some(raw::REDISMODULE_OK as c_int)
     }
 }
 
@@ -364,10 +401,35 @@ impl crate::store::compact::log::Mover for Defrag<'_> {
             std::mem::forget(std::mem::replace(v, moved));
         }
     }
+
+    fn boxed<T>(&mut self, b: &mut Box<T>) {
+        if size_of::<T>() == 0 {
+            return;
+        }
+        let old: *mut T = &mut **b;
+        if let Some(new) = self.moved(old.cast()) {
+            // SAFETY: as in `bytes`: the same value at a new address.
+            let moved = unsafe { Box::from_raw(new.as_ptr().cast::<T>()) };
+            std::mem::forget(std::mem::replace(b, moved));
+        }
+    }
+
+    fn should_stop(&mut self) -> bool {
+        self.asked += 1;
+        if !self.asked.is_multiple_of(ASK_EVERY) {
+            return false;
+        }
+        // SAFETY: the context of the running callback.
+        self.should_stop
+            .is_some_and(|stop| unsafe { stop(self.ctx) } != 0)
+    }
 }
 
-/// Moves the value itself, then lets it move its buffers. Always finishes in one turn: a log's
-/// buffers are few (one per 4 KiB block).
+/// Moves the value itself (on a fresh start), then lets it move its buffers until the server's
+/// time for this turn is up (`RedisModule_DefragShouldStop`): then it keeps where it stopped
+/// (`RedisModule_DefragCursorSet`) and asks for another turn, where the server keeps cursors. A
+/// large value (its free effort above `active-defrag-max-scan-fields`) gets such turns; a
+/// small one is done in one.
 extern "C" fn defrag<T: NativeType>(
     ctx: *mut raw::RedisModuleDefragCtx,
     _key: *mut raw::RedisModuleString,
@@ -380,26 +442,41 @@ extern "C" fn defrag<T: NativeType>(
     let mut d = Defrag {
         ctx,
         alloc,
+        // SAFETY: read once, like `RedisModule_DefragAlloc`.
+        should_stop: unsafe { raw::RedisModule_DefragShouldStop },
         _api: api,
         moved: 0,
+        asked: 0,
     };
+    let cursor = d.cursor();
     // SAFETY: Redis hands the slot holding our value; we may replace it with the moved copy.
     let Some(slot) = (unsafe { value.as_mut() }) else {
         return 0;
     };
-    if let Some(new) = d.moved(*slot) {
+    if cursor == 0
+        && let Some(new) = d.moved(*slot)
+    {
         *slot = new.as_ptr();
     }
     // SAFETY: the slot holds a `T` we boxed (moved or not), ours alone during the callback.
-    if let Some(v) = unsafe { slot.cast::<T>().as_mut() } {
-        let _ = catch_unwind(AssertUnwindSafe(|| v.defrag(&mut d)));
-    }
-    if d.moved > 0 {
+    let next = match unsafe { slot.cast::<T>().as_mut() } {
+        Some(v) => catch_unwind(AssertUnwindSafe(|| v.defrag(&mut d, cursor))).unwrap_or(None),
+        None => None,
+    };
+    let more = next.is_some_and(|next| d.set_cursor(next));
+    if d.moved > 0 || cursor > 0 || more {
         // At `debug` level only: what tests look for, silent otherwise.
-        let line = format!(
-            "slidingwindow: defrag moved {} allocations of a value\0",
-            d.moved
-        );
+        let line = match (cursor, next) {
+            (0, None) => format!(
+                "slidingwindow: defrag moved {} allocations of a value\0",
+                d.moved
+            ),
+            (from, next) => format!(
+                "slidingwindow: defrag moved {} allocations of a value in a turn from block {from} to {}\0",
+                d.moved,
+                next.map_or("its end".to_string(), |n| format!("block {n}"))
+            ),
+        };
         // SAFETY: "%s" with one NUL-terminated string; a NULL context logs as the module.
         if let (Some(log), Ok(line)) = (
             unsafe { raw::RedisModule_Log },
@@ -415,7 +492,7 @@ extern "C" fn defrag<T: NativeType>(
             };
         }
     }
-    0
+    c_int::from(more)
 }
 
 extern "C" fn digest<T: NativeType>(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
@@ -486,8 +563,8 @@ impl Loader<'_> {
             free_effort: Some(free_effort::<T>),
             unlink: None,
             copy: Some(copy::<T>),
-            // Only where the server can defragment module values (Redis >= 7.2 and Valkey):
-            // 7.0 lacks `RedisModule_DefragAlloc`.
+            // Only where the server exports the defrag API to modules (Redis 6.2 on, Valkey):
+            // a server without `RedisModule_DefragAlloc` never calls it.
             defrag: defrag_supported().then_some(defrag::<T> as _),
             mem_usage2: None,
             free_effort2: None,

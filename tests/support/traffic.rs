@@ -73,7 +73,8 @@ pub struct Outcome {
     pub died: Option<String>,
     pub calls: u64,
     pub admitted: u64,
-    /// Admitted calls whose `WAIT 1` met a master that a failover had demoted meanwhile.
+    /// Admitted calls whose `WAIT 1` met a master that a failover had demoted meanwhile (or that
+    /// no replica acknowledged in time).
     pub unacked: u64,
 }
 
@@ -238,17 +239,17 @@ fn run(
 }
 
 /// `WAIT 1` after an admitted call: true once a replica acknowledged it. Through a cluster client
-/// WAIT goes to every master; one that a failover demoted meanwhile answers an error instead
-/// (false), and the manual failover itself handed everything that master had to its replica.
+/// WAIT goes to every master; one that a failover demoted meanwhile answers an error (Redis), or,
+/// on Valkey 9, keeps the WAIT blocked until its timeout and then answers 0: either is false, and
+/// the manual failover itself handed everything that master had to its replica. Traffic without a
+/// failover checks that no call went unacknowledged (`Outcome::unacked`).
 fn replica_acked(con: &mut impl ConnectionLike, line: &[String]) -> bool {
     match redis::cmd("WAIT").arg(1).arg(10_000).query::<i64>(con) {
         Ok(n) => {
-            assert!(
-                n >= 1,
-                "no replica acknowledged `{}` in 10 s",
-                line.join(" ")
-            );
-            true
+            if n < 1 {
+                eprintln!("no replica acknowledged `{}` in 10 s", line.join(" "));
+            }
+            n >= 1
         }
         Err(e) if e.code() == Some("UNBLOCKED") || e.to_string().contains("replica") => false,
         Err(e) => panic!("WAIT after `{}`: {e}", line.join(" ")),

@@ -46,6 +46,9 @@ impl Clock {
     }
 }
 
+/// Told the key after each refund of a lease's permits (see [`LeaseConfig::on_refund`]).
+pub type RefundHook = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 /// How a lease object leases.
 #[derive(Clone)]
 pub struct LeaseConfig {
@@ -58,6 +61,7 @@ pub struct LeaseConfig {
     /// `size` of them arrive within `duration_ms`, and go back to exact when a lease ends with
     /// permits unused. Off: every call that finds no live lease asks for one.
     pub when_busy: bool,
+    on_refund: Option<RefundHook>,
 }
 
 impl LeaseConfig {
@@ -68,6 +72,7 @@ impl LeaseConfig {
             duration_ms,
             clock: Clock::Server,
             when_busy: false,
+            on_refund: None,
         }
     }
 
@@ -78,6 +83,18 @@ impl LeaseConfig {
 
     pub fn when_busy(mut self, on: bool) -> LeaseConfig {
         self.when_busy = on;
+        self
+    }
+
+    pub(crate) fn refund_hook(&self) -> Option<&RefundHook> {
+        self.on_refund.as_ref()
+    }
+
+    /// Calls `hook` with each key after permits went back to it with REFUND (unused ones at a
+    /// lease's end or on close, or one given back): a caller that remembers refusals (a deny
+    /// cache) can forget those the permits may have caused.
+    pub fn on_refund(mut self, hook: RefundHook) -> LeaseConfig {
+        self.on_refund = Some(hook);
         self
     }
 }
@@ -95,6 +112,61 @@ pub enum Source {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Charge {
     kind: ChargeKind,
+}
+
+impl Charge {
+    /// An exact call's charge, logged at `at_ms`.
+    pub(crate) fn exact(at_ms: u64) -> Charge {
+        Charge {
+            kind: ChargeKind::Exact { at_ms },
+        }
+    }
+
+    /// The score its permit is logged at (a lease's end, or the exact call's `now`).
+    pub fn logged_at(&self) -> u64 {
+        match self.kind {
+            ChargeKind::Lease { end_ms, .. } => end_ms,
+            ChargeKind::Exact { at_ms } => at_ms,
+        }
+    }
+}
+
+/// Grant ids are unique in the process, so that a charge never matches another object's lease
+/// (a lease map replaces objects).
+static NEXT_GRANT: AtomicU64 = AtomicU64::new(0);
+
+/// What [`Lease::try_take`] found.
+pub enum Take {
+    /// A permit from memory.
+    Permit(LeaseReply),
+    /// A lease call is in flight (perhaps started by this call): wait for it, then try again.
+    Wait(Pending),
+    /// Make an exact call of your own: the key is quiet (`when_busy`), a lease was refused and
+    /// its retry time has not passed, or the object is closed.
+    Exact,
+}
+
+/// The lease call a [`Take::Wait`] waits for.
+pub struct Pending(watch::Receiver<Option<Round>>);
+
+impl Pending {
+    /// Until the lease call has answered: `Ok(true)` if it was granted (try again), `Ok(false)`
+    /// if the caller should make an exact call (refused, granted too late to use, or closed),
+    /// the call's error if it failed.
+    pub async fn wait(mut self) -> Result<bool, Error> {
+        // A round that ended without a word (its task was dropped): go exact.
+        match self
+            .0
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|r| r.clone())
+        {
+            Some(Round::Granted) => Ok(true),
+            Some(Round::Failed(e)) => Err(e),
+            Some(Round::Exact) | None => Ok(false),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +216,7 @@ pub struct Stats {
 }
 
 #[derive(Default)]
-struct Counters {
+pub(crate) struct Counters {
     calls: AtomicU64,
     lease_calls: AtomicU64,
     leases_granted: AtomicU64,
@@ -175,10 +247,12 @@ struct Inner {
     ms: u64,
     clock: Clock,
     when_busy: bool,
+    on_refund: Option<RefundHook>,
     state: Mutex<State>,
     /// Told when a refund ends (close waits for them).
     refunds_done: Notify,
-    stats: Counters,
+    /// Shared by every object of a lease map.
+    stats: Arc<Counters>,
 }
 
 /// The key and its limits, or several keys (an ALLOWALL: a permit counts on every key).
@@ -190,12 +264,13 @@ enum Target {
 #[derive(Default)]
 struct State {
     grant: Option<Grant>,
+    /// A lease taken before the current one ran out (see [`Inner::prefetch`]).
+    next: Option<Grant>,
     /// The lease call in flight: its outcome, once known.
     round: Option<watch::Receiver<Option<Round>>>,
     /// After a refusal: exact calls until then.
     exact_until: Option<Instant>,
     closed: bool,
-    next_id: u64,
     /// Refunds taken out of the state and not yet answered.
     refunding: usize,
     /// `when_busy`: leasing; else the calls counted in the current period.
@@ -217,7 +292,7 @@ struct Grant {
 }
 
 #[derive(Clone)]
-enum Round {
+pub(crate) enum Round {
     /// A lease is live: take from it.
     Granted,
     /// Refused (or granted too late to use): send an exact call.
@@ -233,7 +308,12 @@ impl Lease {
         limits: &[Limit],
         cfg: LeaseConfig,
     ) -> Result<Lease, Error> {
-        Lease::make(client, Target::One(key.to_vec(), limits.to_vec()), cfg)
+        Lease::make(
+            client,
+            Target::One(key.to_vec(), limits.to_vec()),
+            cfg,
+            Arc::default(),
+        )
     }
 
     /// A lease object over several keys at once (ALLOWALL): every permit counts on every key.
@@ -242,10 +322,27 @@ impl Lease {
             .iter()
             .map(|k| (k.key.to_vec(), k.limits.to_vec()))
             .collect();
-        Lease::make(client, Target::All(keys), cfg)
+        Lease::make(client, Target::All(keys), cfg, Arc::default())
     }
 
-    fn make(client: Client, target: Target, cfg: LeaseConfig) -> Result<Lease, Error> {
+    /// One key's object counting into `stats` (a lease map's, shared by its objects).
+    pub(crate) fn counted(
+        client: Client,
+        key: &[u8],
+        limits: &[Limit],
+        cfg: LeaseConfig,
+        stats: Arc<Counters>,
+    ) -> Result<Lease, Error> {
+        let target = Target::One(key.to_vec(), limits.to_vec());
+        Lease::make(client, target, cfg, stats)
+    }
+
+    fn make(
+        client: Client,
+        target: Target,
+        cfg: LeaseConfig,
+        stats: Arc<Counters>,
+    ) -> Result<Lease, Error> {
         if !(1..=MAX_EXACT).contains(&cfg.duration_ms) {
             return Err(Error::Invalid(format!(
                 "a lease lasts 1 to {MAX_EXACT} ms, not {}",
@@ -269,49 +366,69 @@ impl Lease {
                 ms: cfg.duration_ms,
                 clock: cfg.clock,
                 when_busy: cfg.when_busy,
+                on_refund: cfg.on_refund,
                 state: Mutex::default(),
                 refunds_done: Notify::new(),
-                stats: Counters::default(),
+                stats,
             }),
         })
     }
 
     /// One request: a permit from memory, from a new lease, or from an exact call.
     pub async fn allow(&self) -> Result<LeaseReply, Error> {
-        let inner = &self.inner;
+        match self.take().await? {
+            Some(r) => Ok(r),
+            None => self.inner.exact().await,
+        }
+    }
+
+    /// A permit from a lease: from memory, or after waiting for the lease call in flight (which
+    /// this call may start). `None`: make an exact call of your own (see [`Take::Exact`]), for
+    /// instance as part of a call that checks other keys too.
+    pub async fn take(&self) -> Result<Option<LeaseReply>, Error> {
         loop {
-            let mut round = {
-                let mut st = inner.lock();
-                let now = Instant::now();
-                if let Some(r) = inner.take(&mut st, now) {
-                    return Ok(r);
+            match self.try_take(None) {
+                Take::Permit(r) => return Ok(Some(r)),
+                Take::Exact => return Ok(None),
+                Take::Wait(p) => {
+                    if !p.wait().await? {
+                        return Ok(None);
+                    }
                 }
-                if !inner.leasing(&mut st, now) {
-                    None
-                } else if let Some(rx) = &st.round {
-                    Some(rx.clone())
-                } else {
-                    let (tx, rx) = watch::channel(None);
-                    st.round = Some(rx.clone());
-                    tokio::spawn(Inner::round(inner.clone(), tx));
-                    Some(rx)
-                }
-            };
-            let Some(round) = round.as_mut() else {
-                return inner.exact().await;
-            };
-            // A round that ended without a word (its task was dropped): go exact.
-            let outcome = round
-                .wait_for(Option::is_some)
-                .await
-                .ok()
-                .and_then(|r| r.clone());
-            match outcome {
-                Some(Round::Granted) => {}
-                Some(Round::Failed(e)) => return Err(e),
-                Some(Round::Exact) | None => return inner.exact().await,
             }
         }
+    }
+
+    /// Without waiting: a permit from memory, the lease call to wait for (started here if none
+    /// is in flight), or exact. `at_ms`, with [`Clock::Own`]: the time to hand the permit out at,
+    /// a reading of that clock the caller uses for the rest of the request (its other keys' `now`);
+    /// `None` reads the clock. Ignored with [`Clock::Server`].
+    pub fn try_take(&self, at_ms: Option<u64>) -> Take {
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        let now = Instant::now();
+        loop {
+            if let Some(r) = inner.take(&mut st, now, at_ms) {
+                inner.prefetch(&mut st);
+                return Take::Permit(r);
+            }
+            // The current lease is used up or over: the next one, if it came in time.
+            let Some(next) = st.next.take() else { break };
+            if let Some(old) = st.grant.replace(next).filter(|g| g.left > 0) {
+                st.refunding += 1;
+                let this = inner.clone();
+                tokio::spawn(async move {
+                    let _ = this.refund(old.left, old.end_ms).await;
+                });
+            }
+        }
+        if !inner.leasing(&mut st, now) {
+            return Take::Exact;
+        }
+        if let Some(rx) = &st.round {
+            return Take::Wait(Pending(rx.clone()));
+        }
+        Take::Wait(inner.start_round(&mut st))
     }
 
     /// Gives an admitted request's permit back: into the live lease it came from (no call), else
@@ -323,10 +440,12 @@ impl Lease {
             let closed = st.closed;
             let at_ms = match charge.kind {
                 ChargeKind::Lease { id, end_ms } => {
-                    let live = st
-                        .grant
-                        .as_mut()
-                        .filter(|g| g.id == id && !closed && Instant::now() < g.deadline);
+                    let now = Instant::now();
+                    let st = &mut *st;
+                    let live = [st.grant.as_mut(), st.next.as_mut()]
+                        .into_iter()
+                        .flatten()
+                        .find(|g| g.id == id && !closed && now < g.deadline);
                     if let Some(g) = live {
                         g.left += 1;
                         bump(&inner.stats.returned, 1);
@@ -350,16 +469,18 @@ impl Lease {
         let (grant, round) = {
             let mut st = inner.lock();
             st.closed = true;
-            let grant = st.grant.take().filter(|g| g.left > 0);
-            if grant.is_some() {
-                st.refunding += 1;
-            }
-            (grant, st.round.clone())
+            let grants: Vec<Grant> = [st.grant.take(), st.next.take()]
+                .into_iter()
+                .flatten()
+                .filter(|g| g.left > 0)
+                .collect();
+            st.refunding += grants.len();
+            (grants, st.round.clone())
         };
-        let back = match grant {
-            Some(g) => inner.refund(g.left, g.end_ms).await?,
-            None => 0,
-        };
+        let mut back = 0;
+        for g in grant {
+            back += inner.refund(g.left, g.end_ms).await?;
+        }
         if let Some(mut rx) = round {
             let _ = rx.wait_for(Option::is_some).await;
         }
@@ -374,8 +495,54 @@ impl Lease {
         }
     }
 
+    /// This object's counters (for an object of a lease map, the map's, shared by its objects).
     pub fn stats(&self) -> Stats {
-        let s = &self.inner.stats;
+        self.inner.stats.snapshot()
+    }
+
+    /// Whether this object is for exactly these limits (one key).
+    pub(crate) fn has_limits(&self, limits: &[Limit]) -> bool {
+        matches!(&self.inner.target, Target::One(_, l) if l == limits)
+    }
+
+    /// One key's limits (empty for several keys).
+    pub(crate) fn limits(&self) -> &[Limit] {
+        match &self.inner.target {
+            Target::One(_, l) => l,
+            Target::All(_) => &[],
+        }
+    }
+
+    /// What an object for one key holds beyond its key, roughly: its shared state, a grant and
+    /// its limits.
+    pub(crate) fn object_bytes(limits: usize) -> usize {
+        size_of::<Inner>() + size_of::<Grant>() + limits * size_of::<Limit>()
+    }
+}
+
+impl Counters {
+    /// An exact call made for an object's key outside it (by its lease map).
+    pub(crate) fn bump_exact(&self) {
+        bump(&self.calls, 1);
+        bump(&self.exact_calls, 1);
+    }
+
+    pub(crate) fn bump_exact_admitted(&self) {
+        bump(&self.exact_admitted, 1);
+    }
+
+    pub(crate) fn bump_refund(&self, n: u64) {
+        bump(&self.calls, 1);
+        bump(&self.refund_calls, 1);
+        bump(&self.refunded, n);
+    }
+
+    pub(crate) fn bump_error(&self) {
+        bump(&self.errors, 1);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let s = self;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Stats {
             calls: get(&s.calls),
@@ -394,6 +561,14 @@ impl Lease {
 }
 
 impl Target {
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let (one, all) = match self {
+            Target::One(key, _) => (Some(key.as_slice()), None),
+            Target::All(keys) => (None, Some(keys.iter().map(|(k, _)| k.as_slice()))),
+        };
+        one.into_iter().chain(all.into_iter().flatten())
+    }
+
     fn limits(&self) -> impl Iterator<Item = &Limit> {
         let (one, all) = match self {
             Target::One(_, limits) => (Some(limits.iter()), None),
@@ -438,6 +613,42 @@ impl Target {
 }
 
 impl Inner {
+    /// Starts the lease call (one at a time: the caller found none in flight).
+    fn start_round(self: &Arc<Self>, st: &mut State) -> Pending {
+        let (tx, rx) = watch::channel(None);
+        st.round = Some(rx.clone());
+        tokio::spawn(Inner::round(self.clone(), tx));
+        Pending(rx)
+    }
+
+    /// With a quarter of the current lease or less left, the next lease is asked for at once, so
+    /// that a busy key finds it in memory when this one runs out, rather than every caller then
+    /// waiting a round trip for it. Only while leasing (not closed, no refusal's wait under way,
+    /// busy).
+    fn prefetch(self: &Arc<Self>, st: &mut State) {
+        let low = st.grant.as_ref().is_some_and(|g| g.left <= self.size / 4);
+        let waiting = st.exact_until.is_some_and(|t| Instant::now() < t);
+        if low
+            && !st.closed
+            && !waiting
+            && st.round.is_none()
+            && st.next.is_none()
+            && (!self.when_busy || st.hot)
+        {
+            self.start_round(st);
+        }
+    }
+
+    /// The grant has permits and has not reached its end on either clock.
+    fn usable(&self, g: &Grant) -> bool {
+        g.left > 0
+            && Instant::now() < g.deadline
+            && match &self.clock {
+                Clock::Own(f) => f() < g.end_ms,
+                Clock::Server => true,
+            }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every change under the lock is a few plain stores: the state is whole whatever a
         // panicking holder did.
@@ -445,13 +656,13 @@ impl Inner {
     }
 
     /// A permit from the live lease, if it has one and has not reached its end.
-    fn take(&self, st: &mut State, now: Instant) -> Option<LeaseReply> {
+    fn take(&self, st: &mut State, now: Instant, at_ms: Option<u64>) -> Option<LeaseReply> {
         let g = st.grant.as_mut()?;
         if g.left == 0 || now >= g.deadline {
             return None;
         }
         let at_ms = match &self.clock {
-            Clock::Own(f) => Some(f()).filter(|&t| t < g.end_ms)?,
+            Clock::Own(f) => Some(at_ms.unwrap_or_else(|| f())).filter(|&t| t < g.end_ms)?,
             Clock::Server => g.now_ms + ms_between(g.sent, now),
         };
         g.left -= 1;
@@ -568,9 +779,8 @@ impl Inner {
                         st.refunding += 1;
                         Round::Exact
                     } else {
-                        let id = st.next_id;
-                        st.next_id += 1;
-                        let old = st.grant.replace(Grant {
+                        let id = NEXT_GRANT.fetch_add(1, Ordering::Relaxed);
+                        let grant = Grant {
                             id,
                             left: self.size,
                             end_ms,
@@ -578,11 +788,18 @@ impl Inner {
                             sent,
                             now_ms,
                             reply,
-                        });
-                        // Replaced after its end, before its own task came to it.
-                        if let Some(old) = old.filter(|g| g.left > 0) {
-                            back.push((old.left, old.end_ms));
-                            st.refunding += 1;
+                        };
+                        let current = st.grant.as_ref().is_some_and(|g| self.usable(g));
+                        if current && st.next.is_none() {
+                            // Taken early: it waits for the current one to run out.
+                            st.next = Some(grant);
+                        } else {
+                            // Replaced after its end, before its own task came to it.
+                            let old = [st.grant.replace(grant), st.next.take()];
+                            for old in old.into_iter().flatten().filter(|g| g.left > 0) {
+                                back.push((old.left, old.end_ms));
+                                st.refunding += 1;
+                            }
                         }
                         live = Some((id, deadline));
                         Round::Granted
@@ -619,10 +836,15 @@ impl Inner {
     async fn expire(&self, id: u64) {
         let unused = {
             let mut st = self.lock();
-            if st.grant.as_ref().is_none_or(|g| g.id != id) {
+            let mine = |slot: &Option<Grant>| slot.as_ref().is_some_and(|g| g.id == id);
+            let g = if mine(&st.grant) {
+                st.grant.take()
+            } else if mine(&st.next) {
+                st.next.take()
+            } else {
                 return;
-            }
-            let g = st.grant.take().filter(|g| g.left > 0);
+            };
+            let g = g.filter(|g| g.left > 0);
             if g.is_some() {
                 st.refunding += 1;
                 if self.when_busy {
@@ -645,6 +867,9 @@ impl Inner {
         match &result {
             Ok(_) => bump(&self.stats.refunded, n),
             Err(_) => bump(&self.stats.errors, 1),
+        }
+        if let (Ok(_), Some(hook)) = (&result, &self.on_refund) {
+            self.target.keys().for_each(|k| hook(k));
         }
         self.lock().refunding -= 1;
         self.refunds_done.notify_waiters();

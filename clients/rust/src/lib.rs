@@ -7,7 +7,9 @@ mod connect;
 mod error;
 mod error_log;
 mod lease;
+mod lease_map;
 mod limit;
+mod lru;
 mod reply;
 mod request;
 mod sentinel;
@@ -17,8 +19,12 @@ pub use client::Client;
 pub use connect::{Auth, Options, Topology};
 pub use error::Error;
 pub use error_log::ErrorLog;
-pub use lease::{Charge, Clock, Lease, LeaseConfig, LeaseReply, Source, Stats};
+pub use lease::{
+    Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take,
+};
+pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats};
 pub use limit::{Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, Now, unix_ms};
+pub use lru::Lru;
 /// The redis crate this one is built on, for callers that need its types (`Cmd`, `Value`).
 pub use redis;
 pub use reply::{Detail, LimitState, Reply, RetryAfter};

@@ -286,11 +286,9 @@ async fn permits_given_back() {
         assert_eq!(r.source, Source::Memory);
         charges.push(r.charge.unwrap());
     }
-    assert_eq!(
-        lease.stats().lease_calls,
-        1,
-        "the returned permit was handed out again"
-    );
+    // Six permits out of a lease of five: the returned one was handed out again.
+    let stats = lease.stats();
+    assert_eq!((stats.from_memory, stats.returned), (6, 1), "{stats:?}");
     assert!(lease.allow().await.unwrap().reply.allowed);
     assert_eq!(counted(&s, "k", 60), 10);
     // A permit of the first lease, now replaced: back with a REFUND at that lease's end.
@@ -403,4 +401,36 @@ fn a_lease_must_fit_its_limits() {
         Lease::new(c, b"k", &[], LeaseConfig::new(1, 100)),
         Err(Error::Invalid(_))
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_lease_is_asked_for_before_the_current_one_runs_out() {
+    let s = Server::start();
+    let lease = Lease::new(
+        client(&s),
+        b"k",
+        &[limit(60, 100)],
+        LeaseConfig::new(8, 60_000),
+    )
+    .unwrap();
+    for _ in 0..5 {
+        assert_eq!(lease.allow().await.unwrap().source, Source::Memory);
+    }
+    assert_eq!(lease.stats().lease_calls, 1);
+    // The sixth leaves 2 of 8, a quarter: the next lease is asked for now.
+    assert_eq!(lease.allow().await.unwrap().source, Source::Memory);
+    eventually("the next lease", || lease.stats().leases_granted == 2).await;
+    assert_eq!(counted(&s, "k", 60), 16);
+    for _ in 0..2 {
+        assert_eq!(lease.allow().await.unwrap().source, Source::Memory);
+    }
+    // The first is used up: the ninth comes from the next one without waiting for a call.
+    assert!(matches!(
+        lease.try_take(None),
+        slidingwindow_client::Take::Permit(_)
+    ));
+    let stats = lease.stats();
+    assert_eq!((stats.lease_calls, stats.from_memory), (2, 9), "{stats:?}");
+    assert_eq!(lease.close().await.unwrap(), 7);
+    assert_eq!(counted(&s, "k", 60), 9);
 }

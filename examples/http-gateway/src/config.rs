@@ -3,7 +3,9 @@
 use axum::http::{HeaderName, Uri};
 use clap::{Parser, ValueEnum};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// SLIDINGWINDOW.ALLOW takes at most 16 limits, the positional one included.
 pub const MAX_LIMITS: usize = slidingwindow_client::MAX_LIMITS;
@@ -25,11 +27,7 @@ impl FromStr for Limit {
             || format!("{s:?}: expected MAX/WINDOW such as 10/1s, 100/1m, 5000/1h or 20000/1d");
         let (max, window) = s.split_once('/').ok_or_else(bad)?;
         let max: u64 = max.parse().map_err(|_| bad())?;
-        let split = window
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(window.len());
-        let (digits, unit) = window.split_at(split);
-        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let (n, unit) = number_and_unit(window).ok_or_else(bad)?;
         let scale = match unit {
             "s" => 1,
             "m" => 60,
@@ -44,6 +42,53 @@ impl FromStr for Limit {
         })?;
         Ok(Limit { max, window_s })
     }
+}
+
+/// `--lease N/DURATION`: leases of `size` permits for `duration_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseSpec {
+    pub size: u64,
+    pub duration_ms: u64,
+}
+
+impl FromStr for LeaseSpec {
+    type Err = String;
+
+    /// `N/DURATION`: `100/100ms`, `500/1s`.
+    fn from_str(s: &str) -> Result<LeaseSpec, String> {
+        let bad = || format!("{s:?}: expected N/DURATION such as 100/100ms or 500/1s");
+        let (size, duration) = s.split_once('/').ok_or_else(bad)?;
+        let size: u64 = size.parse().map_err(|_| bad())?;
+        let duration = parse_duration(duration).map_err(|_| bad())?;
+        let duration_ms = u64::try_from(duration.as_millis()).map_err(|_| bad())?;
+        if size == 0 || duration_ms == 0 || duration.subsec_nanos() % 1_000_000 != 0 {
+            return Err(bad());
+        }
+        Ok(LeaseSpec { size, duration_ms })
+    }
+}
+
+/// `30s` as `(30, "s")`: digits, then the rest.
+fn number_and_unit(s: &str) -> Option<(u64, &str)> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    Some((digits.parse().ok()?, unit))
+}
+
+/// A duration as a number and its unit: `500ms`, `30s`, `2m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?}: expected a duration such as 500ms, 30s or 2m");
+    let (n, unit) = number_and_unit(s).ok_or_else(bad)?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(ms)
+        .filter(|&ms| ms <= slidingwindow_client::MAX_EXACT)
+        .map(Duration::from_millis)
+        .ok_or_else(bad)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,7 +114,8 @@ pub enum OnRedisError {
 }
 
 /// An HTTP gateway that rate-limits every request with SLIDINGWINDOW.ALLOW before it reaches the
-/// upstream (or a built-in `200 ok`). Identity: the x-api-key header, else the client's IP address.
+/// upstream (or a built-in `200 ok`). Identity: the --identity-header (x-api-key), else the
+/// client's IP address.
 #[derive(Debug, Parser)]
 #[command(name = "http-gateway", version)]
 pub struct Config {
@@ -104,6 +150,9 @@ pub struct Config {
     /// Most identities the deny cache holds (least recently used ones leave first).
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub deny_cache_size: u32,
+    /// Most bytes the deny cache holds, keys and entries counted (least recently used leave first).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub deny_cache_bytes: u64,
     /// Give the request back (SLIDINGWINDOW.REFUND) when the upstream answers this.
     #[arg(long, value_enum, value_name = "5xx")]
     pub refund_on: Option<RefundOn>,
@@ -114,15 +163,58 @@ pub struct Config {
     /// A limit on each tenant as a whole, MAX/WINDOW as for --limit, repeatable.
     #[arg(long = "tenant-limit", value_name = "MAX/WINDOW")]
     pub tenant_limits: Vec<Limit>,
+    /// A limit on all traffic through every gateway on this Redis, one key (rl:global),
+    /// MAX/WINDOW as for --limit, repeatable.
+    #[arg(long = "global-limit", value_name = "MAX/WINDOW")]
+    pub global_limits: Vec<Limit>,
+    /// Lease the busy keys of --global-limit and --tenant-limit: take N permits for DURATION in
+    /// one call and hand them out from memory (`100/100ms`); quiet keys keep one exact call.
+    #[arg(long, value_name = "N/DURATION")]
+    pub lease: Option<LeaseSpec>,
+    /// The header naming the client (trust it only behind authentication); missing or empty:
+    /// the client's address.
+    #[arg(long, value_name = "NAME", default_value = "x-api-key")]
+    pub identity_header: HeaderName,
+    /// IPv6 clients without an identity header share one quota per prefix of this many bits.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u8).range(0..=128))]
+    pub ipv6_prefix: u8,
+    /// How long the upstream may take to answer (its status line and headers) before the
+    /// gateway answers 504 (a 5xx for --refund-on).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub upstream_timeout: Duration,
+    /// Append one line per admitted request, `<ms> <key>` (the time passed as `now` or the
+    /// lease's handout time, on the gateway's clock, and its first key): a test and audit aid.
+    #[arg(long, value_name = "PATH")]
+    pub admission_log: Option<PathBuf>,
 }
 
 impl Config {
     /// Checks what clap cannot: the number of limits and the upstream's form.
     pub fn validate(&self) -> Result<(), String> {
-        if self.limits.len() + self.tenant_limits.len() > MAX_LIMITS {
+        if self.limits.len() + self.tenant_limits.len() + self.global_limits.len() > MAX_LIMITS {
             return Err(format!(
-                "at most {MAX_LIMITS} --limit and --tenant-limit options in all"
+                "at most {MAX_LIMITS} --limit, --tenant-limit and --global-limit options in all"
             ));
+        }
+        if let Some(l) = self.lease {
+            if self.tenant_limits.is_empty() && self.global_limits.is_empty() {
+                return Err(
+                    "--lease leases --global-limit and --tenant-limit keys: give one".into(),
+                );
+            }
+            let smallest = self
+                .tenant_limits
+                .iter()
+                .chain(&self.global_limits)
+                .map(|l| l.max)
+                .min()
+                .unwrap_or(0);
+            if l.size > smallest {
+                return Err(format!(
+                    "--lease {}/{}ms: a lease must fit every leased limit (the smallest max is {smallest})",
+                    l.size, l.duration_ms
+                ));
+            }
         }
         if self.tenant_header.is_some() == self.tenant_limits.is_empty() {
             return Err("--tenant-header and --tenant-limit go together".into());
@@ -181,6 +273,48 @@ mod tests {
         ] {
             assert!(bad.parse::<Limit>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn leases_and_durations_parse() {
+        assert_eq!(
+            "100/100ms".parse(),
+            Ok(LeaseSpec {
+                size: 100,
+                duration_ms: 100
+            })
+        );
+        assert_eq!(
+            "500/2s".parse(),
+            Ok(LeaseSpec {
+                size: 500,
+                duration_ms: 2000
+            })
+        );
+        for bad in [
+            "", "100", "100/", "0/100ms", "100/0ms", "100/100", "100/1h", "x/1s",
+        ] {
+            assert!(bad.parse::<LeaseSpec>().is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["", "30", "s", "1.5s", "-1s", "99999999999999999999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        let cfg = Config::try_parse_from(["gw"]).unwrap();
+        assert_eq!(cfg.upstream_timeout, Duration::from_secs(30));
+        assert_eq!(cfg.identity_header.as_str(), "x-api-key");
+        assert_eq!((cfg.ipv6_prefix, cfg.deny_cache_bytes), (64, 16 << 20));
+        assert!(Config::try_parse_from(["gw", "--ipv6-prefix", "129"]).is_err());
+        let lease = |args: &[&str]| {
+            Config::try_parse_from([&["gw"], args].concat())
+                .unwrap()
+                .validate()
+        };
+        assert!(lease(&["--global-limit", "2000/1s", "--lease", "100/100ms"]).is_ok());
+        assert!(lease(&["--global-limit", "50/1s", "--lease", "100/100ms"]).is_err());
+        assert!(lease(&["--limit", "500/1s", "--lease", "100/100ms"]).is_err());
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! Refusals remembered in memory: once Redis refuses a key, its next requests get 429 from here
-//! until the refusal's retry_after_ms has passed, without a Redis call. Bounded, least recently
-//! used first out.
+//! until the refusal's retry_after_ms has passed, without a Redis call. Bounded in entries and in
+//! bytes (the crate's LRU map), least recently used first out. A refund can make a refusal
+//! stale: the refunded key's own entry is dropped, and so is every entry refused while a shared
+//! key (a tenant's, the global one) was part of its request, once that key is refunded.
 
+use slidingwindow_client::Lru;
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,156 +38,111 @@ impl Refusal {
     }
 }
 
+/// The shared keys an entry depends on, each with the generation it was refused at.
+type Causes = [Option<(u64, u64)>; 2];
+
+struct Entry {
+    refusal: Refusal,
+    causes: Causes,
+    epoch: u64,
+}
+
+/// Most shared keys whose refunds are remembered; past it they are forgotten at once, and every
+/// entry that depends on any shared key with them.
+const MAX_GENERATIONS: usize = 65_536;
+
 pub struct DenyCache {
-    lru: Mutex<Lru>,
+    state: Mutex<State>,
+}
+
+struct State {
+    lru: Lru<Entry>,
+    /// A shared key's hash -> how many refunds it has had (absent: none since `epoch`).
+    generations: HashMap<u64, u64>,
+    epoch: u64,
+}
+
+impl State {
+    fn generation(&self, h: u64) -> u64 {
+        self.generations.get(&h).copied().unwrap_or(0)
+    }
+
+    /// No shared key of the entry has been refunded since it was refused.
+    fn current(&self, causes: &Causes, epoch: u64) -> bool {
+        causes
+            .iter()
+            .flatten()
+            .all(|&(h, g)| epoch == self.epoch && self.generation(h) == g)
+    }
 }
 
 impl DenyCache {
-    pub fn new(capacity: usize) -> DenyCache {
+    pub fn new(max_entries: usize, max_bytes: usize) -> DenyCache {
         DenyCache {
-            lru: Mutex::new(Lru::new(capacity)),
+            state: Mutex::new(State {
+                lru: Lru::new(max_entries, max_bytes),
+                generations: HashMap::new(),
+                epoch: 0,
+            }),
         }
     }
 
-    /// The key's refusal if it still holds at `now`; an expired one is dropped.
+    /// The key's refusal if it still holds at `now`; an expired or stale one is dropped.
     pub fn get(&self, key: &[u8], now: Instant) -> Option<Refusal> {
-        let mut lru = self.lock();
-        let found = lru.get(key)?;
-        if now < found.until {
-            return Some(found);
+        let mut st = self.lock();
+        let e = st.lru.get(key)?;
+        let (refusal, causes, epoch) = (e.refusal, e.causes, e.epoch);
+        if now < refusal.until && st.current(&causes, epoch) {
+            return Some(refusal);
         }
-        lru.remove(key);
+        st.lru.remove(key);
         None
     }
 
-    pub fn insert(&self, key: &[u8], refusal: Refusal) {
-        self.lock().insert(key, refusal);
+    /// Remembers `key`'s refusal; `shared` are the shared keys its request was checked on.
+    pub fn insert(&self, key: &[u8], refusal: Refusal, shared: [Option<&[u8]>; 2]) {
+        let mut st = self.lock();
+        let causes = shared.map(|k| {
+            k.map(|k| {
+                let h = hash(k);
+                (h, st.generation(h))
+            })
+        });
+        let entry = Entry {
+            refusal,
+            causes,
+            epoch: st.epoch,
+        };
+        st.lru.insert(key, entry, 0, |_, _| {});
     }
 
-    /// A refund may make the key admissible before its cached time.
+    /// A refund of `key` may make it admissible before its cached time.
     pub fn remove(&self, key: &[u8]) {
-        self.lock().remove(key);
+        self.lock().lru.remove(key);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+    /// A refund of the shared key `key`: every entry refused with it in its request is stale.
+    pub fn refunded_shared(&self, key: &[u8]) {
+        let mut st = self.lock();
+        if st.generations.len() >= MAX_GENERATIONS {
+            st.generations.clear();
+            st.epoch += 1;
+        }
+        *st.generations.entry(hash(key)).or_insert(0) += 1;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // The map stays consistent whatever a panicking holder did: every change is one step.
-        self.lru.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-const NIL: usize = usize::MAX;
-
-struct Slot {
-    key: Box<[u8]>,
-    value: Refusal,
-    prev: usize,
-    next: usize,
-}
-
-/// A map plus a doubly linked list through a slab: O(1) get, insert, remove and eviction.
-struct Lru {
-    map: HashMap<Box<[u8]>, usize>,
-    slots: Vec<Slot>,
-    free: Vec<usize>,
-    /// Most recently used.
-    head: usize,
-    /// Least recently used: the next to go.
-    tail: usize,
-    capacity: usize,
-}
-
-impl Lru {
-    fn new(capacity: usize) -> Lru {
-        Lru {
-            map: HashMap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            capacity: capacity.max(1),
-        }
-    }
-
-    fn get(&mut self, key: &[u8]) -> Option<Refusal> {
-        let i = *self.map.get(key)?;
-        self.unlink(i);
-        self.push_front(i);
-        self.slots.get(i).map(|s| s.value)
-    }
-
-    fn insert(&mut self, key: &[u8], value: Refusal) {
-        if let Some(&i) = self.map.get(key) {
-            if let Some(s) = self.slots.get_mut(i) {
-                s.value = value;
-            }
-            self.unlink(i);
-            self.push_front(i);
-            return;
-        }
-        if self.map.len() >= self.capacity {
-            let oldest = self.tail;
-            if let Some(k) = self.slots.get(oldest).map(|s| s.key.clone()) {
-                self.remove(&k);
-            }
-        }
-        let slot = Slot {
-            key: key.into(),
-            value,
-            prev: NIL,
-            next: NIL,
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                if let Some(s) = self.slots.get_mut(i) {
-                    *s = slot;
-                }
-                i
-            }
-            None => {
-                self.slots.push(slot);
-                self.slots.len() - 1
-            }
-        };
-        self.map.insert(key.into(), i);
-        self.push_front(i);
-    }
-
-    fn remove(&mut self, key: &[u8]) {
-        if let Some(i) = self.map.remove(key) {
-            self.unlink(i);
-            if let Some(s) = self.slots.get_mut(i) {
-                s.key = Box::default();
-            }
-            self.free.push(i);
-        }
-    }
-
-    fn unlink(&mut self, i: usize) {
-        let Some((prev, next)) = self.slots.get(i).map(|s| (s.prev, s.next)) else {
-            return;
-        };
-        match self.slots.get_mut(prev) {
-            Some(p) => p.next = next,
-            None => self.head = next,
-        }
-        match self.slots.get_mut(next) {
-            Some(n) => n.prev = prev,
-            None => self.tail = prev,
-        }
-    }
-
-    fn push_front(&mut self, i: usize) {
-        let old = self.head;
-        if let Some(s) = self.slots.get_mut(i) {
-            s.prev = NIL;
-            s.next = old;
-        }
-        match self.slots.get_mut(old) {
-            Some(o) => o.prev = i,
-            None => self.tail = i,
-        }
-        self.head = i;
-    }
+fn hash(key: &[u8]) -> u64 {
+    // Fixed keys: the same key hashes the same for the process's life. A collision only drops
+    // another entry early (Redis is asked again).
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]
@@ -198,11 +157,13 @@ mod tests {
         }
     }
 
+    const NONE: [Option<&[u8]>; 2] = [None, None];
+
     #[test]
     fn holds_until_the_retry_time_then_forgets() {
         let t = Instant::now();
-        let cache = DenyCache::new(10);
-        cache.insert(b"a", refusal(t, 100, 0));
+        let cache = DenyCache::new(10, 1 << 20);
+        cache.insert(b"a", refusal(t, 100, 0), NONE);
         assert_eq!(cache.get(b"a", t), Some(refusal(t, 100, 0)));
         assert_eq!(
             cache.get(b"a", t + Duration::from_millis(99)),
@@ -212,7 +173,7 @@ mod tests {
         // The expired entry is gone, not just hidden.
         assert_eq!(cache.get(b"a", t), None);
         assert_eq!(cache.get(b"b", t), None);
-        cache.insert(b"b", refusal(t, 5, 1));
+        cache.insert(b"b", refusal(t, 5, 1), NONE);
         cache.remove(b"b");
         assert_eq!(cache.get(b"b", t), None);
     }
@@ -229,45 +190,67 @@ mod tests {
     }
 
     #[test]
-    fn least_recently_used_leaves_first() {
+    fn a_refund_of_a_shared_key_drops_the_refusals_it_was_part_of() {
         let t = Instant::now();
-        let cache = DenyCache::new(3);
+        let cache = DenyCache::new(10, 1 << 20);
+        let acme: [Option<&[u8]>; 2] = [Some(b"rl:{acme}"), None];
+        let both: [Option<&[u8]>; 2] = [Some(b"rl:{globex}"), Some(b"rl:global")];
+        cache.insert(b"rl:{acme}:u1", refusal(t, 1000, 1), acme);
+        cache.insert(b"rl:{acme}:u2", refusal(t, 1000, 1), acme);
+        cache.insert(b"rl:{globex}:u1", refusal(t, 1000, 2), both);
+        cache.insert(b"rl:{alone}", refusal(t, 1000, 0), NONE);
+        cache.refunded_shared(b"rl:{acme}");
+        assert_eq!(cache.get(b"rl:{acme}:u1", t), None);
+        assert_eq!(cache.get(b"rl:{acme}:u2", t), None);
+        assert!(cache.get(b"rl:{globex}:u1", t).is_some());
+        // A refusal after the refund holds until the next one.
+        cache.insert(b"rl:{acme}:u1", refusal(t, 1000, 1), acme);
+        assert!(cache.get(b"rl:{acme}:u1", t).is_some());
+        cache.refunded_shared(b"rl:global");
+        assert_eq!(cache.get(b"rl:{globex}:u1", t), None);
+        assert!(cache.get(b"rl:{acme}:u1", t).is_some());
+        assert!(cache.get(b"rl:{alone}", t).is_some());
+    }
+
+    #[test]
+    fn forgetting_the_generations_drops_every_shared_refusal() {
+        let t = Instant::now();
+        let cache = DenyCache::new(10, 1 << 20);
+        cache.insert(b"rl:{a}:u", refusal(t, 1000, 1), [Some(b"rl:{a}"), None]);
+        cache.insert(b"rl:{b}", refusal(t, 1000, 0), NONE);
+        for i in 0..MAX_GENERATIONS as u32 + 1 {
+            cache.refunded_shared(&i.to_be_bytes());
+        }
+        assert_eq!(cache.get(b"rl:{a}:u", t), None);
+        assert!(cache.get(b"rl:{b}", t).is_some());
+        assert_eq!(cache.lock().generations.len(), 1);
+    }
+
+    #[test]
+    fn bounded_in_entries_and_bytes() {
+        let t = Instant::now();
+        let cache = DenyCache::new(3, usize::MAX);
         for k in [b"a", b"b", b"c"] {
-            cache.insert(k, refusal(t, 1000, 0));
+            cache.insert(k, refusal(t, 1000, 0), NONE);
         }
         // a is used: b is now the oldest.
         assert!(cache.get(b"a", t).is_some());
-        cache.insert(b"d", refusal(t, 1000, 0));
+        cache.insert(b"d", refusal(t, 1000, 0), NONE);
         assert!(cache.get(b"b", t).is_none());
         for k in [b"a", b"c", b"d"] {
             assert!(cache.get(k, t).is_some(), "{k:?}");
         }
-        // Updating keeps one entry per key.
-        cache.insert(b"c", refusal(t, 2000, 1));
-        assert_eq!(cache.get(b"c", t), Some(refusal(t, 2000, 1)));
-        cache.insert(b"e", refusal(t, 1000, 0));
-        cache.insert(b"f", refusal(t, 1000, 0));
-        // After using c then adding e and f, a and d (the oldest uses) left.
-        assert!(cache.get(b"c", t).is_some());
-        assert_eq!(cache.lock().map.len(), 3);
-    }
-
-    #[test]
-    fn many_keys_stay_within_capacity() {
-        let t = Instant::now();
-        let cache = DenyCache::new(100);
-        for i in 0..10_000u32 {
-            cache.insert(&i.to_be_bytes(), refusal(t, 1000, 0));
-            if i % 7 == 0 {
-                cache.remove(&(i / 2).to_be_bytes());
-            }
+        let per = Lru::<Entry>::ENTRY_BYTES;
+        let bytes = DenyCache::new(1_000_000, 10 * (per + 100));
+        for i in 0..1000u32 {
+            bytes.insert(
+                &[i.to_be_bytes().as_slice(), &[0; 96]].concat(),
+                refusal(t, 1000, 0),
+                NONE,
+            );
         }
-        let lru = cache.lock();
-        assert_eq!(lru.map.len(), 100);
-        assert!(lru.slots.len() <= 101);
-        // The newest 100 are the ones kept (the removals only touched older keys).
-        for i in 9_900..10_000u32 {
-            assert!(lru.map.contains_key(&i.to_be_bytes()[..]), "{i}");
-        }
+        let st = bytes.lock();
+        assert_eq!(st.lru.len(), 10);
+        assert!(st.lru.bytes() <= 10 * (per + 100));
     }
 }

@@ -1,20 +1,22 @@
 //! The limiter as a tower layer: any tower service (an axum router, a proxy) gets one
 //! rate-limit check per request before it runs, and the rate-limit headers on its response.
 
-use crate::config::RefundOn;
+use crate::config::{Config, RefundOn};
 use crate::headers;
-use crate::limiter::{Limiter, Verdict};
+use crate::identity;
+use crate::limiter::{Charge, Limiter, Verdict};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, header};
+use std::borrow::Cow;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::{Layer, Service};
 
-const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
@@ -24,20 +26,20 @@ pub struct RateLimitLayer {
     policy: HeaderValue,
     refund_on: Option<RefundOn>,
     tenant_header: Option<HeaderName>,
+    identity_header: HeaderName,
+    ipv6_prefix: u8,
 }
 
 impl RateLimitLayer {
-    pub fn new(
-        limiter: Limiter,
-        refund_on: Option<RefundOn>,
-        tenant_header: Option<HeaderName>,
-    ) -> RateLimitLayer {
+    pub fn new(limiter: Arc<Limiter>, cfg: &Config) -> RateLimitLayer {
         let policy = headers::policy(limiter.limits());
         RateLimitLayer {
-            limiter: Arc::new(limiter),
+            limiter,
             policy,
-            refund_on,
-            tenant_header,
+            refund_on: cfg.refund_on,
+            tenant_header: cfg.tenant_header.clone(),
+            identity_header: cfg.identity_header.clone(),
+            ipv6_prefix: cfg.ipv6_prefix,
         }
     }
 }
@@ -59,31 +61,32 @@ pub struct RateLimit<S> {
     layer: RateLimitLayer,
 }
 
-/// Who is asking: the `x-api-key` header, else the client's IP address. An IPv4 client seen
-/// through an IPv6 socket (`::ffff:127.0.0.1`) is its IPv4 address: one client, one quota.
-pub fn identity<B>(req: &Request<B>) -> Vec<u8> {
-    if let Some(key) = req.headers().get(API_KEY) {
-        return key.as_bytes().to_vec();
+/// Who is asking: the identity header's value (hashed when long), else the client's address:
+/// IPv4 (also as seen through an IPv6 socket, `::ffff:127.0.0.1`: one client, one quota), or
+/// the IPv6 prefix of `ipv6_prefix` bits.
+pub fn identity<'r, B>(req: &'r Request<B>, header: &HeaderName, ipv6_prefix: u8) -> Cow<'r, [u8]> {
+    if let Some(key) = req.headers().get(header).filter(|v| !v.is_empty()) {
+        return identity::bounded(key.as_bytes());
     }
     req.extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .map_or_else(
-            || b"unknown".to_vec(),
-            |c| c.0.ip().to_canonical().to_string().into_bytes(),
-        )
+        .map_or(Cow::Borrowed(b"unknown"), |c| {
+            Cow::Owned(identity::address(c.0.ip(), ipv6_prefix).into_bytes())
+        })
 }
 
-/// The tenant named by the header: not empty, and without braces, which would change the
-/// keys' hash tag (and let one tenant's keys be spelled as another's).
-fn tenant<'r, B>(req: &'r Request<B>, header: &HeaderName) -> Option<&'r [u8]> {
+/// The tenant named by the header (hashed when long): not empty, and without braces, which
+/// would change the keys' hash tag (and let one tenant's keys be spelled as another's).
+fn tenant<'r, B>(req: &'r Request<B>, header: &HeaderName) -> Option<Cow<'r, [u8]>> {
     let t = req.headers().get(header)?.as_bytes();
-    (!t.is_empty() && !t.iter().any(|&b| b == b'{' || b == b'}')).then_some(t)
+    (!t.is_empty() && !t.iter().any(|&b| b == b'{' || b == b'}')).then(|| identity::bounded(t))
 }
 
 impl<S> Service<Request<Body>> for RateLimit<S>
 where
     S: Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
-    S::Future: Send,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
 {
     type Response = Response<Body>;
     type Error = S::Error;
@@ -103,7 +106,7 @@ where
             let tenant = match &layer.tenant_header {
                 None => None,
                 Some(h) => match tenant(&req, h) {
-                    Some(t) => Some(t.to_vec()),
+                    Some(t) => Some(t.into_owned()),
                     None => {
                         let body = format!(
                             "{{\"error\":\"missing or invalid tenant header\",\"header\":\"{h}\"}}\n"
@@ -112,25 +115,23 @@ where
                     }
                 },
             };
-            match layer
-                .limiter
-                .check(&identity(&req), tenant.as_deref())
-                .await
-            {
+            let verdict = {
+                let who = identity(&req, &layer.identity_header, layer.ipv6_prefix);
+                layer.limiter.check(&who, tenant.as_deref()).await
+            };
+            match verdict {
                 Verdict::Admit(d, charge) => {
-                    let mut resp = inner.call(req).await?;
+                    let mut resp = match layer.refund_on {
+                        None => inner.call(req).await?,
+                        Some(RefundOn::ServerError) => {
+                            Refunded::new(inner.call(req), charge, &layer.limiter).await?
+                        }
+                    };
                     stamp(
                         resp.headers_mut(),
                         &layer.policy,
                         headers::ratelimit(limits, &d),
                     );
-                    if layer.refund_on == Some(RefundOn::ServerError)
-                        && resp.status().is_server_error()
-                    {
-                        // Off the response's path: the client does not wait for the refund.
-                        let limiter = layer.limiter.clone();
-                        tokio::spawn(async move { limiter.refund(&charge).await });
-                    }
                     Ok(resp)
                 }
                 Verdict::Refuse(d) => {
@@ -158,6 +159,88 @@ where
     }
 }
 
+/// The upstream's answer to an admitted request with `--refund-on 5xx`: a 5xx gives the charge
+/// back, off the response's path. If the client hangs up first, the upstream call goes on in a
+/// task of its own, so that a failure it ends with is refunded all the same.
+struct Refunded<F, E>
+where
+    F: Future<Output = Result<Response<Body>, E>> + Send + 'static,
+    E: Send + 'static,
+{
+    call: Option<Pin<Box<F>>>,
+    charge: Option<Charge>,
+    limiter: Arc<Limiter>,
+    error: PhantomData<fn() -> E>,
+}
+
+impl<F, E> Refunded<F, E>
+where
+    F: Future<Output = Result<Response<Body>, E>> + Send + 'static,
+    E: Send + 'static,
+{
+    fn new(call: F, charge: Charge, limiter: &Arc<Limiter>) -> Self {
+        Refunded {
+            call: Some(Box::pin(call)),
+            charge: Some(charge),
+            limiter: limiter.clone(),
+            error: PhantomData,
+        }
+    }
+}
+
+/// Whether the upstream's answer takes the charge back.
+fn failed<E>(r: &Result<Response<Body>, E>) -> bool {
+    r.as_ref()
+        .map_or(true, |resp| resp.status().is_server_error())
+}
+
+impl<F, E> Future for Refunded<F, E>
+where
+    F: Future<Output = Result<Response<Body>, E>> + Send + 'static,
+    E: Send + 'static,
+{
+    type Output = Result<Response<Body>, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Pending;
+        };
+        let out = std::task::ready!(call.as_mut().poll(cx));
+        self.call = None;
+        if failed(&out)
+            && let Some(charge) = self.charge.take()
+        {
+            let limiter = self.limiter.clone();
+            self.limiter
+                .spawn(async move { limiter.refund(charge).await });
+        }
+        Poll::Ready(out)
+    }
+}
+
+impl<F, E> Drop for Refunded<F, E>
+where
+    F: Future<Output = Result<Response<Body>, E>> + Send + 'static,
+    E: Send + 'static,
+{
+    fn drop(&mut self) {
+        // Dropped before the upstream answered: the client went away. (Without a runtime, the
+        // process is ending: nothing can be sent.)
+        let (Some(call), Some(charge)) = (self.call.take(), self.charge.take()) else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let limiter = self.limiter.clone();
+        self.limiter.spawn(async move {
+            if failed(&call.await) {
+                limiter.refund(charge).await;
+            }
+        });
+    }
+}
+
 fn stamp(h: &mut HeaderMap, policy: &HeaderValue, ratelimit: HeaderValue) {
     h.insert(RATELIMIT_POLICY, policy.clone());
     h.insert(RATELIMIT, ratelimit);
@@ -177,15 +260,30 @@ fn json(status: StatusCode, body: String) -> Response<Body> {
 mod tests {
     use super::*;
 
+    const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
+    fn who<B>(req: &Request<B>) -> Vec<u8> {
+        identity(req, &API_KEY, 64).into_owned()
+    }
+
     #[test]
-    fn identity_is_the_api_key_else_the_ip() {
+    fn identity_is_the_header_else_the_ip() {
         let mut req = Request::new(());
         req.extensions_mut()
             .insert(ConnectInfo(SocketAddr::from(([10, 1, 2, 3], 5555))));
-        assert_eq!(identity(&req), b"10.1.2.3");
+        assert_eq!(who(&req), b"10.1.2.3");
         req.headers_mut()
             .insert(API_KEY, HeaderValue::from_static("k-42"));
-        assert_eq!(identity(&req), b"k-42");
+        assert_eq!(who(&req), b"k-42");
+        let other = HeaderName::from_static("x-user");
+        assert_eq!(identity(&req, &other, 64).as_ref(), b"10.1.2.3");
+        // An empty value is no identity: the client's address.
+        req.headers_mut()
+            .insert(API_KEY, HeaderValue::from_static(""));
+        assert_eq!(who(&req), b"10.1.2.3");
+        let long = HeaderValue::from_str(&"k".repeat(400)).unwrap();
+        req.headers_mut().insert(API_KEY, long);
+        assert_eq!(who(&req).len(), 71);
     }
 
     #[test]
@@ -194,11 +292,12 @@ mod tests {
         let mapped: std::net::Ipv6Addr = "::ffff:127.0.0.1".parse().unwrap();
         req.extensions_mut()
             .insert(ConnectInfo(SocketAddr::from((mapped, 5555))));
-        assert_eq!(identity(&req), b"127.0.0.1");
+        assert_eq!(who(&req), b"127.0.0.1");
         let v6: std::net::Ipv6Addr = "2001:db8::1".parse().unwrap();
         req.extensions_mut()
             .insert(ConnectInfo(SocketAddr::from((v6, 5555))));
-        assert_eq!(identity(&req), b"2001:db8::1");
+        assert_eq!(who(&req), b"2001:db8::/64");
+        assert_eq!(identity(&req, &API_KEY, 128).as_ref(), b"2001:db8::1");
     }
 
     #[test]
@@ -208,7 +307,7 @@ mod tests {
             let mut req = Request::new(());
             req.headers_mut()
                 .insert(h.clone(), HeaderValue::from_static(v));
-            tenant(&req, &h).map(<[u8]>::to_vec)
+            tenant(&req, &h).map(Cow::into_owned)
         };
         assert_eq!(with("acme"), Some(b"acme".to_vec()));
         assert_eq!(with(""), None);

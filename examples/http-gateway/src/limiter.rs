@@ -1,25 +1,37 @@
-//! One call per request against Redis: SLIDINGWINDOW.ALLOW on the identity's key, or with
-//! tenants one SLIDINGWINDOW.ALLOWALL on the identity's and the tenant's keys; and the verdict.
+//! The verdict on each request. Its keys are the identity's (`--limit`), its tenant's
+//! (`--tenant-limit`) and the global one (`--global-limit`). With `--lease`, a busy tenant or
+//! global key gives its permit from memory first; the keys left go in one exact call
+//! (SLIDINGWINDOW.ALLOW on one key, ALLOWALL on several) at the same `now`, and if that call
+//! refuses, the permits go back into their leases: a request is charged to every key or to none.
+//! Then the deny cache, the admission log and the refunds.
 
 use crate::abandoned::{Abandoned, Outcome};
+use crate::admissions::AdmissionLog;
 use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use slidingwindow_client::{
-    Call, Check, CheckAll, Client, Error, ErrorLog, Keyed, Now, Options, Reply, unix_ms,
+    Call, Charge as Permit, Check, CheckAll, Client, Clock, Error, ErrorLog, Keyed, LeaseConfig,
+    LeaseMap, LeaseMapConfig, LeaseReply, Now, Options, Reply, Take, unix_ms,
 };
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
-/// A request does not wait longer than this for Redis; then the --on-redis-error policy decides
-/// (and the call goes on, see abandoned.rs).
+/// A request does not wait longer than this for Redis (its exact call, or a lease call it waits
+/// for); then the --on-redis-error policy decides (and the call goes on, see abandoned.rs).
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(1);
 /// Connecting gives up after this (a request's own deadline is the one above).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a reply is awaited at all. A request stops waiting long before (its deadline), but
 /// its call goes on so that a late "admitted" can be refunded.
 const REPLY_WAIT: Duration = Duration::from_secs(30);
+/// The key of `--global-limit`: no identity or tenant key has this form (theirs start `rl:{`).
+pub const GLOBAL_KEY: &[u8] = b"rl:global";
 
-/// A limit and the name the headers give it: `l<i>` for the identity's, `t<i>` for the tenant's.
+/// A limit and the name the headers give it: `l<i>` for the identity's, `t<i>` for the tenant's,
+/// `g<i>` for the global ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Named {
     pub name: String,
@@ -64,16 +76,86 @@ impl Decision {
             limit: r.limit,
         }
     }
+
+    /// Two parts of one request's answer as one: the binding limit is the one with less left,
+    /// and the wait is the longer.
+    fn and(self, other: Decision) -> Decision {
+        let retry_after_ms = if self.retry_after_ms < 0 || other.retry_after_ms < 0 {
+            -1
+        } else {
+            self.retry_after_ms.max(other.retry_after_ms)
+        };
+        // A part that refused binds before one that admitted; then the least remaining, then
+        // the longer wait.
+        let rank = |d: &Decision| (d.allowed, d.remaining, std::cmp::Reverse(d.retry_after_ms));
+        let binding = if rank(&other) < rank(&self) {
+            other
+        } else {
+            self
+        };
+        Decision {
+            allowed: self.allowed && other.allowed,
+            retry_after_ms,
+            ..binding
+        }
+    }
 }
 
-/// What an admitted call logged: one member on each key at `now_ms` (the gateway's clock).
+/// The keys a request is counted on, in this order: the limits' and the headers' names' too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Identity = 0,
+    Tenant = 1,
+    Global = 2,
+}
+
+const PARTS: [Part; 3] = [Part::Identity, Part::Tenant, Part::Global];
+/// The keys that are shared between identities, and leased with --lease.
+const SHARED: [Part; 2] = [Part::Tenant, Part::Global];
+
+/// A request's keys in one buffer: `rl:{identity}`, or with tenants `rl:{tenant}` then
+/// `:identity` (the identity's key has the tenant's as its prefix); the global key is constant.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    buf: Vec<u8>,
+    /// Where the tenant's key ends in `buf` (0: no tenant key).
+    tenant_end: usize,
+    identity: bool,
+    global: bool,
+}
+
+impl Keys {
+    fn get(&self, p: Part) -> Option<&[u8]> {
+        match p {
+            Part::Identity => self.identity.then_some(self.buf.as_slice()),
+            Part::Tenant => self
+                .buf
+                .get(..self.tenant_end)
+                .filter(|_| self.tenant_end > 0),
+            Part::Global => self.global.then_some(GLOBAL_KEY),
+        }
+    }
+
+    /// The deny cache's and the admission log's key: the first of them.
+    pub fn first(&self) -> &[u8] {
+        PARTS
+            .iter()
+            .find_map(|&p| self.get(p))
+            .unwrap_or(GLOBAL_KEY)
+    }
+}
+
+/// What an admitted request cost: the keys its exact call logged at `now_ms` (the gateway's
+/// clock), and the permits it took from leases.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Charge {
-    keys: Vec<Vec<u8>>,
+    keys: Keys,
     now_ms: u64,
+    exact: [bool; 3],
+    leased: [Option<Permit>; 3],
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     Admit(Decision, Charge),
     /// Refused by Redis, or from the deny cache.
@@ -86,21 +168,31 @@ pub enum Verdict {
 
 pub struct Limiter {
     client: Client,
-    /// The identity's limits, then the tenant's.
+    /// The identity's limits, then the tenant's, then the global ones.
     limits: Vec<Named>,
-    /// The same as the commands carry them.
-    identity: Vec<slidingwindow_client::Limit>,
-    tenant: Vec<slidingwindow_client::Limit>,
+    /// Each part's limits as the commands carry them, and where they start in `limits`.
+    parts: [Vec<slidingwindow_client::Limit>; 3],
+    offsets: [usize; 3],
     tenants: bool,
-    deny: Option<DenyCache>,
+    leases: Option<LeaseMap>,
+    deny: Option<Arc<DenyCache>>,
     on_error: OnRedisError,
     log: ErrorLog,
     abandoned: Arc<Abandoned>,
+    admissions: Option<AdmissionLog>,
+    tasks: Arc<Tasks>,
+}
+
+/// Work the gateway started for a request that must end before it shuts down (refunds).
+#[derive(Default)]
+struct Tasks {
+    running: AtomicUsize,
+    done: Notify,
 }
 
 impl Limiter {
     /// Never waits for Redis: connections are made on first use and remade after failures.
-    pub fn new(cfg: &Config) -> Result<Limiter, Error> {
+    pub fn new(cfg: &Config) -> Result<Limiter, Box<dyn std::error::Error>> {
         let named = |prefix: &str, limits: &[Limit]| {
             limits
                 .iter()
@@ -119,20 +211,58 @@ impl Limiter {
         };
         let mut limits = named("l", &cfg.limits);
         limits.extend(named("t", &cfg.tenant_limits));
+        limits.extend(named("g", &cfg.global_limits));
         let options = Options::from_urls(&cfg.redis, cfg.cluster)?
             .connect_timeout(CONNECT_TIMEOUT)
             .response_timeout(REPLY_WAIT);
+        let client = Client::new(&options)?;
+        let deny = (cfg.deny_cache == Switch::On).then(|| {
+            let bytes = usize::try_from(cfg.deny_cache_bytes).unwrap_or(usize::MAX);
+            Arc::new(DenyCache::new(cfg.deny_cache_size as usize, bytes))
+        });
+        let leases = match cfg.lease {
+            None => None,
+            Some(spec) => {
+                // The leases' own refunds (unused permits at a lease's end) make room too.
+                let cache = deny.clone();
+                let lease = LeaseConfig::new(spec.size, spec.duration_ms)
+                    .clock(Clock::system())
+                    .when_busy(true)
+                    .on_refund(Arc::new(move |key: &[u8]| {
+                        if let Some(c) = &cache {
+                            c.refunded_shared(key);
+                        }
+                    }));
+                let map = LeaseMapConfig::new(spec.size, spec.duration_ms).lease(lease);
+                Some(LeaseMap::new(client.clone(), map)?)
+            }
+        };
+        let admissions = match &cfg.admission_log {
+            Some(path) => Some(
+                AdmissionLog::open(path)
+                    .map_err(|e| format!("--admission-log {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        let n_identity = cfg.limits.len();
+        let n_tenant = cfg.tenant_limits.len();
         Ok(Limiter {
-            client: Client::new(&options)?,
+            client,
             limits,
-            identity: checked(&cfg.limits)?,
-            tenant: checked(&cfg.tenant_limits)?,
+            parts: [
+                checked(&cfg.limits)?,
+                checked(&cfg.tenant_limits)?,
+                checked(&cfg.global_limits)?,
+            ],
+            offsets: [0, n_identity, n_identity + n_tenant],
             tenants: cfg.tenant_header.is_some(),
-            deny: (cfg.deny_cache == Switch::On)
-                .then(|| DenyCache::new(cfg.deny_cache_size as usize)),
+            leases,
+            deny,
             on_error: cfg.on_redis_error,
             log: ErrorLog::new("gateway", "redis"),
             abandoned: Arc::default(),
+            admissions,
+            tasks: Arc::default(),
         })
     }
 
@@ -140,63 +270,242 @@ impl Limiter {
         &self.limits
     }
 
+    fn limits_of(&self, p: Part) -> &[slidingwindow_client::Limit] {
+        &self.parts[p as usize]
+    }
+
     /// The keys a request is counted on: `rl:{identity}`; with tenants `rl:{tenant}:<identity>`
-    /// (when there are identity limits) and `rl:{tenant}`, one hash tag for one cluster slot.
-    fn keys(&self, identity: &[u8], tenant: Option<&[u8]>) -> Vec<Vec<u8>> {
-        let tagged = |tag: &[u8], rest: &[u8]| [b"rl:{", tag, b"}", rest].concat();
-        match tenant {
-            None => vec![tagged(identity, b"")],
-            Some(t) if self.identity.is_empty() => vec![tagged(t, b"")],
-            Some(t) => vec![tagged(t, &[b":", identity].concat()), tagged(t, b"")],
-        }
-    }
-
-    /// `SLIDINGWINDOW.ALLOW key w0 max0 now [LIMIT w max]...`, or with tenants
-    /// `SLIDINGWINDOW.ALLOWALL n key... now LIMIT keyno w max...`.
-    fn call(&self, keys: &[Vec<u8>], now_ms: u64) -> Result<Call, Error> {
-        let now = Now::Ms(now_ms);
-        if !self.tenants {
-            let key = keys.first().map_or(&[][..], Vec::as_slice);
-            return Call::allow(&Check::new(key, &self.identity).now(now));
-        }
-        // The last key is the tenant's; the identity's comes first when it has limits.
-        let both;
-        let keyed: &[Keyed] = match keys {
-            [identity, tenant] => {
-                both = [
-                    Keyed::new(identity, &self.identity),
-                    Keyed::new(tenant, &self.tenant),
-                ];
-                &both
+    /// (when there are identity limits) and `rl:{tenant}`, one hash tag for one cluster slot;
+    /// and `rl:global` with global limits.
+    fn keys(&self, identity: &[u8], tenant: Option<&[u8]>) -> Keys {
+        let has_identity = !self.limits_of(Part::Identity).is_empty();
+        let mut buf = Vec::with_capacity(8 + identity.len() + tenant.map_or(0, <[u8]>::len));
+        let mut tenant_end = 0;
+        match tenant.filter(|_| self.tenants) {
+            Some(t) => {
+                buf.extend_from_slice(b"rl:{");
+                buf.extend_from_slice(t);
+                buf.push(b'}');
+                tenant_end = buf.len();
+                if has_identity {
+                    buf.push(b':');
+                    buf.extend_from_slice(identity);
+                }
             }
-            [tenant] => &[Keyed::new(tenant, &self.tenant)],
-            _ => &[],
-        };
-        Call::allow_all(&CheckAll::new(keyed).now(now))
+            None if has_identity => {
+                buf.extend_from_slice(b"rl:{");
+                buf.extend_from_slice(identity);
+                buf.push(b'}');
+            }
+            None => {}
+        }
+        Keys {
+            buf,
+            tenant_end,
+            identity: has_identity,
+            global: !self.limits_of(Part::Global).is_empty(),
+        }
     }
 
-    /// The verdict on one request: from the deny cache, else from Redis.
+    /// The exact call on `parts`' keys at `now_ms`: `SLIDINGWINDOW.ALLOW key w0 max0 now
+    /// [LIMIT w max]...` for one key, `SLIDINGWINDOW.ALLOWALL n key... now LIMIT keyno w max...`
+    /// for several.
+    fn call(&self, keys: &Keys, parts: &[Part], now_ms: u64) -> Result<Call, Error> {
+        let now = Now::Ms(now_ms);
+        let empty: &[u8] = b"";
+        let mut keyed = [Keyed::new(empty, &[]); 3];
+        let mut n = 0;
+        for (slot, &p) in keyed.iter_mut().zip(parts) {
+            *slot = Keyed::new(keys.get(p).unwrap_or(empty), self.limits_of(p));
+            n += 1;
+        }
+        match &keyed[..n] {
+            [one] => Call::allow(&Check::new(one.key, one.limits).now(now)),
+            all => Call::allow_all(&CheckAll::new(all).now(now)),
+        }
+    }
+
+    /// The decision of a reply to the call on `parts`, its binding limit named among all limits.
+    fn decision(&self, parts: &[Part], reply: &Reply) -> Decision {
+        let mut d = Decision::from(reply);
+        let mut rest = d.limit;
+        for &p in parts {
+            let n = self.limits_of(p).len();
+            if rest < n {
+                d.limit = self.offsets[p as usize] + rest;
+                break;
+            }
+            rest -= n;
+        }
+        d
+    }
+
+    /// The verdict on one request: from the deny cache, else from the leases and Redis.
     pub async fn check(&self, identity: &[u8], tenant: Option<&[u8]>) -> Verdict {
         let at = Instant::now();
         let keys = self.keys(identity, tenant);
-        let cache_key = keys.first().map_or(&[][..], Vec::as_slice);
-        if let Some(r) = self.deny.as_ref().and_then(|c| c.get(cache_key, at)) {
+        if let Some(r) = self.deny.as_ref().and_then(|c| c.get(keys.first(), at)) {
             return Verdict::Refuse(Decision::cached(&r, at));
         }
         if self.abandoned.full() {
             return self.failed(&"too many calls still waiting for Redis");
         }
-        let now_ms = unix_ms();
-        let call = match self.call(&keys, now_ms) {
-            Ok(call) => call,
-            Err(e) => return self.failed(&e),
+        let deadline = at + REQUEST_DEADLINE;
+        let (now_ms, mut leased) = match self.take_leased(&keys, deadline).await {
+            Ok(taken) => taken,
+            Err(verdict) => return verdict,
         };
+        // What the leases gave, then the keys they did not cover: one exact call at the same now.
+        let mut decision: Option<Decision> = None;
+        for p in SHARED {
+            if let Some(r) = &leased[p as usize] {
+                let mut d = Decision::from(&r.reply);
+                d.limit += self.offsets[p as usize];
+                decision = Some(decision.map_or(d, |prev| prev.and(d)));
+            }
+        }
+        let mut exact = [false; 3];
+        let mut parts = [Part::Identity; 3];
+        let mut n = 0;
+        for p in PARTS {
+            if keys.get(p).is_some() && leased[p as usize].is_none() {
+                exact[p as usize] = true;
+                parts[n] = p;
+                n += 1;
+            }
+        }
+        let parts = &parts[..n];
+        // In a cluster the global key has a slot of its own: it gets a call of its own, first,
+        // taken back if the others then refuse.
+        let split = self.client.is_cluster() && n > 1 && parts.last() == Some(&Part::Global);
+        let groups: [&[Part]; 2] = match split {
+            true => [&parts[n - 1..], &parts[..n - 1]],
+            false => [parts, &[]],
+        };
+        let mut done: &[Part] = &[];
+        for group in groups.into_iter().filter(|g| !g.is_empty()) {
+            let reply = match self.exact(&keys, group, now_ms, deadline).await {
+                Ok(reply) => reply,
+                Err(verdict) => {
+                    self.undo(&keys, done, now_ms, &mut leased).await;
+                    return verdict;
+                }
+            };
+            let d = self.decision(group, &reply);
+            decision = Some(decision.map_or(d, |prev| prev.and(d)));
+            if !reply.allowed {
+                self.undo(&keys, done, now_ms, &mut leased).await;
+                let d = decision.map_or(d, |all| Decision {
+                    allowed: false,
+                    ..all
+                });
+                self.remember(&keys, at, &d);
+                return Verdict::Refuse(d);
+            }
+            done = group;
+        }
+        let Some(decision) = decision else {
+            // No key at all: the layer is only installed with limits.
+            return Verdict::Unchecked;
+        };
+        if let Some(log) = &self.admissions {
+            log.admitted(now_ms, keys.first());
+        }
+        Verdict::Admit(
+            decision,
+            Charge {
+                keys,
+                now_ms,
+                exact,
+                leased: leased.map(|r| r.and_then(|r| r.charge)),
+            },
+        )
+    }
+
+    /// A permit from the lease of each busy shared key, all handed out at one reading of the
+    /// gateway's clock, which the request's exact call then passes as `now`. A key whose lease
+    /// call is in flight is waited for (within the request's deadline), and every permit taken
+    /// meanwhile goes back first, so that the permits and the exact call share one time.
+    async fn take_leased(
+        &self,
+        keys: &Keys,
+        deadline: Instant,
+    ) -> Result<(u64, [Option<LeaseReply>; 3]), Verdict> {
+        let Some(map) = &self.leases else {
+            return Ok((unix_ms(), [None, None, None]));
+        };
+        let mut exact = [false; 3];
+        loop {
+            let now_ms = unix_ms();
+            let mut taken: [Option<LeaseReply>; 3] = [None, None, None];
+            let mut wait = None;
+            for p in SHARED {
+                let Some(key) = keys.get(p).filter(|_| !exact[p as usize]) else {
+                    continue;
+                };
+                match map.try_take(key, self.limits_of(p), Some(now_ms)) {
+                    Ok(Take::Permit(r)) => taken[p as usize] = Some(r),
+                    Ok(Take::Exact) => {}
+                    Ok(Take::Wait(w)) => {
+                        wait = Some((p, w));
+                        break;
+                    }
+                    Err(e) => {
+                        self.give_back(keys, &mut taken).await;
+                        return Err(self.failed(&e));
+                    }
+                }
+            }
+            let Some((p, w)) = wait else {
+                return Ok((now_ms, taken));
+            };
+            self.give_back(keys, &mut taken).await;
+            match tokio::time::timeout_at(deadline.into(), w.wait()).await {
+                Ok(Ok(true)) => {}
+                // Refused (or too late to use): this key goes in the exact call.
+                Ok(Ok(false)) => exact[p as usize] = true,
+                Ok(Err(e)) => return Err(self.failed(&e)),
+                Err(_) => {
+                    return Err(self.failed(&format_args!("no lease within {REQUEST_DEADLINE:?}")));
+                }
+            }
+        }
+    }
+
+    /// Permits taken for a request that is not admitted go back (into their live lease: no call).
+    async fn give_back(&self, keys: &Keys, taken: &mut [Option<LeaseReply>; 3]) {
+        let Some(map) = &self.leases else { return };
+        for p in SHARED {
+            let charge = taken[p as usize].take().and_then(|r| r.charge);
+            if let (Some(key), Some(charge)) = (keys.get(p), charge)
+                && let Err(e) = map.give_back(key, charge).await
+            {
+                eprintln!("gateway: a lease's permit could not be given back: {e}");
+            }
+        }
+    }
+
+    /// The exact call on `parts`, waited for until the request's deadline; a call abandoned then
+    /// goes on in the background and is refunded if it turns out admitted.
+    async fn exact(
+        &self,
+        keys: &Keys,
+        parts: &[Part],
+        now_ms: u64,
+        deadline: Instant,
+    ) -> Result<Reply, Verdict> {
+        let call = self
+            .call(keys, parts, now_ms)
+            .map_err(|e| self.failed(&e))?;
         let client = self.client.clone();
         let mut call = Box::pin(async move { client.call(&call).await });
-        let reply = match tokio::time::timeout(REQUEST_DEADLINE, &mut call).await {
+        let reply = match tokio::time::timeout_at(deadline.into(), &mut call).await {
             Ok(reply) => reply,
             Err(_) => {
-                let charged = keys.clone();
+                let charged: Vec<Vec<u8>> = parts
+                    .iter()
+                    .filter_map(|&p| keys.get(p).map(<[u8]>::to_vec))
+                    .collect();
                 self.abandoned.watch(self.client.clone(), async move {
                     match call.await {
                         Ok(r) if r.allowed => Outcome::Admitted(charged, now_ms),
@@ -206,44 +515,161 @@ impl Limiter {
                         Err(_) => Outcome::NotCharged,
                     }
                 });
-                return self.failed(&format!(
+                return Err(self.failed(&format!(
                     "no reply within {REQUEST_DEADLINE:?} (the call is refunded if it ran)"
-                ));
+                )));
             }
         };
-        let decision = match reply {
-            Ok(r) => Decision::from(&r),
-            Err(e) => return self.failed(&e),
-        };
-        self.log.succeeded();
-        if decision.allowed {
-            return Verdict::Admit(decision, Charge { keys, now_ms });
-        }
-        if let Some(c) = &self.deny {
-            let r = Refusal::new(
-                at,
-                decision.retry_after_ms,
-                decision.reset_after_ms,
-                decision.limit,
-            );
-            if let Some(r) = r {
-                c.insert(cache_key, r);
+        match reply {
+            Ok(r) => {
+                self.log.succeeded();
+                Ok(r)
             }
+            Err(e) => Err(self.failed(&e)),
         }
-        Verdict::Refuse(decision)
     }
 
-    /// Takes an admitted request back (`REFUND key 1 AT now` on each of its keys).
-    pub async fn refund(&self, charge: &Charge) {
-        if let Some(c) = &self.deny
-            && let Some(k) = charge.keys.first()
+    /// A request that will not be admitted after all: its leases' permits go back, and the keys
+    /// an earlier exact call of it charged (`done`) are refunded at its `now`.
+    async fn undo(
+        &self,
+        keys: &Keys,
+        done: &[Part],
+        now_ms: u64,
+        leased: &mut [Option<LeaseReply>; 3],
+    ) {
+        self.give_back(keys, leased).await;
+        let charged: Vec<&[u8]> = done.iter().filter_map(|&p| keys.get(p)).collect();
+        if !charged.is_empty()
+            && let Err(e) = self.client.refund_all(&charged, 1, Now::Ms(now_ms)).await
         {
-            c.remove(k);
-        }
-        let at = Now::Ms(charge.now_ms);
-        if let Err(e) = self.client.refund_all(&charge.keys, 1, at).await {
             eprintln!("gateway: refund failed: {e}");
         }
+    }
+
+    /// Remembers a refusal under the request's first key, depending on its shared keys.
+    fn remember(&self, keys: &Keys, at: Instant, d: &Decision) {
+        let Some(c) = &self.deny else { return };
+        if let Some(r) = Refusal::new(at, d.retry_after_ms, d.reset_after_ms, d.limit) {
+            c.insert(
+                keys.first(),
+                r,
+                [keys.get(Part::Tenant), keys.get(Part::Global)],
+            );
+        }
+    }
+
+    /// Takes an admitted request back: `REFUND key 1 AT now` on each key its exact call charged,
+    /// its leases' permits given back; the deny cache forgets what the charge may have caused.
+    pub async fn refund(&self, charge: Charge) {
+        let Charge {
+            keys,
+            now_ms,
+            exact,
+            mut leased,
+        } = charge;
+        if let Some(c) = &self.deny {
+            c.remove(keys.first());
+            for p in SHARED {
+                if let Some(k) = keys.get(p) {
+                    c.refunded_shared(k);
+                }
+            }
+        }
+        // The global key apart: in a cluster it has a slot of its own.
+        for group in [&PARTS[..2], &PARTS[2..]] {
+            let charged: Vec<&[u8]> = group
+                .iter()
+                .filter(|&&p| exact[p as usize])
+                .filter_map(|&p| keys.get(p))
+                .collect();
+            if !charged.is_empty()
+                && let Err(e) = self.client.refund_all(&charged, 1, Now::Ms(now_ms)).await
+            {
+                eprintln!("gateway: refund failed: {e}");
+            }
+        }
+        if let Some(map) = &self.leases {
+            for p in SHARED {
+                if let (Some(key), Some(permit)) = (keys.get(p), leased[p as usize].take())
+                    && let Err(e) = map.give_back(key, permit).await
+                {
+                    eprintln!("gateway: refund failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// Runs `work` in a task of its own that shutdown waits for.
+    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let tasks = self.tasks.clone();
+        tasks.running.fetch_add(1, Ordering::AcqRel);
+        tokio::spawn(async move {
+            work.await;
+            tasks.running.fetch_sub(1, Ordering::AcqRel);
+            tasks.done.notify_waiters();
+        });
+    }
+
+    /// After the last request: waits (at most `wait`) for the refunds under way, then every
+    /// lease's unused permits go back.
+    pub async fn shutdown(&self, wait: Duration) {
+        let tasks = async {
+            loop {
+                let done = self.tasks.done.notified();
+                tokio::pin!(done);
+                done.as_mut().enable();
+                if self.tasks.running.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                done.await;
+            }
+        };
+        if tokio::time::timeout(wait, tasks).await.is_err() {
+            eprintln!("gateway: shutting down with refunds still under way");
+        }
+        if let Some(map) = &self.leases {
+            match map.close_all().await {
+                Ok(n) => eprintln!("gateway: leases closed, {n} unused permits given back"),
+                Err(e) => eprintln!("gateway: leases closed, a refund failed: {e}"),
+            }
+        }
+    }
+
+    /// Warns once, in the background, when Redis's `slidingwindow.lateness` does not cover the
+    /// disorder of the gateway's calls (stamped with its clock, sent concurrently): up to the
+    /// request deadline, or a lease's duration if longer.
+    pub fn check_lateness(self: &Arc<Self>, lease_ms: Option<u64>) {
+        let need = lease_ms
+            .unwrap_or(0)
+            .max(REQUEST_DEADLINE.as_millis() as u64);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut cmd = slidingwindow_client::redis::cmd("INFO");
+            cmd.arg("slidingwindow");
+            let info = match this.client.command(&cmd, GLOBAL_KEY).await {
+                Ok(slidingwindow_client::redis::Value::BulkString(b)) => b,
+                Ok(slidingwindow_client::redis::Value::VerbatimString { text, .. }) => {
+                    text.into_bytes()
+                }
+                _ => return,
+            };
+            let text = String::from_utf8_lossy(&info);
+            let lateness = text.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim_start_matches("slidingwindow_")
+                    .eq("lateness")
+                    .then(|| v.trim().parse::<u64>().ok())?
+            });
+            if lateness.is_none_or(|g| g < need) {
+                eprintln!(
+                    "gateway: redis has slidingwindow.lateness {}: the gateway stamps its own clock \
+                     and its calls can reach Redis up to {need} ms out of order; set it to at least \
+                     {need} (plus the clock difference between gateways), see the README's \"Clock\"",
+                    lateness.map_or("unknown".to_string(), |g| format!("{g} ms"))
+                );
+            }
+        });
     }
 
     fn failed(&self, err: &dyn std::fmt::Display) -> Verdict {
@@ -289,6 +715,37 @@ mod tests {
     }
 
     #[test]
+    fn decisions_combine() {
+        let a = Decision {
+            allowed: true,
+            remaining: 5,
+            retry_after_ms: 0,
+            reset_after_ms: 1000,
+            limit: 0,
+        };
+        let b = Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after_ms: 300,
+            reset_after_ms: 900,
+            limit: 3,
+        };
+        assert_eq!(
+            a.and(b),
+            Decision {
+                allowed: false,
+                ..b
+            }
+        );
+        assert_eq!(b.and(a), b);
+        let never = Decision {
+            retry_after_ms: -1,
+            ..a
+        };
+        assert_eq!(b.and(never).retry_after_ms, -1);
+    }
+
+    #[test]
     fn a_cached_refusal_counts_down() {
         let at = Instant::now();
         let r = Refusal::new(at, 1500, 60_000, 1).unwrap();
@@ -311,12 +768,21 @@ mod tests {
         Limiter::new(&cfg).unwrap()
     }
 
-    fn text(cmd: &redis::Cmd) -> Vec<String> {
+    fn text(cmd: &slidingwindow_client::redis::Cmd) -> Vec<String> {
         cmd.args_iter()
             .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).to_string(),
+                slidingwindow_client::redis::Arg::Simple(b) => {
+                    String::from_utf8_lossy(b).to_string()
+                }
                 _ => "?".to_string(),
             })
+            .collect()
+    }
+
+    fn all(keys: &Keys) -> Vec<Part> {
+        PARTS
+            .into_iter()
+            .filter(|&p| keys.get(p).is_some())
             .collect()
     }
 
@@ -324,9 +790,9 @@ mod tests {
     async fn commands() {
         let one = limiter(&["--limit", "10/1s", "--limit", "100/1m"]);
         let keys = one.keys(b"k", None);
-        assert_eq!(keys, [b"rl:{k}".to_vec()]);
+        assert_eq!(keys.first(), b"rl:{k}");
         assert_eq!(
-            text(one.call(&keys, 1234).unwrap().cmd()),
+            text(one.call(&keys, &all(&keys), 1234).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOW",
                 "rl:{k}",
@@ -345,16 +811,21 @@ mod tests {
             "x-tenant",
             "--tenant-limit",
             "1000/1m",
+            "--global-limit",
+            "5000/1s",
         ]);
         let keys = both.keys(b"k", Some(b"acme"));
-        assert_eq!(keys, [b"rl:{acme}:k".to_vec(), b"rl:{acme}".to_vec()]);
+        assert_eq!(keys.get(Part::Identity), Some(&b"rl:{acme}:k"[..]));
+        assert_eq!(keys.get(Part::Tenant), Some(&b"rl:{acme}"[..]));
+        assert_eq!(keys.get(Part::Global), Some(GLOBAL_KEY));
         assert_eq!(
-            text(both.call(&keys, 99).unwrap().cmd()),
+            text(both.call(&keys, &all(&keys), 99).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOWALL",
-                "2",
+                "3",
                 "rl:{acme}:k",
                 "rl:{acme}",
+                "rl:global",
                 "99",
                 "LIMIT",
                 "1",
@@ -363,26 +834,40 @@ mod tests {
                 "LIMIT",
                 "2",
                 "60",
-                "1000"
+                "1000",
+                "LIMIT",
+                "3",
+                "1",
+                "5000"
             ]
         );
         let names: Vec<&str> = both.limits().iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["l0", "t0"]);
+        assert_eq!(names, ["l0", "t0", "g0"]);
+        // A reply's binding index names its limit among all, whichever keys the call had.
+        let reply = |limit| Reply {
+            allowed: false,
+            count: 1,
+            remaining: 0,
+            retry_after: slidingwindow_client::RetryAfter::Ms(5),
+            reset_after_ms: 5,
+            limit,
+            detail: None,
+        };
+        let without_tenant = [Part::Identity, Part::Global];
+        assert_eq!(both.decision(&without_tenant, &reply(1)).limit, 2);
+        assert_eq!(both.decision(&without_tenant, &reply(0)).limit, 0);
+        assert_eq!(both.decision(&[Part::Tenant], &reply(0)).limit, 1);
         let tenant_only = limiter(&["--tenant-header", "x-t", "--tenant-limit", "5/1s"]);
         let keys = tenant_only.keys(b"k", Some(b"acme"));
-        assert_eq!(keys, [b"rl:{acme}".to_vec()]);
+        assert_eq!(keys.first(), b"rl:{acme}");
+        assert_eq!(keys.get(Part::Identity), None);
         assert_eq!(
-            text(tenant_only.call(&keys, 7).unwrap().cmd()),
-            [
-                "SLIDINGWINDOW.ALLOWALL",
-                "1",
-                "rl:{acme}",
-                "7",
-                "LIMIT",
-                "1",
-                "1",
-                "5"
-            ]
+            text(tenant_only.call(&keys, &all(&keys), 7).unwrap().cmd()),
+            ["SLIDINGWINDOW.ALLOW", "rl:{acme}", "1", "5", "7"]
         );
+        let global_only = limiter(&["--global-limit", "5/1s"]);
+        let keys = global_only.keys(b"k", None);
+        assert_eq!(keys.first(), GLOBAL_KEY);
+        assert_eq!(all(&keys), [Part::Global]);
     }
 }

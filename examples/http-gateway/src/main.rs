@@ -1,9 +1,11 @@
 //! An HTTP gateway that rate-limits every request with SLIDINGWINDOW.ALLOW: see README.md.
 
 mod abandoned;
+mod admissions;
 mod config;
 mod deny_cache;
 mod headers;
+mod identity;
 mod layer;
 mod limiter;
 mod upstream;
@@ -14,6 +16,7 @@ use clap::Parser;
 use config::Config;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use tokio::net::TcpListener;
 
 #[tokio::main]
@@ -33,16 +36,16 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
-    let target = upstream::Upstream::new(cfg.upstream.clone());
+    let target = upstream::Upstream::new(cfg.upstream.clone(), cfg.upstream_timeout);
     let mut app = Router::new().fallback(move |req| target.clone().handle(req));
-    if cfg.limits.is_empty() && cfg.tenant_limits.is_empty() {
+    let mut limiter = None;
+    if cfg.limits.is_empty() && cfg.tenant_limits.is_empty() && cfg.global_limits.is_empty() {
         eprintln!("gateway: no --limit given: requests are not rate limited");
     } else {
-        app = app.layer(layer::RateLimitLayer::new(
-            limiter::Limiter::new(&cfg)?,
-            cfg.refund_on,
-            cfg.tenant_header.clone(),
-        ));
+        let l = Arc::new(limiter::Limiter::new(&cfg)?);
+        l.check_lateness(cfg.lease.map(|l| l.duration_ms));
+        app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg));
+        limiter = Some(l);
     }
     let listener = TcpListener::bind(cfg.listen).await?;
     // Tests and scripts read the address (the port may have been 0) from this first line.
@@ -57,10 +60,16 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
     )
     .with_graceful_shutdown(shutdown())
     .await?;
+    // Every request has been answered: refunds under way end, then the leases' unused permits go
+    // back.
+    if let Some(l) = limiter {
+        l.shutdown(cfg.upstream_timeout + limiter::REQUEST_DEADLINE)
+            .await;
+    }
     Ok(())
 }
 
-/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.
+/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight (then `run` closes the leases).
 async fn shutdown() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

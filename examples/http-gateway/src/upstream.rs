@@ -9,8 +9,11 @@ use axum::response::IntoResponse;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use slidingwindow_client::ErrorLog;
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
@@ -23,19 +26,26 @@ pub enum Upstream {
 pub struct Proxy {
     client: Client<HttpConnector, Body>,
     base: Uri,
+    timeout: Duration,
+    /// Failures on stderr, one line a second at most, with their causes.
+    log: ErrorLog,
 }
 
 impl Upstream {
-    pub fn new(base: Option<Uri>) -> Upstream {
+    /// `timeout`: how long the upstream may take to answer (status line and headers).
+    pub fn new(base: Option<Uri>, timeout: Duration) -> Upstream {
         match base {
             None => Upstream::Ok,
             Some(base) => {
                 // As for the listener: no Nagle delay on small requests.
                 let mut connector = HttpConnector::new();
                 connector.set_nodelay(true);
+                let log = ErrorLog::new("gateway", &format!("upstream {base}"));
                 Upstream::Proxy(Arc::new(Proxy {
                     client: Client::builder(TokioExecutor::new()).build(connector),
                     base,
+                    timeout,
+                    log,
                 }))
             }
         }
@@ -44,16 +54,62 @@ impl Upstream {
     pub async fn handle(self, req: Request<Body>) -> Response<Body> {
         match self {
             Upstream::Ok => (StatusCode::OK, "ok\n").into_response(),
-            Upstream::Proxy(p) => forward(&p.client, &p.base, req).await,
+            Upstream::Proxy(p) => p.forward(req).await,
         }
     }
 }
 
-async fn forward(
-    client: &Client<HttpConnector, Body>,
-    base: &Uri,
-    mut req: Request<Body>,
-) -> Response<Body> {
+impl Proxy {
+    async fn forward(&self, req: Request<Body>) -> Response<Body> {
+        let Some(req) = to_upstream(&self.base, req) else {
+            return status(StatusCode::BAD_REQUEST, "bad request path\n");
+        };
+        let client_version = req.version();
+        match tokio::time::timeout(self.timeout, self.client.request(to_11(req))).await {
+            Ok(Ok(resp)) => {
+                self.log.succeeded();
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                parts.version = client_version;
+                Response::from_parts(parts, Body::new(body))
+            }
+            Ok(Err(err)) => {
+                self.log.failed("answering 502", &Causes(&err));
+                status(StatusCode::BAD_GATEWAY, "upstream unreachable\n")
+            }
+            Err(_) => {
+                let why = format!("no answer within {:?}", self.timeout);
+                self.log.failed("answering 504", &why);
+                status(StatusCode::GATEWAY_TIMEOUT, "upstream timed out\n")
+            }
+        }
+    }
+}
+
+/// The upstream is asked in HTTP/1.1 whatever the client spoke.
+fn to_11(mut req: Request<Body>) -> Request<Body> {
+    *req.version_mut() = Version::HTTP_11;
+    req
+}
+
+/// An error and its sources, `a: b: c` (hyper's own text alone is `client error (Connect)`).
+struct Causes<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
+/// The request as the upstream gets it: its URI under the base, hop-by-hop headers dropped, the
+/// client's address appended to X-Forwarded-For. `None`: a path that makes no URI.
+fn to_upstream(base: &Uri, mut req: Request<Body>) -> Option<Request<Body>> {
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let prefix = base.path().trim_end_matches('/');
     let uri = Uri::builder()
@@ -61,14 +117,7 @@ async fn forward(
         .authority(base.authority().map_or("", |a| a.as_str()))
         .path_and_query(format!("{prefix}{path}"))
         .build();
-    let Ok(uri) = uri else {
-        return status(StatusCode::BAD_REQUEST, "bad request path\n");
-    };
-    *req.uri_mut() = uri;
-    // The client is answered in its own HTTP version, whatever the upstream speaks; the
-    // upstream is asked in HTTP/1.1.
-    let client_version = req.version();
-    *req.version_mut() = Version::HTTP_11;
+    *req.uri_mut() = uri.ok()?;
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -80,18 +129,7 @@ async fn forward(
     if let Some(ip) = peer {
         forwarded_for(headers, &ip.to_string());
     }
-    match client.request(req).await {
-        Ok(resp) => {
-            let (mut parts, body) = resp.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            parts.version = client_version;
-            Response::from_parts(parts, Body::new(body))
-        }
-        Err(err) => {
-            eprintln!("gateway: upstream {base}: {err}");
-            status(StatusCode::BAD_GATEWAY, "upstream unreachable\n")
-        }
-    }
+    Some(req)
 }
 
 /// Appends the client's address to the `X-Forwarded-For` list it sent (one header line, the

@@ -3,197 +3,15 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use common::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
-use std::collections::BTreeMap;
-use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread;
+use std::process::Command;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// The gateway binary, killed on drop; its stderr goes to a file the test can read.
-struct Gateway {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Gateway {
-    fn start(redis: &Server, args: &[&str]) -> Gateway {
-        let url = redis.url();
-        Gateway::start_with(&[&["--redis", url.as_str()], args].concat())
-    }
-
-    fn start_with(args: &[&str]) -> Gateway {
-        let log = log_path();
-        // A free loopback port unless the test chose the address.
-        let listen: &[&str] = if args.contains(&"--listen") {
-            &[]
-        } else {
-            &["--listen", "127.0.0.1:0"]
-        };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
-            .args(listen)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&log).expect("gateway log file"))
-            .spawn()
-            .expect("spawn the gateway");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("gateway stdout");
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the gateway's first line");
-        let Some(url) = line.trim().strip_prefix("listening on ") else {
-            let _ = child.kill();
-            panic!(
-                "gateway did not start: {line:?}\n{}",
-                fs::read_to_string(&log).unwrap_or_default()
-            );
-        };
-        Gateway {
-            url: url.to_string(),
-            child,
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn get(&self, api_key: Option<&str>) -> Reply {
-        self.get_path("/", api_key)
-    }
-
-    fn get_path(&self, path: &str, api_key: Option<&str>) -> Reply {
-        let key: Vec<(&str, &str)> = api_key.map(|k| ("x-api-key", k)).into_iter().collect();
-        self.get_with(path, &key)
-    }
-
-    fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .into();
-        let mut req = agent.get(format!("{}{path}", self.url));
-        for (name, value) in headers {
-            req = req.header(*name, *value);
-        }
-        let mut resp = req.call().expect("HTTP request to the gateway");
-        let headers = resp
-            .headers()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    v.to_str().expect("ASCII header").to_string(),
-                )
-            })
-            .collect();
-        Reply {
-            status: resp.status().as_u16(),
-            body: resp.body_mut().read_to_string().expect("body"),
-            headers,
-        }
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_file(&self.log);
-    }
-}
-
-fn log_path() -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    std::env::temp_dir().join(format!(
-        "http-gateway-test-{}-{}.log",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ))
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: BTreeMap<String, String>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-
-    /// The `RateLimit` header: (limit name, r, t).
-    fn ratelimit(&self) -> (String, i64, i64) {
-        let v = self
-            .header("ratelimit")
-            .unwrap_or_else(|| panic!("no RateLimit header: {self:?}"));
-        let [(name, params)] = &items(v)[..] else {
-            panic!("RateLimit names one limit: {v}");
-        };
-        (name.clone(), params["r"], params["t"])
-    }
-
-    fn json(&self) -> serde_json::Value {
-        assert_eq!(
-            self.header("content-type"),
-            Some("application/json"),
-            "{self:?}"
-        );
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.body))
-    }
-}
-
-/// A structured-field list as the RateLimit headers use it: `"l0";q=10;w=1,"l1";q=100;w=60`.
-fn items(v: &str) -> Vec<(String, BTreeMap<String, i64>)> {
-    v.split(',')
-        .map(|item| {
-            let mut parts = item.trim().split(';');
-            let name = parts.next().unwrap_or_default();
-            assert!(
-                name.len() > 2 && name.starts_with('"') && name.ends_with('"'),
-                "item name {name:?} in {v}"
-            );
-            let params = parts
-                .map(|p| {
-                    let (k, n) = p
-                        .split_once('=')
-                        .unwrap_or_else(|| panic!("parameter {p:?} in {v}"));
-                    (
-                        k.to_string(),
-                        n.parse()
-                            .unwrap_or_else(|_| panic!("integer parameter {p:?} in {v}")),
-                    )
-                })
-                .collect();
-            (name.trim_matches('"').to_string(), params)
-        })
-        .collect()
-}
-
-fn policy(v: &str) -> Vec<(String, i64, i64)> {
-    items(v)
-        .into_iter()
-        .map(|(n, p)| (n, p["q"], p["w"]))
-        .collect()
-}
-
-fn seconds_up(ms: i64) -> i64 {
-    (ms + 999).div_euclid(1000)
-}
+use support::*;
 
 #[test]
 fn a_burst_gets_exactly_max_then_429_with_retry_after() {
@@ -338,49 +156,6 @@ fn redis_away_closed_answers_503() {
     outage("closed", 503);
 }
 
-/// A one-shot upstream speaking `version` (`HTTP/1.1`, `HTTP/1.0`): it answers 201 with what it
-/// was asked (request line, X-Forwarded-For lines), or 503 for a path holding `/fail`; counts its
-/// requests.
-fn upstream(version: &'static str) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = hits.clone();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { return };
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&head).to_string();
-            let request_line = head.lines().next().unwrap_or_default().to_string();
-            let xff: Vec<String> = head
-                .lines()
-                .filter_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("x-forwarded-for: ")
-                        .map(str::to_string)
-                })
-                .collect();
-            let body = format!("{request_line} xff={}", xff.join("|"));
-            let status = if request_line.contains("/fail") {
-                "503 Service Unavailable"
-            } else {
-                "201 Created"
-            };
-            let _ = write!(
-                s,
-                "{version} {status}\r\nx-upstream: yes\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (format!("http://{addr}/base"), hits)
-}
-
 #[test]
 fn admitted_requests_reach_the_upstream_refused_ones_do_not() {
     let redis = Server::start();
@@ -406,9 +181,8 @@ fn without_limits_nothing_is_limited() {
     assert!(gw.log().contains("not rate limited"));
 }
 
-#[test]
-fn cluster_mode() {
-    // A one-node cluster holding every slot: the cluster client's routing, on one process.
+/// A one-node cluster holding every slot: the cluster client's routing, on one process.
+fn one_node_cluster() -> Server {
     let redis = Server::builder().args(["--cluster-enabled", "yes"]).start();
     let mut con = redis.client();
     let _: () = redis::cmd("CLUSTER")
@@ -425,51 +199,17 @@ fn cluster_mode() {
                 .unwrap()
                 .contains("cluster_state:ok")
     });
+    redis
+}
+
+#[test]
+fn cluster_mode() {
+    let redis = one_node_cluster();
     let url = redis.url();
     let gw = Gateway::start_with(&["--cluster", "--redis", &url, "--limit", "2/60s"]);
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 1, 60));
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 0, 60));
     assert_eq!(gw.get(Some("gina")).status, 429);
-}
-
-/// One of the module's INFO counters (`slidingwindow_<name>`, or `<name>` on servers that do not
-/// prefix it).
-fn stat(redis: &Server, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("slidingwindow")
-        .query(&mut redis.client())
-        .unwrap();
-    info.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k == name || k.strip_prefix("slidingwindow_") == Some(name))
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
-}
-
-/// The key's log: (member, score), oldest first.
-fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
-    redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(con)
-        .unwrap()
-}
-
-fn zcard(redis: &Server, key: &str) -> i64 {
-    redis::cmd("ZCARD")
-        .arg(key)
-        .query(&mut redis.client())
-        .unwrap()
-}
-
-fn retry_after_ms(r: &Reply) -> i64 {
-    r.json()["retry_after_ms"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("retry_after_ms: {r:?}"))
 }
 
 #[test]
@@ -628,15 +368,6 @@ fn tenants_are_limited_as_a_whole_in_one_call() {
     assert_eq!(zcard(&redis, "rl:{globex}"), 1);
 }
 
-/// Sends `signal` (STOP, CONT) to the process `pid`.
-fn signal(pid: &str, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), pid])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{signal} {pid}");
-}
-
 /// Freezes Redis under a running gateway: the calls made meanwhile are abandoned at the
 /// request's deadline, run when Redis resumes, and those admitted are refunded.
 fn stall(mode: &str, while_stalled: u16) {
@@ -762,4 +493,374 @@ fn an_ipv4_client_of_an_ipv6_socket_has_one_quota() {
     assert_eq!(r.ratelimit(), ("l0".to_string(), 4, 60));
     assert_eq!(zcard(&redis, "rl:{127.0.0.1}"), 1);
     assert_eq!(zcard(&redis, "rl:{::ffff:127.0.0.1}"), 0);
+}
+
+/// The key an identity is counted on when it is longer than 128 bytes (or starts `sha256:`).
+fn hashed(identity: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(identity.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("rl:{{sha256:{hex}}}")
+}
+
+#[test]
+fn long_identities_are_keyed_by_their_hash() {
+    let redis = Server::start();
+    let gw = Gateway::start(&redis, &["--limit", "2/60s"]);
+    let edge = "e".repeat(128);
+    let long = "x".repeat(20_000);
+    assert_eq!(gw.get(Some(&edge)).status, 200);
+    assert_eq!(
+        zcard(&redis, &format!("rl:{{{edge}}}")),
+        1,
+        "128 bytes: the name itself"
+    );
+    for _ in 0..2 {
+        assert_eq!(gw.get(Some(&long)).status, 200);
+    }
+    let r = gw.get(Some(&long));
+    assert_eq!(r.status, 429, "one quota for the long identity: {r:?}");
+    assert_eq!(zcard(&redis, &hashed(&long)), 2);
+    // A name that looks like a hash is hashed too: it cannot be spelled as another's key.
+    let spelled = hashed(&long)["rl:{".len()..hashed(&long).len() - 1].to_string();
+    assert_eq!(gw.get(Some(&spelled)).status, 200);
+    assert_eq!(zcard(&redis, &hashed(&spelled)), 1);
+    assert_eq!(zcard(&redis, &hashed(&long)), 2);
+    // Every key the gateway made is short, whatever the client sent.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut redis.client())
+        .unwrap();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(keys.iter().all(|k| k.len() <= 4 + 128 + 1), "{keys:?}");
+}
+
+#[test]
+fn the_deny_cache_is_bounded_in_bytes() {
+    let redis = Server::start();
+    // 1 KB: a handful of entries. Twenty identities refused once each, then asked again: the
+    // ones the cache could not keep ask Redis again.
+    let small = Gateway::start(&redis, &["--limit", "1/60s", "--deny-cache-bytes", "1024"]);
+    let ids: Vec<String> = (0..20).map(|i| format!("small-{i}")).collect();
+    for id in &ids {
+        assert_eq!(small.get(Some(id)).status, 200);
+        assert_eq!(small.get(Some(id)).status, 429);
+    }
+    let before = stat(&redis, "rejected");
+    assert_eq!(before, 20);
+    for id in &ids {
+        assert_eq!(small.get(Some(id)).status, 429);
+    }
+    let asked = stat(&redis, "rejected") - before;
+    assert!(asked >= 10, "only {asked} of 20 refusals asked Redis again");
+    // The default (16 MiB) keeps them all.
+    let big = Gateway::start(&redis, &["--limit", "1/60s"]);
+    let ids: Vec<String> = (0..20).map(|i| format!("big-{i}")).collect();
+    for id in &ids {
+        assert_eq!(big.get(Some(id)).status, 200);
+        assert_eq!(big.get(Some(id)).status, 429);
+    }
+    let before = stat(&redis, "rejected");
+    for id in &ids {
+        assert_eq!(big.get(Some(id)).status, 429);
+    }
+    assert_eq!(
+        stat(&redis, "rejected"),
+        before,
+        "every refusal from memory"
+    );
+}
+
+#[test]
+fn a_refund_drops_the_refusals_it_may_have_caused() {
+    // Issue 26's case: a tenant at 3 a minute, u3's request fails and is refunded, u4 was
+    // refused by the tenant meanwhile: u4 is admitted once the refund is made.
+    let redis = Server::start();
+    let up = Upstream::start();
+    let gw = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "10/60s",
+            "--tenant-header",
+            "x-tenant",
+            "--tenant-limit",
+            "3/60s",
+            "--refund-on",
+            "5xx",
+            "--upstream",
+            &up.url,
+        ],
+    );
+    let get =
+        |path: &str, who: &str| gw.get_with(path, &[("x-tenant", "acme"), ("x-api-key", who)]);
+    assert_eq!(get("/ok", "u1").status, 201);
+    assert_eq!(get("/ok", "u2").status, 201);
+    let slow = std::thread::scope(|scope| {
+        let failing = scope.spawn(|| get("/held-fail", "u3"));
+        wait_until(STARTUP_DEADLINE, "u3's request at the upstream", || {
+            up.hits.load(Ordering::SeqCst) == 3
+        });
+        let r = get("/ok", "u4");
+        assert_eq!((r.status, r.ratelimit().0.as_str()), (429, "t0"), "{r:?}");
+        // From the deny cache now: no Redis call.
+        let calls = stat(&redis, "allow_calls");
+        assert_eq!(get("/ok", "u4").status, 429);
+        assert_eq!(stat(&redis, "allow_calls"), calls);
+        up.release();
+        failing.join().unwrap()
+    });
+    assert_eq!(slow.status, 503);
+    wait_until(STARTUP_DEADLINE, "u3's refund", || {
+        stat(&redis, "refunded") == 2
+    });
+    let r = get("/ok", "u4");
+    assert_eq!(r.status, 201, "the tenant has room again: {r:?}");
+    assert_eq!(zcard(&redis, "rl:{acme}"), 3);
+}
+
+#[test]
+fn a_silent_upstream_gets_504_and_the_charge_back() {
+    let redis = Server::start();
+    let up = Upstream::start();
+    let gw = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "5/60s",
+            "--refund-on",
+            "5xx",
+            "--upstream",
+            &up.url,
+            "--upstream-timeout",
+            "200ms",
+        ],
+    );
+    let r = gw.get_path("/hang", Some("quiet"));
+    assert_eq!(r.status, 504, "{r:?}");
+    assert_eq!(r.body, "upstream timed out\n");
+    wait_until(STARTUP_DEADLINE, "the refund", || {
+        stat(&redis, "refunded") == 1
+    });
+    assert_eq!(zcard(&redis, "rl:{quiet}"), 0);
+    assert!(
+        gw.log().contains(
+            "failed, answering 504 (0 more failures since the last report): no answer within 200ms"
+        ),
+        "{}",
+        gw.log()
+    );
+    // Without --refund-on the charge stays.
+    let plain = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "5/60s",
+            "--upstream",
+            &up.url,
+            "--upstream-timeout",
+            "200ms",
+        ],
+    );
+    assert_eq!(plain.get_path("/hang", Some("kept")).status, 504);
+    assert_eq!(zcard(&redis, "rl:{kept}"), 1);
+}
+
+/// Sends GET `path` on a socket of its own, to be closed without reading the answer.
+fn send_only(gw: &Gateway, path: &str, who: &str) -> std::net::TcpStream {
+    let addr = gw.url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nx-api-key: {who}\r\n\r\n"
+    )
+    .unwrap();
+    s.flush().unwrap();
+    s
+}
+
+#[test]
+fn a_client_that_hangs_up_is_refunded_when_the_upstream_then_fails() {
+    let redis = Server::start();
+    let up = Upstream::start();
+    let gw = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "5/60s",
+            "--refund-on",
+            "5xx",
+            "--upstream",
+            &up.url,
+        ],
+    );
+    let clients = [
+        send_only(&gw, "/held-fail", "gone"),
+        send_only(&gw, "/held-ok", "stays"),
+    ];
+    wait_until(STARTUP_DEADLINE, "both requests at the upstream", || {
+        up.hits.load(Ordering::SeqCst) == 2
+    });
+    assert_eq!(
+        (zcard(&redis, "rl:{gone}"), zcard(&redis, "rl:{stays}")),
+        (1, 1)
+    );
+    // The clients hang up before the upstream answers.
+    drop(clients);
+    assert_eq!(stat(&redis, "refund_calls"), 0);
+    up.release();
+    wait_until(STARTUP_DEADLINE, "the failed one refunded", || {
+        stat(&redis, "refunded") == 1
+    });
+    assert_eq!(zcard(&redis, "rl:{gone}"), 0);
+    // The one that succeeded keeps its charge: the upstream did the work.
+    wait_until(STARTUP_DEADLINE, "both answered", || {
+        up.answered.load(Ordering::SeqCst) == 2
+    });
+    assert_eq!(gw.get_path("/fail", Some("later")).status, 503);
+    wait_until(STARTUP_DEADLINE, "a later refund", || {
+        stat(&redis, "refunded") == 2
+    });
+    assert_eq!(zcard(&redis, "rl:{stays}"), 1);
+}
+
+#[test]
+fn upstream_failures_are_logged_once_a_second_with_their_cause() {
+    let redis = Server::start();
+    let free = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let gw = Gateway::start(
+        &redis,
+        &[
+            "--limit",
+            "1000/60s",
+            "--upstream",
+            &format!("http://{addr}"),
+        ],
+    );
+    let start = Instant::now();
+    for _ in 0..30 {
+        assert_eq!(gw.get(Some("u")).status, 502);
+    }
+    let elapsed = start.elapsed();
+    let log = gw.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("failed, answering 502"))
+        .collect();
+    assert!(
+        (1..=elapsed.as_secs() as usize + 1).contains(&lines.len()),
+        "{} lines in {elapsed:?}:\n{log}",
+        lines.len()
+    );
+    // The cause, not just hyper's "client error (Connect)".
+    assert!(
+        lines[0].starts_with(&format!(
+            "gateway: upstream http://{addr}/ failed, answering 502 (0 more failures since the last report): client error (Connect)"
+        )) && lines[0].contains("Connection refused"),
+        "{log}"
+    );
+    // Back: one line, with the count left out.
+    let listener = TcpListener::bind(addr).unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    assert_eq!(gw.get(Some("u")).status, 200);
+    let log = gw.log();
+    let more = 30 - lines.len();
+    assert!(
+        log.contains(&format!("gateway: upstream http://{addr}/ answers again ({more} more failures since the last report)")),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_identity_header_is_chosen_and_an_empty_one_is_the_address() {
+    let redis = Server::start();
+    let gw = Gateway::start(&redis, &["--limit", "5/60s", "--identity-header", "x-user"]);
+    assert_eq!(
+        gw.get_with("/", &[("x-user", "bob"), ("x-api-key", "k")])
+            .status,
+        200
+    );
+    assert_eq!(gw.get_with("/", &[("x-api-key", "k")]).status, 200);
+    assert_eq!(gw.get_with("/", &[("x-user", "")]).status, 200);
+    assert_eq!(zcard(&redis, "rl:{bob}"), 1);
+    assert_eq!(
+        zcard(&redis, "rl:{k}"),
+        0,
+        "x-api-key is not the identity here"
+    );
+    assert_eq!(
+        zcard(&redis, "rl:{127.0.0.1}"),
+        2,
+        "no header, and an empty one"
+    );
+}
+
+#[test]
+fn ipv6_clients_share_a_prefix() {
+    let redis = Server::start();
+    let url = redis.url();
+    let by64 = Gateway::start_with(&["--redis", &url, "--listen", "[::1]:0", "--limit", "5/60s"]);
+    assert_eq!(by64.get(None).status, 200);
+    assert_eq!(zcard(&redis, "rl:{::/64}"), 1);
+    let by128 = Gateway::start_with(&[
+        "--redis",
+        &url,
+        "--listen",
+        "[::1]:0",
+        "--limit",
+        "5/60s",
+        "--ipv6-prefix",
+        "128",
+    ]);
+    assert_eq!(by128.get(None).status, 200);
+    assert_eq!(zcard(&redis, "rl:{::1}"), 1);
+}
+
+#[test]
+fn cluster_mode_with_a_global_limit() {
+    // The global key has a slot of its own: its own call, first, taken back when the identity's
+    // then refuses.
+    let redis = one_node_cluster();
+    let url = redis.url();
+    let gw = Gateway::start_with(&[
+        "--cluster",
+        "--redis",
+        &url,
+        "--limit",
+        "2/60s",
+        "--global-limit",
+        "3/60s",
+        "--on-redis-error",
+        "closed",
+    ]);
+    assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 0, 60));
+    let r = gw.get(Some("gina"));
+    assert_eq!(
+        (r.status, r.ratelimit().0.as_str()),
+        (429, "l0"),
+        "{r:?}\n{}",
+        gw.log()
+    );
+    wait_until(STARTUP_DEADLINE, "the global charge back", || {
+        zcard(&redis, "rl:global") == 2
+    });
+    assert_eq!(gw.get(Some("hal")).ratelimit(), ("g0".to_string(), 0, 60));
+    let r = gw.get(Some("ivy"));
+    assert_eq!((r.status, r.ratelimit().0.as_str()), (429, "g0"));
+    assert_eq!(zcard(&redis, "rl:{ivy}"), 0);
 }

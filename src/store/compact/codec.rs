@@ -3,9 +3,10 @@
 //! each one's distance from the one before (sorted, so never negative).
 //!
 //! Loading trusts nothing: the count, every varint, every timestamp and the buffer's end are
-//! checked, and a payload that fails any check is refused whole.
+//! checked, and a payload that fails any check is refused whole. It costs O(N): the timestamps
+//! arrive sorted, so the log's blocks are packed as they come and its index built once.
 
-use super::log::{CompactLog, MAX_TS};
+use super::log::{Builder, CompactLog, MAX_TS};
 use std::fmt;
 
 /// The encoding version written today.
@@ -114,9 +115,9 @@ pub fn decode(encver: i32, count: u64, bytes: &[u8]) -> Result<CompactLog, Refus
             bytes: bytes.len(),
         });
     }
-    let mut log = CompactLog::default();
+    // Sorted by construction (every distance is positive or zero): the blocks fill in one pass.
+    let mut log = Builder::default();
     let (mut at, mut ts, mut found) = (0usize, 0u64, 0u64);
-    let mut run: Option<(u64, u64)> = None;
     while found < count {
         let start = at;
         ts = ts
@@ -124,25 +125,15 @@ pub fn decode(encver: i32, count: u64, bytes: &[u8]) -> Result<CompactLog, Refus
             .filter(|t| *t <= MAX_TS)
             .ok_or(Refused::TooLarge { at: start })?;
         found += 1;
-        run = match run {
-            Some((t, n)) if t == ts => Some((t, n + 1)),
-            Some((t, n)) => {
-                log.add(t, n);
-                Some((ts, 1))
-            }
-            None => Some((ts, 1)),
-        };
+        log.push(ts);
         if at == bytes.len() && found < count {
             return Err(Refused::Short { count, found });
         }
     }
-    if let Some((t, n)) = run {
-        log.add(t, n);
-    }
     if at != bytes.len() {
         return Err(Refused::Trailing { at });
     }
-    Ok(log)
+    Ok(log.finish())
 }
 
 #[cfg(test)]

@@ -1,17 +1,25 @@
 //! The compact log itself, free of Redis: the timestamps of logged requests, oldest first.
 //!
 //! A few requests (up to `SMALL`) live inside the value itself, as 4-byte offsets from a base: a
-//! new key costs one small allocation. Past that, the log is a row of sorted blocks of at most
-//! `BLOCK_BYTES` each. Every block has its own base and its own slot width (1 to 7 bytes), the
-//! fewest that hold its own span: a dense block, requests ms apart, takes 2 bytes a request
-//! whatever the whole log spans. Blocks are sized on the allocator's size classes.
+//! new key costs one small allocation. Past that, the log is a row of sorted blocks (`block`),
+//! each with its own base and slot width, in an order-statistic B-tree (`index`) whose nodes keep
+//! their subtrees' counts and bytes.
 //!
-//! Every operation costs O(log N + M) for M timestamps removed, wherever it lands: finding a
-//! position is a binary search over the blocks' first timestamps, then one inside a block;
-//! counts before a block come from a Fenwick tree over the blocks' lengths once there are many;
-//! an insert touches one block (splitting it when full); a trim drops whole blocks and cuts one.
-//! Re-laying out a block (a new width or base) or rebuilding the tree after a block comes or
-//! goes costs one block's or one index's length, once per many requests.
+//! Every operation costs O(log N + M) for M timestamps removed, wherever it lands: a walk down
+//! the tree finds the block holding a time or a rank, then a search inside the block; an insert
+//! changes one block in place, or splits it into blocks with room on both sides, which enter the
+//! tree in O(log B) for B blocks; a removal cuts at most two blocks and takes out the whole
+//! blocks between, each in O(log B) (a block holds hundreds of timestamps or more, but for the
+//! few that a split or a removal leaves small). Blocks come and go with hysteresis, so that one request
+//! added and taken back at a block's edge makes no block appear and vanish each time: an append
+//! past a full last block opens a new block, which stays, emptied, while the block before it is
+//! full; a split leaves two blocks with room; two blocks merge only once together they fit half a
+//! block. A log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in
+//! one pass and builds the tree bottom-up.
+
+use super::block::{BLOCK_BYTES, Block, fits, size_class, width_for};
+pub use super::index::Mover;
+use super::index::{Item, Iter, Tree};
 
 /// Largest timestamp a log holds: every argument is at most 2^53.
 pub const MAX_TS: u64 = 1 << 53;
@@ -19,243 +27,21 @@ pub const MAX_TS: u64 = 1 << 53;
 /// Timestamps kept inside the value itself, before any block exists.
 const SMALL: usize = 11;
 
-/// Bytes of slots in one block at most: one allocator class, moved whole at most once a call.
-#[cfg(not(fuzzing))]
-const BLOCK_BYTES: usize = 4096;
-/// Tiny blocks under the fuzzer, so that a short input splits and merges many.
-#[cfg(fuzzing)]
-const BLOCK_BYTES: usize = 32;
-
-/// Below this many blocks, counts before a block are summed directly (no tree to allocate).
-const FENWICK_MIN: usize = 16;
-
-/// Offsets below this fit a slot of `width` bytes (1 to 7).
-fn reach(width: usize) -> u64 {
-    1u64 << (8 * width.clamp(1, 7) as u32)
-}
-
-/// The fewest bytes a slot needs for offsets up to `span`.
-fn width_for(span: u64) -> usize {
-    (1..=7).find(|w| span < reach(*w)).unwrap_or(7)
-}
-
-/// The allocator's size class for `bytes`: four classes per doubling (16-byte steps up to 128).
-fn size_class(bytes: usize) -> usize {
-    match bytes {
-        0 => 0,
-        1..=16 => bytes.next_multiple_of(8),
-        17..=128 => bytes.next_multiple_of(16),
-        _ => {
-            let step = 1usize << (usize::BITS - (bytes - 1).leading_zeros()).saturating_sub(3);
-            bytes.next_multiple_of(step)
-        }
-    }
-}
-
-/// A sorted run of timestamps, each stored as its offset from `base` in `width` little-endian
-/// bytes; the live slots are `start..start + len` of `buf`. The first timestamp is kept beside
-/// them, so that searching the blocks reads no buffer but one.
-#[derive(Debug, Clone)]
-struct Block {
-    first: u64,
-    base: u64,
-    buf: Box<[u8]>,
-    start: u16,
-    len: u16,
-    width: u8,
-}
-
-impl Block {
-    /// A block holding `ts` (sorted, fitting `BLOCK_BYTES` at their width).
-    fn from_sorted(ts: &[u64]) -> Block {
-        let (lo, hi) = (
-            ts.first().copied().unwrap_or(0),
-            ts.last().copied().unwrap_or(0),
-        );
-        let width = width_for(hi.saturating_sub(lo));
-        let mut buf = vec![0u8; size_class(ts.len() * width)].into_boxed_slice();
-        for (slot, t) in buf.chunks_exact_mut(width).zip(ts) {
-            if let Some(bytes) = t.saturating_sub(lo).to_le_bytes().get(..width) {
-                slot.copy_from_slice(bytes);
-            }
-        }
-        Block {
-            first: lo,
-            base: lo,
-            buf,
-            start: 0,
-            len: ts.len() as u16,
-            width: width as u8,
-        }
+impl Item for Block {
+    fn count(&self) -> u64 {
+        self.len() as u64
     }
 
-    /// `n` copies of `ts`, one byte each (`n` at most `BLOCK_BYTES`).
-    fn run(ts: u64, n: usize) -> Block {
-        Block {
-            first: ts,
-            base: ts,
-            buf: vec![0u8; size_class(n)].into_boxed_slice(),
-            start: 0,
-            len: n as u16,
-            width: 1,
-        }
+    fn heap(&self) -> usize {
+        self.buf_bytes()
     }
 
-    fn len(&self) -> usize {
-        usize::from(self.len)
+    fn key(&self) -> u64 {
+        self.first()
     }
 
-    fn w(&self) -> usize {
-        usize::from(self.width)
-    }
-
-    /// The `i`-th timestamp of the block (below its length).
-    fn get(&self, i: usize) -> u64 {
-        let w = self.w();
-        let at = (usize::from(self.start) + i) * w;
-        // One 8-byte load and a mask where the buffer has 8 bytes left, else byte by byte.
-        let offset = match self.buf.get(at..at + 8).map(<[u8; 8]>::try_from) {
-            Some(Ok(bytes)) => u64::from_le_bytes(bytes) & (u64::MAX >> (64 - 8 * w as u32)),
-            _ => {
-                let mut bytes = [0u8; 8];
-                if let (Some(to), Some(from)) = (bytes.get_mut(..w), self.buf.get(at..at + w)) {
-                    to.copy_from_slice(from);
-                }
-                u64::from_le_bytes(bytes)
-            }
-        };
-        self.base.saturating_add(offset)
-    }
-
-    fn first(&self) -> u64 {
-        self.first
-    }
-
-    fn last(&self) -> u64 {
-        self.get(self.len().saturating_sub(1))
-    }
-
-    /// Timestamps at or before `t`.
-    fn count_le(&self, t: u64) -> usize {
-        if self.last() <= t {
-            return self.len();
-        }
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.get(mid) <= t {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-
-    fn values(&self) -> Vec<u64> {
-        (0..self.len()).map(|i| self.get(i)).collect()
-    }
-
-    /// Inserts `n` copies of `ts` at `p` when the block can take them within `BLOCK_BYTES`
-    /// (re-laid out if its base or width must change); false leaves it untouched.
-    fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
-        let len = self.len();
-        let (lo, hi) = match len {
-            0 => (ts, ts),
-            _ => (self.first.min(ts), self.last().max(ts)),
-        };
-        // Offsets count from the base, which trims from the front leave behind the first.
-        let relayout = ts < self.base || width_for(hi - self.base) > self.w();
-        let width = if relayout {
-            width_for(hi - lo)
-        } else {
-            self.w()
-        };
-        if (len + n) * width > BLOCK_BYTES {
-            return false;
-        }
-        if relayout {
-            let mut ts_all = self.values();
-            let p = p.min(len);
-            ts_all.splice(p..p, std::iter::repeat_n(ts, n));
-            *self = Block::from_sorted(&ts_all);
-            return true;
-        }
-        let w = self.w();
-        let start = usize::from(self.start);
-        if (start + len + n) * w > self.buf.len() {
-            // Slide the live slots to the front, into a larger class if they need it.
-            let bytes = size_class((len + n) * w).max(self.buf.len());
-            let mut buf = vec![0u8; bytes].into_boxed_slice();
-            if let (Some(to), Some(from)) = (
-                buf.get_mut(..len * w),
-                self.buf.get(start * w..(start + len) * w),
-            ) {
-                to.copy_from_slice(from);
-            }
-            self.buf = buf;
-            self.start = 0;
-        }
-        let at = (usize::from(self.start) + p.min(len)) * w;
-        let end = (usize::from(self.start) + len) * w;
-        if end + n * w > self.buf.len() {
-            return false;
-        }
-        self.buf.copy_within(at..end, at + n * w);
-        let offset = ts - self.base;
-        if let Some(span) = self.buf.get_mut(at..at + n * w) {
-            for slot in span.chunks_exact_mut(w) {
-                if let Some(bytes) = offset.to_le_bytes().get(..w) {
-                    slot.copy_from_slice(bytes);
-                }
-            }
-        }
-        self.len = (len + n) as u16;
-        self.first = self.first.min(ts);
-        if len == 0 {
-            self.first = ts;
-        }
-        true
-    }
-
-    /// Removes slots `a..b` (within the length), and gives memory back once less than half of
-    /// the buffer is live.
-    fn remove(&mut self, a: usize, b: usize) {
-        let (len, w) = (self.len(), self.w());
-        let (a, b) = (a.min(len), b.min(len));
-        if a >= b {
-            return;
-        }
-        let start = usize::from(self.start);
-        if a == 0 {
-            self.start = (start + b) as u16;
-        } else if (start + len) * w <= self.buf.len() {
-            self.buf
-                .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
-        }
-        self.len = (len - (b - a)) as u16;
-        if a == 0 {
-            self.first = self.get(0);
-        }
-        let live = self.len() * w;
-        if self.buf.len() > 64 && live * 2 < self.buf.len() {
-            let start = usize::from(self.start) * w;
-            let mut buf = vec![0u8; size_class(live)].into_boxed_slice();
-            if let (Some(to), Some(from)) = (buf.get_mut(..live), self.buf.get(start..start + live))
-            {
-                to.copy_from_slice(from);
-            }
-            self.buf = buf;
-            self.start = 0;
-        }
-    }
-}
-
-/// Whether `ts` (sorted) fits one block.
-fn fits_one(ts: &[u64]) -> bool {
-    match (ts.first(), ts.last()) {
-        (Some(lo), Some(hi)) => ts.len() * width_for(hi - lo) <= BLOCK_BYTES,
-        _ => true,
+    fn move_heap(&mut self, mover: &mut impl Mover) {
+        self.move_buffer(mover);
     }
 }
 
@@ -265,10 +51,14 @@ fn pack(ts: &[u64]) -> Vec<Block> {
     if ts.is_empty() {
         return Vec::new();
     }
+    let fit = |share: &[u64]| match (share.first(), share.last()) {
+        (Some(lo), Some(hi)) => fits(share.len(), hi - lo),
+        _ => true,
+    };
     let mut k = 1;
     loop {
         let share = ts.len().div_ceil(k);
-        if share <= 1 || ts.chunks(share).all(fits_one) {
+        if share <= 1 || ts.chunks(share).all(fit) {
             return ts.chunks(share).map(Block::from_sorted).collect();
         }
         k += 1;
@@ -287,287 +77,231 @@ fn runs_of(ts: u64, n: u64) -> Vec<Block> {
     blocks
 }
 
-/// The blocks of a log past `SMALL` requests, and a Fenwick tree over their lengths once there
-/// are `FENWICK_MIN` of them (empty before).
-#[derive(Debug, Clone, Default)]
-struct Blocks {
+/// Builds a log from sorted timestamps in one pass: each block as full as its width allows, then
+/// the tree over them bottom-up.
+#[derive(Default)]
+pub struct Builder {
     blocks: Vec<Block>,
-    tree: Vec<u64>,
-    len: u64,
-    /// Bytes of the blocks' buffers, kept in step with them: the INFO gauge reads `heap_bytes`
-    /// around every call, which must not cost a walk over the blocks.
-    bufs: usize,
+    run: Vec<u64>,
+}
+
+impl Builder {
+    /// Appends `ts`, at or after every timestamp pushed before.
+    pub fn push(&mut self, ts: u64) {
+        if let Some(&lo) = self.run.first()
+            && !fits(self.run.len() + 1, ts.saturating_sub(lo))
+        {
+            self.blocks.push(Block::from_sorted(&self.run));
+            self.run.clear();
+        }
+        self.run.push(ts);
+    }
+
+    pub fn finish(self) -> CompactLog {
+        let repr = match Small::fit(&self.run) {
+            Some(small) if self.blocks.is_empty() => Repr::Small(small),
+            _ => Repr::Blocks(Box::new(self.into_blocks())),
+        };
+        CompactLog { repr }
+    }
+
+    fn into_blocks(mut self) -> Blocks {
+        if !self.run.is_empty() {
+            self.blocks.push(Block::from_sorted(&self.run));
+        }
+        Blocks {
+            tree: Tree::from_vec(self.blocks),
+        }
+    }
+}
+
+/// The blocks of a log past `SMALL` requests, in their tree. At most one block is empty: the
+/// last, kept for the next append while the block before it is full.
+#[derive(Debug, Clone)]
+struct Blocks {
+    tree: Tree<Block>,
 }
 
 impl Blocks {
-    fn from_sorted(ts: &[u64]) -> Blocks {
-        let mut b = Blocks {
-            blocks: pack(ts),
-            tree: Vec::new(),
-            len: ts.len() as u64,
-            bufs: 0,
-        };
-        b.reindex();
-        b
+    fn len(&self) -> u64 {
+        self.tree.count()
     }
 
-    /// Rebuilds the tree (and the buffers' total) after blocks came or went.
-    fn reindex(&mut self) {
-        self.bufs = self.blocks.iter().map(|b| b.buf.len()).sum();
-        self.tree.clear();
-        if self.blocks.len() < FENWICK_MIN {
-            self.tree.shrink_to_fit();
-            return;
-        }
-        let n = self.blocks.len();
-        self.tree.extend(self.blocks.iter().map(|b| b.len() as u64));
-        for i in 1..=n {
-            let j = i + (i & i.wrapping_neg());
-            if j <= n
-                && let Some(v) = self.tree.get(i - 1).copied()
-                && let Some(t) = self.tree.get_mut(j - 1)
-            {
-                *t += v;
-            }
-        }
-    }
-
-    /// Block `i` grew (or shrank) by `delta`.
-    fn bump(&mut self, i: usize, delta: i64) {
-        let mut j = i + 1;
-        while let Some(t) = self.tree.get_mut(j.wrapping_sub(1)) {
-            *t = t.wrapping_add_signed(delta);
-            j += j & j.wrapping_neg();
-        }
-    }
-
-    /// Timestamps in blocks `..i`.
-    fn before(&self, i: usize) -> u64 {
-        if self.tree.is_empty() {
-            return self.blocks.iter().take(i).map(|b| b.len() as u64).sum();
-        }
-        let (mut sum, mut j) = (0, i.min(self.tree.len()));
-        while j > 0 {
-            sum += self.tree.get(j - 1).copied().unwrap_or(0);
-            j &= j - 1;
-        }
-        sum
-    }
-
-    /// The block holding the `k`-th oldest (0-based, below the length), and where in it.
-    fn find(&self, k: u64) -> (usize, usize) {
-        // The ends, where trims and appends land, without a search.
-        if let Some(b) = self.blocks.first()
-            && k < b.len() as u64
-        {
-            return (0, k as usize);
-        }
-        if let Some(b) = self.blocks.last()
-            && let Some(from) = self.len.checked_sub(b.len() as u64)
-            && k >= from
-        {
-            return (self.blocks.len() - 1, (k - from) as usize);
-        }
-        if self.tree.is_empty() {
-            let mut rest = k;
-            for (i, b) in self.blocks.iter().enumerate() {
-                if rest < b.len() as u64 {
-                    return (i, rest as usize);
-                }
-                rest -= b.len() as u64;
-            }
-            return (self.blocks.len(), 0);
-        }
-        let n = self.tree.len();
-        let (mut pos, mut rest) = (0, k);
-        let mut step = 1usize << (usize::BITS - 1 - n.leading_zeros());
-        while step > 0 {
-            if let Some(&t) = self.tree.get(pos + step - 1)
-                && t <= rest
-            {
-                pos += step;
-                rest -= t;
-            }
-            step >>= 1;
-        }
-        (pos, rest as usize)
-    }
-
+    /// The `k`-th oldest (0-based).
     fn get(&self, k: u64) -> Option<u64> {
-        let (i, at) = self.find(k);
-        self.blocks.get(i).map(|b| b.get(at))
+        let (_, at, block) = self.tree.find_rank(k)?;
+        Some(block.get(at as usize))
     }
 
     fn newest(&self) -> Option<u64> {
-        self.blocks.last().map(Block::last)
+        let last = self.tree.last()?;
+        if !last.is_empty() {
+            return Some(last.last());
+        }
+        let before = self.tree.get(self.tree.items().checked_sub(2)?)?;
+        (!before.is_empty()).then(|| before.last())
     }
 
     /// Timestamps at or before `t`.
     fn count_le(&self, t: u64) -> u64 {
-        if self.newest().is_none_or(|n| n <= t) {
-            return self.len;
-        }
-        // The ends first: a trim cuts the first block, a recent cutoff lands in the last.
-        if let Some(b) = self.blocks.first()
-            && b.last() > t
-        {
-            return b.count_le(t) as u64;
-        }
-        if let Some(b) = self.blocks.last()
-            && b.first() <= t
-        {
-            return self.len - b.len() as u64 + b.count_le(t) as u64;
-        }
-        match self.blocks.partition_point(|b| b.first() <= t) {
-            0 => 0,
-            i => {
-                let inner = self.blocks.get(i - 1).map_or(0, |b| b.count_le(t));
-                self.before(i - 1) + inner as u64
-            }
+        match self.tree.find_key(t) {
+            Some((_, before, block)) => before + block.count_le(t) as u64,
+            None => 0,
         }
     }
 
     /// Adds `n` copies of `ts` after every equal one.
     fn add(&mut self, ts: u64, n: u64) {
-        if self.blocks.is_empty() {
-            self.blocks = runs_of(ts, n);
-            self.len = n;
-            self.reindex();
-            return;
-        }
-        // The block to insert into: the last whose first timestamp is at or before `ts`.
-        let i = match self.newest() {
-            Some(newest) if newest <= ts => self.blocks.len() - 1,
-            _ => self
-                .blocks
-                .partition_point(|b| b.first() <= ts)
-                .saturating_sub(1),
-        };
-        let Some(block) = self.blocks.get(i) else {
+        let Some((i, _, block)) = self.tree.find_key(ts) else {
+            self.tree = Tree::from_vec(runs_of(ts, n));
             return;
         };
         let p = block.count_le(ts);
         let at_end = p == block.len();
+        let last = i + 1 == self.tree.items();
+        let empty = block.is_empty();
         let small = usize::try_from(n).ok().filter(|n| *n <= BLOCK_BYTES);
-        self.len += n;
         if let Some(m) = small {
-            if self.in_block(i, |b| b.insert(p, ts, m)) == Some(true) {
-                self.bump(i, m as i64);
+            if self.tree.edit(i, |b| b.insert(p, ts, m)) == Some(true) {
                 return;
             }
             // Between two blocks: the front of the next may have room.
-            if at_end && self.in_block(i + 1, |b| b.insert(0, ts, m)) == Some(true) {
-                self.bump(i + 1, m as i64);
+            if at_end && !last && self.tree.edit(i + 1, |b| b.insert(0, ts, m)) == Some(true) {
                 return;
             }
         }
-        let Some(block) = self.blocks.get(i) else {
+        if at_end && last && !empty {
+            // An append past a full last block starts a new one, leaving the others full.
+            self.tree.insert(i + 1, runs_of(ts, n));
+            return;
+        }
+        // The block gives way to blocks holding it and the new timestamps, with room in each.
+        let Some(block) = self.tree.get(i) else {
             return;
         };
-        let fresh = if at_end && i + 1 == self.blocks.len() {
-            // An append past a full last block starts a new one, leaving the others full.
-            runs_of(ts, n)
-        } else if let Some(m) = small {
-            let mut ts_all = block.values();
-            ts_all.splice(p..p, std::iter::repeat_n(ts, m));
-            pack(&ts_all)
-        } else {
-            let ts_all = block.values();
-            let (left, right) = ts_all.split_at(p.min(ts_all.len()));
-            let mut fresh = pack(left);
-            fresh.extend(runs_of(ts, n));
-            fresh.extend(pack(right));
-            fresh
+        let values: Vec<u64> = block.values().collect();
+        let (left, right) = values.split_at(p.min(values.len()));
+        let mut fresh = match small {
+            Some(m) => {
+                let ts_all: Vec<u64> = left
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(ts, m))
+                    .chain(right.iter().copied())
+                    .collect();
+                pack(&ts_all)
+            }
+            None => {
+                let mut fresh = pack(left);
+                fresh.extend(runs_of(ts, n));
+                fresh.extend(pack(right));
+                fresh
+            }
         };
-        if at_end && i + 1 == self.blocks.len() {
-            self.blocks.extend(fresh);
-        } else {
-            self.blocks.splice(i..=i, fresh);
+        let rest = fresh.split_off(1.min(fresh.len()));
+        if let Some(first) = fresh.pop() {
+            self.tree.edit(i, |b| *b = first);
         }
-        self.reindex();
+        self.tree.insert(i + 1, rest);
     }
 
     /// Removes the timestamps `a..b` (0-based positions, oldest first).
     fn remove(&mut self, a: u64, b: u64) {
-        let b = b.min(self.len);
+        let b = b.min(self.len());
         if a >= b {
             return;
         }
-        let (i, pa) = self.find(a);
-        let (j, pb) = self.find(b - 1);
-        self.len -= b - a;
-        if i == j {
-            let emptied = self.in_block(i, |block| {
+        let (Some((i, pa, _)), Some((j, pb, _))) =
+            (self.tree.find_rank(a), self.tree.find_rank(b - 1))
+        else {
+            return;
+        };
+        let (pa, pb) = (pa as usize, pb as usize);
+        // Whether a block the cut leaves may go or merge: emptied, or within half a block.
+        let small = |b: &Block| b.len() * b.w() <= BLOCK_BYTES / 2;
+        let left_small = if i == j {
+            self.tree.edit(i, |block| {
                 block.remove(pa, pb + 1);
-                block.len() == 0
-            });
-            if let Some(empty) = emptied {
-                if empty {
-                    self.blocks.remove(i);
-                    self.reindex();
-                } else {
-                    self.bump(i, -((b - a) as i64));
-                }
-            }
+                small(block)
+            })
         } else {
-            if let Some(block) = self.blocks.get_mut(j) {
+            let right = self.tree.edit(j, |block| {
                 block.remove(0, pb + 1);
-            }
-            if let Some(block) = self.blocks.get_mut(i) {
+                small(block)
+            });
+            let left = self.tree.edit(i, |block| {
                 block.remove(pa, block.len());
+                small(block)
+            });
+            // The whole blocks between, each out of the tree in O(log B).
+            for _ in i + 1..j {
+                self.tree.remove(i + 1);
             }
-            self.blocks.drain(i + 1..j);
-            self.blocks.retain(|b| b.len() > 0);
-            self.reindex();
+            Some(left == Some(true) || right == Some(true))
+        };
+        // Nothing to tidy when the cut left its blocks large and is not next to a last block
+        // kept empty (the common trim and refund: most of a block stays).
+        if left_small == Some(true) || i + 3 >= self.tree.items() {
+            self.tidy(i);
         }
-        // Where the cut ends, a block left small merges with a neighbour that has room.
-        let at = i.min(self.blocks.len().saturating_sub(1));
+    }
+
+    /// After a cut through blocks `i` and `i + 1`: emptied blocks go (the last stays while the
+    /// one before it is full), and where the cut ended, blocks that fit half a block merge.
+    fn tidy(&mut self, i: usize) {
+        for k in [i + 1, i] {
+            if !self.tree.get(k).is_some_and(Block::is_empty) {
+                continue;
+            }
+            let n = self.tree.items();
+            let keep = k + 1 == n && k > 0 && self.tree.get(k - 1).is_some_and(Block::is_full);
+            if !keep {
+                self.tree.remove(k);
+            }
+        }
+        // A last block kept empty goes once the block before it has room again.
+        let n = self.tree.items();
+        if n >= 2
+            && self.tree.last().is_some_and(Block::is_empty)
+            && self.tree.get(n - 2).is_some_and(|b| !b.is_full())
+        {
+            self.tree.remove(n - 1);
+        }
+        let at = i.min(self.tree.items().saturating_sub(1));
         for k in [at + 1, at] {
             self.merge(k);
         }
     }
 
-    /// Merges blocks `k - 1` and `k` when one of them holds under a quarter of a block and
-    /// both fit one block.
+    /// Merges blocks `k - 1` and `k` when together they fit half a block.
     fn merge(&mut self, k: usize) {
-        let (Some(a), Some(b)) = (self.blocks.get(k.wrapping_sub(1)), self.blocks.get(k)) else {
+        let half = |b: &Block| !b.is_empty() && b.len() * b.w() <= BLOCK_BYTES / 2;
+        let Some(b) = self.tree.get(k).filter(|b| half(b)) else {
             return;
         };
-        let quarter = BLOCK_BYTES / 4;
-        if a.len() * a.w() >= quarter && b.len() * b.w() >= quarter {
+        let Some(a) = k
+            .checked_sub(1)
+            .and_then(|j| self.tree.get(j))
+            .filter(|a| half(a))
+        else {
+            return;
+        };
+        if (a.len() + b.len()) * width_for(b.last() - a.first()) > BLOCK_BYTES / 2 {
             return;
         }
-        if (a.len() + b.len()) * width_for(b.last().saturating_sub(a.first())) > BLOCK_BYTES {
-            return;
-        }
-        let mut ts = a.values();
-        ts.extend(b.values());
-        if fits_one(&ts) {
-            self.blocks.splice(k - 1..=k, [Block::from_sorted(&ts)]);
-            self.reindex();
-        }
+        let ts: Vec<u64> = a.values().chain(b.values()).collect();
+        let merged = Block::from_sorted(&ts);
+        self.tree.remove(k);
+        self.tree.edit(k - 1, |x| *x = merged);
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.blocks
-            .iter()
-            .flat_map(|b| (0..b.len()).map(|i| b.get(i)))
+        self.tree.iter().flat_map(Block::values)
     }
 
-    /// Runs `f` on block `i` alone, keeping `bufs` in step with its buffer.
-    fn in_block<R>(&mut self, i: usize, f: impl FnOnce(&mut Block) -> R) -> Option<R> {
-        let block = self.blocks.get_mut(i)?;
-        let before = block.buf.len();
-        let r = f(block);
-        let after = block.buf.len();
-        self.bufs = (self.bufs + after).saturating_sub(before);
-        Some(r)
-    }
-
+    /// Heap bytes: the tree (its nodes and blocks) and the box holding it.
     fn heap_bytes(&self) -> usize {
-        size_class(self.blocks.capacity() * size_of::<Block>())
-            + size_class(self.tree.capacity() * size_of::<u64>())
-            + self.bufs
+        size_class(size_of::<Blocks>()) + self.tree.heap()
     }
 }
 
@@ -630,6 +364,15 @@ impl Small {
         small
     }
 
+    /// The small form of `ts` (sorted), if it fits: at most `SMALL`, spanning under 2^32.
+    fn fit(ts: &[u64]) -> Option<Small> {
+        let span = match (ts.first(), ts.last()) {
+            (Some(lo), Some(hi)) => hi - lo,
+            _ => 0,
+        };
+        (ts.len() <= SMALL && span <= u64::from(u32::MAX)).then(|| Small::of(ts))
+    }
+
     fn remove(&mut self, a: usize, b: usize) {
         let mut ts = self.values();
         let b = b.min(ts.len());
@@ -641,7 +384,7 @@ impl Small {
 #[derive(Debug, Clone)]
 enum Repr {
     Small(Small),
-    Blocks(Blocks),
+    Blocks(Box<Blocks>),
 }
 
 /// A sorted log of request timestamps (ms), each at most 2^53.
@@ -667,19 +410,12 @@ impl Default for CompactLog {
     }
 }
 
-/// Something that can move a log's heap buffers elsewhere (the server's defragmenter): given
-/// each one, it may replace it by an identical copy.
-pub trait Mover {
-    fn bytes(&mut self, buf: &mut Box<[u8]>);
-    fn vec<T>(&mut self, v: &mut Vec<T>);
-}
-
 impl CompactLog {
     /// Logged requests.
     pub fn len(&self) -> u64 {
         match &self.repr {
             Repr::Small(s) => s.len() as u64,
-            Repr::Blocks(b) => b.len,
+            Repr::Blocks(b) => b.len(),
         }
     }
 
@@ -730,15 +466,9 @@ impl CompactLog {
             Repr::Small(s) => s.remove(a as usize, b as usize),
             Repr::Blocks(blocks) => {
                 blocks.remove(a, b);
-                if blocks.len as usize <= SMALL / 2 {
+                if blocks.len() as usize <= SMALL / 2 {
                     let ts: Vec<u64> = blocks.iter().collect();
-                    let mut small = Small::default();
-                    if let (Some(lo), Some(hi)) = (ts.first(), ts.last())
-                        && hi - lo <= u64::from(u32::MAX)
-                    {
-                        small = Small::of(&ts);
-                    }
-                    if small.len() == ts.len() {
+                    if let Some(small) = Small::fit(&ts) {
                         self.repr = Repr::Small(small);
                     }
                 }
@@ -773,7 +503,11 @@ impl CompactLog {
             if s.add(ts, n) {
                 return;
             }
-            self.repr = Repr::Blocks(Blocks::from_sorted(&s.values()));
+            let mut builder = Builder::default();
+            for t in s.values() {
+                builder.push(t);
+            }
+            self.repr = Repr::Blocks(Box::new(builder.into_blocks()));
         }
         if let Repr::Blocks(b) = &mut self.repr {
             b.add(ts, n);
@@ -790,11 +524,33 @@ impl CompactLog {
 
     /// Runs of equal timestamps, oldest first: `(timestamp, count)`.
     pub fn runs(&self) -> Runs<'_> {
-        Runs { log: self, next: 0 }
+        match &self.repr {
+            Repr::Small(s) => {
+                let mut small: Vec<(u64, u64)> = Vec::new();
+                for t in s.values() {
+                    match small.last_mut() {
+                        Some((last, n)) if *last == t => *n += 1,
+                        _ => small.push((t, 1)),
+                    }
+                }
+                Runs {
+                    small: small.into_iter(),
+                    blocks: None,
+                    block: None,
+                    at: 0,
+                }
+            }
+            Repr::Blocks(b) => Runs {
+                small: Vec::new().into_iter(),
+                blocks: Some(b.tree.iter()),
+                block: None,
+                at: 0,
+            },
+        }
     }
 
     /// Bytes of heap the log owns besides the value itself (its blocks and their index), as
-    /// the allocator's size classes count them.
+    /// the allocator's size classes count them: O(1).
     pub fn heap_bytes(&self) -> usize {
         match &self.repr {
             Repr::Small(_) => 0,
@@ -802,42 +558,65 @@ impl CompactLog {
         }
     }
 
-    /// Separate allocations the log owns besides the value itself.
+    /// Separate allocations the log owns besides the value itself: O(1).
     pub fn allocations(&self) -> usize {
         match &self.repr {
             Repr::Small(_) => 0,
-            Repr::Blocks(b) => b.blocks.len() + 1 + usize::from(!b.tree.is_empty()),
+            Repr::Blocks(b) => 1 + b.tree.allocs(),
         }
     }
 
-    /// Hands every heap buffer to `mover`, which may replace it by a copy.
-    pub fn move_buffers(&mut self, mover: &mut impl Mover) {
-        if let Repr::Blocks(b) = &mut self.repr {
-            mover.vec(&mut b.blocks);
-            mover.vec(&mut b.tree);
-            for block in &mut b.blocks {
-                mover.bytes(&mut block.buf);
-            }
+    /// Hands its heap allocations to `mover`, from block `from` on (0: all of them, the tree's
+    /// box first), until the mover says to stop: then the block to resume from.
+    pub fn move_buffers(&mut self, mover: &mut impl Mover, from: u64) -> Option<u64> {
+        let Repr::Blocks(b) = &mut self.repr else {
+            return None;
+        };
+        if from == 0 {
+            mover.boxed(b);
         }
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        b.tree.defrag(from, mover).map(|next| next as u64)
     }
 }
 
-/// Iterator over runs of equal timestamps.
+/// Iterator over runs of equal timestamps: a search inside each block for a run's end, not a
+/// walk over its timestamps.
 pub struct Runs<'a> {
-    log: &'a CompactLog,
-    next: u64,
+    small: std::vec::IntoIter<(u64, u64)>,
+    blocks: Option<Iter<'a, Block>>,
+    block: Option<&'a Block>,
+    at: usize,
 }
 
 impl Iterator for Runs<'_> {
     type Item = (u64, u64);
 
     fn next(&mut self) -> Option<(u64, u64)> {
-        let ts = self.log.kth_oldest(self.next + 1)?;
-        // The run ends where timestamps exceed `ts`: a search, not a walk.
-        let end = self.log.count_le(ts);
-        let n = end.saturating_sub(self.next).max(1);
-        self.next += n;
-        Some((ts, n))
+        if let Some(run) = self.small.next() {
+            return Some(run);
+        }
+        let mut run: Option<(u64, u64)> = None;
+        loop {
+            let block = match self.block {
+                Some(b) if self.at < b.len() => b,
+                _ => {
+                    let next = self.blocks.as_mut().and_then(Iterator::next);
+                    let Some(next) = next else {
+                        return run;
+                    };
+                    (self.block, self.at) = (Some(next), 0);
+                    continue;
+                }
+            };
+            let ts = block.get(self.at);
+            if run.is_some_and(|(t, _)| t != ts) {
+                return run;
+            }
+            let end = block.count_le(ts).max(self.at + 1);
+            let n = run.map_or(0, |(_, n)| n) + (end - self.at) as u64;
+            (run, self.at) = (Some((ts, n)), end);
+        }
     }
 }
 
@@ -856,32 +635,37 @@ impl CompactLog {
     fn shape(&self) -> Vec<(usize, usize)> {
         match &self.repr {
             Repr::Small(_) => Vec::new(),
-            Repr::Blocks(b) => b.blocks.iter().map(|b| (b.w(), b.len())).collect(),
+            Repr::Blocks(b) => b.tree.iter().map(|b| (b.w(), b.len())).collect(),
         }
     }
 
-    /// Checks the layout's invariants: sorted blocks, each fitting, counts and tree right.
+    /// Every block's buffer, oldest first: the same pointers mean no block was re-laid.
+    fn buffers(&self) -> Vec<*const u8> {
+        match &self.repr {
+            Repr::Small(_) => Vec::new(),
+            Repr::Blocks(b) => b.tree.iter().map(Block::buf_ptr).collect(),
+        }
+    }
+
+    /// Checks the layout's invariants: the tree's, each block's, and at most one empty block,
+    /// the last, while the one before it is full.
     fn check(&self) {
         if let Repr::Blocks(b) = &self.repr {
-            let mut prev = 0;
-            let mut total = 0;
-            for (i, block) in b.blocks.iter().enumerate() {
-                assert!(block.len() > 0, "block {i} empty");
-                assert!(block.len() * block.w() <= BLOCK_BYTES, "block {i} too big");
-                assert!(
-                    (usize::from(block.start) + block.len()) * block.w() <= block.buf.len(),
-                    "block {i} overflows"
-                );
-                assert_eq!(block.first, block.get(0), "block {i}'s first");
-                assert!(block.first() >= prev, "block {i} out of order");
-                assert_eq!(b.before(i), total, "count before block {i}");
-                prev = block.last();
-                total += block.len() as u64;
+            b.tree.check();
+            let blocks: Vec<&Block> = b.tree.iter().collect();
+            for (i, block) in blocks.iter().enumerate() {
+                block.check();
+                if block.is_empty() {
+                    assert_eq!(i + 1, blocks.len(), "block {i} of {} empty", blocks.len());
+                }
             }
-            assert_eq!(total, b.len);
-            assert_eq!(b.tree.is_empty(), b.blocks.len() < FENWICK_MIN);
-            let bufs: usize = b.blocks.iter().map(|b| b.buf.len()).sum();
-            assert_eq!(b.bufs, bufs, "the buffers' total");
+            let values: Vec<u64> = b.iter().collect();
+            assert!(values.windows(2).all(|w| w[0] <= w[1]), "out of order");
+            assert_eq!(values.len() as u64, b.len());
+            assert!(
+                b.len() as usize > SMALL / 2 || Small::fit(&values).is_none(),
+                "a short log in blocks"
+            );
         }
     }
 }
@@ -1046,21 +830,7 @@ mod tests {
     }
 
     #[test]
-    fn buffers_fill_size_classes() {
-        // (bytes asked, the class)
-        for (bytes, class) in [
-            (0, 0),
-            (1, 8),
-            (12, 16),
-            (20, 32),
-            (129, 160),
-            (256, 256),
-            (257, 320),
-            (4097, 5120),
-            (240_000, 262_144),
-        ] {
-            assert_eq!(size_class(bytes), class, "{bytes}");
-        }
+    fn a_log_grown_or_trimmed_holds_little_more_than_it_needs() {
         // Growing or shrinking, a log holds at most about a quarter more than it needs (the
         // block being cut from the front at most twice its live part).
         let mut log = CompactLog::default();
@@ -1085,6 +855,163 @@ mod tests {
             );
         }
         assert_eq!((log.heap_bytes(), log.allocations()), (0, 0));
+    }
+
+    /// One request added and taken back at a block's edge, again and again, makes no block
+    /// appear or vanish, and re-lays none, after the first time: past a full last block, and
+    /// across the edge between two full blocks in the middle.
+    #[test]
+    fn blocks_neither_appear_nor_vanish_at_an_edge() {
+        let t = 1_700_000_000_000u64;
+        // Full one-byte blocks of bursts, the last one exactly full.
+        let mut log = CompactLog::default();
+        for i in 0..40 {
+            log.add(t + i, BLOCK_BYTES as u64);
+        }
+        let full = log.shape().len();
+        let newest = t + 39;
+        let mut seen = Vec::new();
+        for round in 0..50 {
+            log.add(newest + 1000, 1);
+            assert_eq!(log.refund(MAX_TS, 1), 1);
+            if round == 0 {
+                seen = log.buffers();
+                assert_eq!(seen.len(), full + 1, "one block opened, kept empty");
+            }
+            assert_eq!(log.buffers(), seen, "round {round}");
+            log.check();
+        }
+        assert_eq!(log.newest(), Some(newest));
+        // A refund from the block before it: the empty one goes.
+        assert_eq!(log.refund(MAX_TS, 1), 1);
+        assert_eq!(log.shape().len(), full);
+        log.check();
+        // Requests a ms apart: full two-byte blocks; the edge between the 20th and 21st.
+        let mut log = CompactLog::default();
+        for i in 0..100_000u64 {
+            log.add(t + i, 1);
+        }
+        let per = BLOCK_BYTES as u64 / 2;
+        for b in [t + 20 * per, t + 20 * per + per / 2] {
+            let mut seen = Vec::new();
+            for round in 0..50 {
+                assert_eq!(log.refund(b, 2), 2);
+                log.add(b - 1, 1);
+                log.add(b, 1);
+                if round == 0 {
+                    seen = log.buffers();
+                }
+                assert_eq!(log.buffers(), seen, "{b}, round {round}");
+            }
+            assert_eq!(log.len(), 100_000);
+            assert!(log.iter().eq((0..100_000).map(|i| t + i)));
+            log.check();
+        }
+    }
+
+    /// A log built from sorted timestamps in one pass holds what adds make, in full blocks.
+    #[test]
+    fn built_in_one_pass() {
+        let t = 1_700_000_000_000u64;
+        let mut rng = crate::core::rng::Rng::new(3);
+        for (n, gap) in [
+            (0u64, 1u64),
+            (5, 1),
+            (11, 1 << 40),
+            (12, 1),
+            (30_000, 1),
+            (30_000, 7000),
+        ] {
+            let mut ts: Vec<u64> = (0..n).map(|i| t + i * gap).collect();
+            // Bursts among them.
+            for _ in 0..n / 1000 {
+                let at = rng.range(0, n - 1) as usize;
+                let burst = vec![ts[at]; rng.range(1, 9000) as usize];
+                ts.splice(at..at, burst);
+            }
+            let mut builder = Builder::default();
+            for &x in &ts {
+                builder.push(x);
+            }
+            let built = builder.finish();
+            built.check();
+            assert_eq!(built, CompactLog::of(&ts), "{n} a gap of {gap}");
+            assert!(built.iter().eq(ts.iter().copied()));
+            // Every block but the last is full: the next timestamp would not have fit it.
+            let mut at = 0;
+            for (_, len) in built.shape() {
+                if let Some(next) = ts.get(at + len) {
+                    assert!(
+                        !fits(len + 1, next - ts[at]),
+                        "{n} a gap of {gap}: {len} at {at}"
+                    );
+                }
+                at += len;
+            }
+        }
+    }
+
+    /// The defragmenter's turns: every allocation handed over once, in steps that resume where
+    /// the last stopped, the log unchanged.
+    #[test]
+    fn buffers_move_in_steps() {
+        struct Count {
+            moved: usize,
+            every: usize,
+            asked: usize,
+        }
+        impl Mover for Count {
+            fn bytes(&mut self, buf: &mut Box<[u8]>) {
+                *buf = buf.clone();
+                self.moved += 1;
+            }
+            fn vec<T>(&mut self, v: &mut Vec<T>) {
+                let mut moved = Vec::with_capacity(v.capacity());
+                moved.append(v);
+                *v = moved;
+                self.moved += 1;
+            }
+            fn boxed<T>(&mut self, _: &mut Box<T>) {
+                self.moved += 1;
+            }
+            fn should_stop(&mut self) -> bool {
+                self.asked += 1;
+                self.asked.is_multiple_of(self.every)
+            }
+        }
+        let mut log = CompactLog::default();
+        for i in 0..200_000u64 {
+            log.add(1_000_000 + i * 3, 1);
+        }
+        let copy = log.clone();
+        let blocks = log.shape().len();
+        for every in [1, 10, 1000] {
+            let mut mover = Count {
+                moved: 0,
+                every,
+                asked: 0,
+            };
+            let (mut from, mut turns) = (0, 1);
+            while let Some(next) = log.move_buffers(&mut mover, from) {
+                assert!(next > from);
+                (from, turns) = (next, turns + 1);
+            }
+            assert_eq!(mover.moved, log.allocations(), "every {every}");
+            assert_eq!(turns, blocks / every + 1, "every {every}");
+            assert_eq!(log, copy);
+            log.check();
+        }
+        assert_eq!(
+            CompactLog::of(&[5]).move_buffers(
+                &mut Count {
+                    moved: 0,
+                    every: 1,
+                    asked: 0
+                },
+                0
+            ),
+            None
+        );
     }
 
     /// Random adds, trims and refunds against a plain sorted vector: every kind of insert,
@@ -1199,6 +1126,65 @@ mod speed {
                 log.add(newest - behind + j % 1000, 1);
             }
             println!("{behind} ms late: {:?} a call", start.elapsed() / 200_000);
+        }
+    }
+
+    /// A log of `n` timestamps a ms apart, built as a load builds it.
+    fn dense(n: u64) -> CompactLog {
+        let mut b = Builder::default();
+        for i in 0..n {
+            b.push(1_700_000_000_000 + i);
+        }
+        b.finish()
+    }
+
+    #[test]
+    #[ignore = "timing, by hand: cargo test --release --lib speed -- --ignored --nocapture"]
+    fn edges_openings_and_loads() {
+        let time = |what: &str, calls: u32, f: &mut dyn FnMut()| {
+            let start = std::time::Instant::now();
+            for _ in 0..calls {
+                f();
+            }
+            println!("{what}: {:?} a call", start.elapsed() / calls);
+        };
+        let sizes: Vec<u64> = match std::env::var("SPEED_SIZES") {
+            Ok(v) => v.split(',').filter_map(|s| s.parse().ok()).collect(),
+            Err(_) => vec![1_000_000, 100_000_000],
+        };
+        for n in sizes {
+            let mut log = dense(n);
+            let t = 1_700_000_000_000u64;
+            let per = BLOCK_BYTES as u64 / 2;
+            let edge = t + (n / per / 2) * per;
+            for (what, b) in [("edge", edge), ("inside", edge + per / 2)] {
+                time(
+                    &format!("{n}: middle churn at the {what}"),
+                    100_000,
+                    &mut || {
+                        log.refund(b, 2);
+                        log.add(b - 1, 1);
+                        log.add(b, 1);
+                    },
+                );
+            }
+            let newest = log.newest().unwrap_or(0);
+            time(&format!("{n}: tail churn"), 100_000, &mut || {
+                log.add(newest + 1000, 1);
+                log.refund(MAX_TS, 1);
+            });
+            let mut next = newest + 2000;
+            time(&format!("{n}: block opening"), 20_000, &mut || {
+                log.add(next, BLOCK_BYTES as u64);
+                next += 1;
+            });
+        }
+        for n in [10_000_000u64, 200_000_000] {
+            let (count, bytes) = super::super::codec::encode(&dense(n));
+            let start = std::time::Instant::now();
+            let log = super::super::codec::decode(1, count, &bytes);
+            println!("decode {n}: {:?}", start.elapsed());
+            assert_eq!(log.map(|l| l.len()), Ok(n));
         }
     }
 }

@@ -7,8 +7,10 @@
 //! `slidingwindow.trim` and `slidingwindow.add` (class `d`, module), `del` when the log empties and
 //! `expire` (class `g`).
 
+mod block;
 pub mod change;
 pub mod codec;
+mod index;
 pub mod log;
 
 use super::{Expire, Store, expire};
@@ -50,8 +52,9 @@ impl NativeType for CompactLog {
 
     fn load(input: &mut RdbIn<'_>, encver: i32) -> Result<Self, String> {
         let count = input.unsigned()?;
-        let bytes = input.buffer()?;
-        codec::decode(encver, count, &bytes).map_err(|why| why.to_string())
+        input
+            .with_buffer(|bytes| codec::decode(encver, count, bytes))?
+            .map_err(|why| why.to_string())
     }
 
     fn rewrite(&self, out: &mut AofOut<'_>) {
@@ -72,12 +75,13 @@ impl NativeType for CompactLog {
         self.heap_bytes()
     }
 
-    fn defrag(&mut self, d: &mut Defrag<'_>) {
-        self.move_buffers(d);
+    fn defrag(&mut self, d: &mut Defrag<'_>, cursor: u64) -> Option<u64> {
+        self.move_buffers(d, cursor)
     }
 
     fn free_effort(&self) -> usize {
-        // One free per block: past 64 of them (a 256 KiB log), off the main thread.
+        // One free per allocation (each block's, each node's of its tree): past 64 of them
+        // (about 250 KiB of blocks), off the main thread.
         1 + self.allocations()
     }
 }

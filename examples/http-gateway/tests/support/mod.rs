@@ -1,0 +1,379 @@
+//! What the gateway's end-to-end tests share: the gateway binary as its own process on a free
+//! port, a real HTTP client and its replies, upstreams, and Redis's state.
+#![allow(dead_code)]
+
+use crate::common::{STARTUP_DEADLINE, Server, wait_until};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+/// The gateway binary, killed on drop; its stderr goes to a file the test can read.
+pub struct Gateway {
+    pub child: Child,
+    pub url: String,
+    pub log: PathBuf,
+}
+
+impl Gateway {
+    pub fn start(redis: &Server, args: &[&str]) -> Gateway {
+        let url = redis.url();
+        Gateway::start_with(&[&["--redis", url.as_str()], args].concat())
+    }
+
+    pub fn start_with(args: &[&str]) -> Gateway {
+        let log = log_path();
+        // A free loopback port unless the test chose the address.
+        let listen: &[&str] = if args.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+            .args(listen)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(&log).expect("gateway log file"))
+            .spawn()
+            .expect("spawn the gateway");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("gateway stdout");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the gateway's first line");
+        let Some(url) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            panic!(
+                "gateway did not start: {line:?}\n{}",
+                fs::read_to_string(&log).unwrap_or_default()
+            );
+        };
+        Gateway {
+            url: url.to_string(),
+            child,
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn get(&self, api_key: Option<&str>) -> Reply {
+        self.get_path("/", api_key)
+    }
+
+    pub fn get_path(&self, path: &str, api_key: Option<&str>) -> Reply {
+        let key: Vec<(&str, &str)> = api_key.map(|k| ("x-api-key", k)).into_iter().collect();
+        self.get_with(path, &key)
+    }
+
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        let mut req = agent.get(format!("{}{path}", self.url));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let mut resp = req.call().expect("HTTP request to the gateway");
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    v.to_str().expect("ASCII header").to_string(),
+                )
+            })
+            .collect();
+        Reply {
+            status: resp.status().as_u16(),
+            body: resp.body_mut().read_to_string().expect("body"),
+            headers,
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_file(&self.log);
+    }
+}
+
+pub fn log_path() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    std::env::temp_dir().join(format!(
+        "http-gateway-test-{}-{}.log",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// The `RateLimit` header: (limit name, r, t).
+    pub fn ratelimit(&self) -> (String, i64, i64) {
+        let v = self
+            .header("ratelimit")
+            .unwrap_or_else(|| panic!("no RateLimit header: {self:?}"));
+        let [(name, params)] = &items(v)[..] else {
+            panic!("RateLimit names one limit: {v}");
+        };
+        (name.clone(), params["r"], params["t"])
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{self:?}"
+        );
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.body))
+    }
+}
+
+/// A structured-field list as the RateLimit headers use it: `"l0";q=10;w=1,"l1";q=100;w=60`.
+pub fn items(v: &str) -> Vec<(String, BTreeMap<String, i64>)> {
+    v.split(',')
+        .map(|item| {
+            let mut parts = item.trim().split(';');
+            let name = parts.next().unwrap_or_default();
+            assert!(
+                name.len() > 2 && name.starts_with('"') && name.ends_with('"'),
+                "item name {name:?} in {v}"
+            );
+            let params = parts
+                .map(|p| {
+                    let (k, n) = p
+                        .split_once('=')
+                        .unwrap_or_else(|| panic!("parameter {p:?} in {v}"));
+                    (
+                        k.to_string(),
+                        n.parse()
+                            .unwrap_or_else(|_| panic!("integer parameter {p:?} in {v}")),
+                    )
+                })
+                .collect();
+            (name.trim_matches('"').to_string(), params)
+        })
+        .collect()
+}
+
+pub fn policy(v: &str) -> Vec<(String, i64, i64)> {
+    items(v)
+        .into_iter()
+        .map(|(n, p)| (n, p["q"], p["w"]))
+        .collect()
+}
+
+pub fn seconds_up(ms: i64) -> i64 {
+    (ms + 999).div_euclid(1000)
+}
+
+/// A one-shot upstream speaking `version` (`HTTP/1.1`, `HTTP/1.0`): it answers 201 with what it
+/// was asked (request line, X-Forwarded-For lines), or 503 for a path holding `/fail`; counts its
+/// requests.
+pub fn upstream(version: &'static str) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).to_string();
+            let request_line = head.lines().next().unwrap_or_default().to_string();
+            let xff: Vec<String> = head
+                .lines()
+                .filter_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("x-forwarded-for: ")
+                        .map(str::to_string)
+                })
+                .collect();
+            let body = format!("{request_line} xff={}", xff.join("|"));
+            let status = if request_line.contains("/fail") {
+                "503 Service Unavailable"
+            } else {
+                "201 Created"
+            };
+            let _ = write!(
+                s,
+                "{version} {status}\r\nx-upstream: yes\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (format!("http://{addr}/base"), hits)
+}
+
+/// One of the module's INFO counters (`slidingwindow_<name>`, or `<name>` on servers that do not
+/// prefix it).
+pub fn stat(redis: &Server, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("slidingwindow")
+        .query(&mut redis.client())
+        .unwrap();
+    info.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k == name || k.strip_prefix("slidingwindow_") == Some(name))
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
+}
+
+/// The key's log: (member, score), oldest first.
+pub fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .unwrap()
+}
+
+pub fn zcard(redis: &Server, key: &str) -> i64 {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query(&mut redis.client())
+        .unwrap()
+}
+
+pub fn retry_after_ms(r: &Reply) -> i64 {
+    r.json()["retry_after_ms"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("retry_after_ms: {r:?}"))
+}
+
+/// Sends `signal` (STOP, CONT) to the process `pid`.
+pub fn signal(pid: &str, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), pid])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+impl Gateway {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then waits for the process to exit (it drains and closes its leases first).
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        signal(&self.pid().to_string(), "TERM");
+        let mut status = None;
+        wait_until(STARTUP_DEADLINE, "the gateway to exit", || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status.expect("exited")
+    }
+}
+
+/// An upstream that serves each connection in a thread of its own and answers by path: `/fail`
+/// 503 at once; `/held-fail` 503 and `/held-ok` 200 once the test calls `release`; `/hang`
+/// never; anything else 201. It counts the requests it got and the answers it sent.
+pub struct Upstream {
+    pub url: String,
+    pub hits: Arc<AtomicUsize>,
+    pub answered: Arc<AtomicUsize>,
+    released: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Upstream {
+    pub fn start() -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let up = Upstream {
+            url,
+            hits: Arc::default(),
+            answered: Arc::default(),
+            released: Arc::default(),
+        };
+        let (hits, answered, released) =
+            (up.hits.clone(), up.answered.clone(), up.released.clone());
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let (hits, answered, released) = (hits.clone(), answered.clone(), released.clone());
+                thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+                        head.push(byte[0]);
+                    }
+                    hits.fetch_add(1, Ordering::SeqCst);
+                    let line = String::from_utf8_lossy(&head)
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                    if path.starts_with("/hang") {
+                        thread::sleep(Duration::from_secs(120));
+                        return;
+                    }
+                    if path.starts_with("/held") {
+                        let (lock, cond) = &*released;
+                        let mut go = lock.lock().unwrap();
+                        while !*go {
+                            go = cond.wait(go).unwrap();
+                        }
+                    }
+                    let status = if path.contains("fail") {
+                        "503 Service Unavailable"
+                    } else if path.starts_with("/held") {
+                        "200 OK"
+                    } else {
+                        "201 Created"
+                    };
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 {status}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nup"
+                    );
+                    answered.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        up
+    }
+
+    /// Lets the held requests (and later ones) answer.
+    pub fn release(&self) {
+        let (lock, cond) = &*self.released;
+        *lock.lock().unwrap() = true;
+        cond.notify_all();
+    }
+}
