@@ -3,7 +3,8 @@
 //! accepted and what it refuses is refused, with the file and the path named.
 
 use crate::yaml::{self, Kind, Node};
-use std::collections::{HashMap, HashSet};
+use slidingwindow_client::MAX_EXACT;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -87,6 +88,15 @@ pub struct Limit {
     pub stat: StatKey,
     /// The counters of `stat`, found on first use (see metrics.rs).
     pub counters: OnceLock<Arc<crate::metrics::Counters>>,
+    /// Our extension `lease: {size, duration_ms}`: permits taken in bulk for busy keys.
+    pub lease: Option<LeaseSpec>,
+}
+
+/// A `rate_limit`'s `lease` (this service's extension): `size` permits for `duration_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseSpec {
+    pub size: u64,
+    pub duration_ms: u64,
 }
 
 impl Limit {
@@ -102,6 +112,7 @@ impl Limit {
             detailed_metric: false,
             stat,
             counters: OnceLock::new(),
+            lease: None,
         }
     }
 }
@@ -117,6 +128,7 @@ impl PartialEq for Limit {
             &self.replaces,
             self.detailed_metric,
             &self.stat,
+            self.lease,
         ) == (
             o.requests_per_unit,
             o.unit,
@@ -126,6 +138,7 @@ impl PartialEq for Limit {
             &o.replaces,
             o.detailed_metric,
             &o.stat,
+            o.lease,
         )
     }
 }
@@ -256,6 +269,8 @@ pub struct Config {
     pub ignored: Vec<String>,
     /// The files read.
     pub files: Vec<PathBuf>,
+    /// Every `lease` the limits carry.
+    pub leases: BTreeSet<LeaseSpec>,
 }
 
 /// A config that cannot be used: the file, the path inside it, what is wrong.
@@ -316,8 +331,18 @@ const DESCRIPTOR_FIELDS: [&str; 10] = [
     "share_threshold",
     "metadata",
 ];
-/// The fields of `rate_limit`. An extension of this service goes here and in FIELDS.
-const RATE_LIMIT_FIELDS: [&str; 5] = ["unit", "requests_per_unit", "unlimited", "name", "replaces"];
+/// The fields of `rate_limit`, `lease` (this service's extension, which the reference refuses)
+/// included; `lease` is accepted nowhere else.
+const RATE_LIMIT_FIELDS: [&str; 6] = [
+    "unit",
+    "requests_per_unit",
+    "unlimited",
+    "name",
+    "replaces",
+    LEASE,
+];
+const LEASE: &str = "lease";
+const LEASE_FIELDS: [&str; 2] = ["size", "duration_ms"];
 
 impl Config {
     /// One YAML file, or every `*.yaml`/`*.yml` file of a directory (not recursive, dot files
@@ -350,6 +375,7 @@ impl Config {
             let mut reader = Reader {
                 file,
                 ignored: &mut config.ignored,
+                leases: &mut config.leases,
             };
             let (root, documents) = yaml::load(text).map_err(|e| reader.error("", e))?;
             if documents > 1 {
@@ -585,6 +611,7 @@ fn files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 struct Reader<'a> {
     file: &'a Path,
     ignored: &'a mut Vec<String>,
+    leases: &'a mut BTreeSet<LeaseSpec>,
 }
 
 impl Reader<'_> {
@@ -624,6 +651,16 @@ impl Reader<'_> {
                 ));
             };
             let at = join(path, name);
+            if name == LEASE {
+                // Our extension: its fields are read (and checked) with its limit.
+                if !path.ends_with("rate_limit") {
+                    return Err(self.error(
+                        &at,
+                        "lease (this service's extension) belongs in a rate_limit".into(),
+                    ));
+                }
+                continue;
+            }
             if !FIELDS.contains(&name) {
                 return Err(self.error(&at, "unknown field".into()));
             }
@@ -850,6 +887,25 @@ impl Reader<'_> {
             .string(node.get("name"), &join(path, "name"))?
             .unwrap_or_default();
         let replaces = self.replaces(node.get("replaces"), &join(path, "replaces"), &name)?;
+        let lease_path = join(path, LEASE);
+        let lease = self.lease(node.get(LEASE), &lease_path)?;
+        if lease.is_some() {
+            let mode = if unlimited {
+                Some("unlimited")
+            } else if flags.shadow {
+                Some("shadow_mode")
+            } else if flags.quota {
+                Some("quota_mode")
+            } else {
+                None
+            };
+            if let Some(mode) = mode {
+                return Err(self.error(
+                    &lease_path,
+                    format!("a lease is for an enforced limit, not with {mode}"),
+                ));
+            }
+        }
         if unlimited {
             if unit.is_some() {
                 return Err(self.error(
@@ -887,6 +943,18 @@ impl Reader<'_> {
                 ));
             }
         };
+        if let Some(l) = lease {
+            if l.size > u64::from(requests_per_unit) {
+                return Err(self.error(
+                    &join(&lease_path, "size"),
+                    format!(
+                        "a lease holds at most the limit's requests_per_unit ({requests_per_unit}), not {}",
+                        l.size
+                    ),
+                ));
+            }
+            self.leases.insert(l);
+        }
         Ok(Rule::Limit(Arc::new(Limit {
             requests_per_unit,
             unit,
@@ -897,7 +965,66 @@ impl Reader<'_> {
             detailed_metric: flags.detailed_metric,
             stat: stat.clone(),
             counters: OnceLock::new(),
+            lease,
         })))
+    }
+
+    /// `lease: {size: N, duration_ms: D}`, both integers of at least 1, nothing else.
+    fn lease(&self, node: Option<&Node>, path: &str) -> Result<Option<LeaseSpec>, ConfigError> {
+        let pairs = match node {
+            None => return Ok(None),
+            Some(Node::Map(pairs)) => pairs,
+            Some(other) => {
+                return Err(self.error(
+                    path,
+                    format!(
+                        "expected a mapping {{size: N, duration_ms: D}}, found {}",
+                        other.kind_name()
+                    ),
+                ));
+            }
+        };
+        for (k, _) in pairs {
+            match k.as_str() {
+                Some(name) if LEASE_FIELDS.contains(&name) => {}
+                Some(name) => {
+                    return Err(self.error(
+                        &join(path, name),
+                        "unknown field (a lease has size and duration_ms)".into(),
+                    ));
+                }
+                None => {
+                    return Err(self.error(
+                        path,
+                        format!("a key must be a string, found {}", k.kind_name()),
+                    ));
+                }
+            }
+        }
+        let field = |name: &str| {
+            let at = join(path, name);
+            let bad = |found: &str| {
+                self.error(
+                    &at,
+                    format!("expected an integer from 1 to {MAX_EXACT}, found {found}"),
+                )
+            };
+            match node.and_then(|n| n.get(name)) {
+                None => Err(self.error(&at, "missing: a lease has size and duration_ms".into())),
+                Some(Node::Scalar {
+                    kind: Kind::Int(n),
+                    text,
+                }) => u64::try_from(*n)
+                    .ok()
+                    .filter(|v| (1..=MAX_EXACT).contains(v))
+                    .ok_or_else(|| bad(text)),
+                Some(other) => Err(bad(other.kind_name())),
+            }
+        };
+        Ok(Some(LeaseSpec {
+            size: field("size")?,
+            duration_ms: field("duration_ms")?,
+        }))
     }
 
     fn replaces(
@@ -1128,7 +1255,52 @@ descriptors:
             (
                 "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, lease: 100}",
                 "descriptors[0].rate_limit.lease",
-                "unknown field",
+                "expected a mapping {size: N, duration_ms: D}, found an integer",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    lease: {size: 1, duration_ms: 1}",
+                "descriptors[0].lease",
+                "lease (this service's extension) belongs in a rate_limit",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 0, duration_ms: 10}}",
+                "descriptors[0].rate_limit.lease.size",
+                "expected an integer from 1 to 9007199254740992, found 0",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 11, duration_ms: 10}}",
+                "descriptors[0].rate_limit.lease.size",
+                "a lease holds at most the limit's requests_per_unit (10), not 11",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 5, duration_ms: -1}}",
+                "descriptors[0].rate_limit.lease.duration_ms",
+                "expected an integer from 1 to 9007199254740992, found -1",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 5, duration_ms: 0.5}}",
+                "descriptors[0].rate_limit.lease.duration_ms",
+                "expected an integer from 1 to 9007199254740992, found a number with a fraction",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 5}}",
+                "descriptors[0].rate_limit.lease.duration_ms",
+                "missing: a lease has size and duration_ms",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 5, duration_ms: 5, ttl: 1}}",
+                "descriptors[0].rate_limit.lease.ttl",
+                "unknown field (a lease has size and duration_ms)",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, lease: {size: 5, duration_ms: 5}}",
+                "descriptors[0].rate_limit.lease",
+                "a lease is for an enforced limit, not with unlimited",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 10, lease: {size: 5, duration_ms: 5}}",
+                "descriptors[0].rate_limit.lease",
+                "a lease is for an enforced limit, not with shadow_mode",
             ),
         ];
         for (text, path, message) in cases {
@@ -1231,6 +1403,53 @@ descriptors:
         assert_eq!(sanitize("ip_10.0.0.1:80|x"), "ip_10_0_0_1_80_x");
         assert_eq!(sanitize("v1.2.3"), "v1.2.3");
         assert_eq!(sanitize("1234.5.6.7"), "1234_5_6_7");
+    }
+
+    #[test]
+    fn leases() {
+        let c = parse(
+            "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 100, lease: {size: 100, duration_ms: 50}}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: c
+    rate_limit: {unit: second, requests_per_unit: 50, lease: {duration_ms: 50, size: 100}}
+",
+        );
+        assert_eq!(
+            c.unwrap_err().to_string(),
+            "t.yaml: descriptors[2].rate_limit.lease.size: a lease holds at most the limit's requests_per_unit (50), not 100"
+        );
+        let c = parse(
+            "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 100, lease: {size: 100, duration_ms: 50}}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: c
+    rate_limit: {unit: hour, requests_per_unit: 1000, lease: {duration_ms: 50, size: 100}}
+",
+        )
+        .unwrap();
+        let lease = |key: &str| match c.lookup("d", &[(key, "x")]) {
+            Lookup::Found(Match {
+                rule: Rule::Limit(l),
+                ..
+            }) => l.lease,
+            other => panic!("{other:?}"),
+        };
+        let spec = LeaseSpec {
+            size: 100,
+            duration_ms: 50,
+        };
+        assert_eq!(
+            (lease("a"), lease("b"), lease("c")),
+            (Some(spec), None, Some(spec))
+        );
+        assert_eq!(c.leases.iter().copied().collect::<Vec<_>>(), vec![spec]);
     }
 
     #[test]

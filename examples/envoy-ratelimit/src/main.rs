@@ -7,6 +7,7 @@ mod config;
 mod headers;
 mod health;
 mod http;
+mod leases;
 mod metrics;
 mod plan;
 mod reload;
@@ -88,7 +89,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
         cli.on_redis_error,
         forms,
         cli.key_prefix.clone(),
-    ));
+    )?);
     let listener = TcpListener::bind(cli.listen).await?;
     let http = match cli.http_listen {
         Some(addr) => Some(TcpListener::bind(addr).await?),
@@ -130,6 +131,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
     ));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let stopping = shared.clone();
+    let closing = shared.clone();
     Server::builder()
         .add_service(health_service)
         .add_service(RateLimitServiceServer::new(service::Service(shared)))
@@ -140,6 +142,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
             health::report(&stopping, &reporter, &mut reported).await;
         })
         .await?;
+    closing.close_leases().await;
     Ok(())
 }
 

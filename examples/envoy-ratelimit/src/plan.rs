@@ -23,6 +23,8 @@ pub enum Mode {
     Refund,
     /// A hits_addend of 0: looked at, not charged; over the limit when one more request would be.
     Look,
+    /// Charged with a permit from its lease (our `lease` extension, see leases.rs): no call.
+    Leased,
 }
 
 #[derive(Debug, Clone)]

@@ -50,11 +50,23 @@ pub async fn watch(shared: Arc<Shared>, path: PathBuf, merge: bool, interval: Du
                     config.files.len()
                 );
                 crate::warn_ignored(&config);
-                shared.set_config(config);
-                shared
-                    .metrics
-                    .config_load_success
-                    .fetch_add(1, Ordering::Relaxed);
+                match shared.set_config(config) {
+                    Ok(()) => {
+                        shared
+                            .metrics
+                            .config_load_success
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "envoy-ratelimit: config error, keeping the last good config: {e}"
+                        );
+                        shared
+                            .metrics
+                            .config_load_error
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("envoy-ratelimit: config error, keeping the last good config: {e}");

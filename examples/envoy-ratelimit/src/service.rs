@@ -3,10 +3,11 @@
 
 use crate::cli::OnRedisError;
 use crate::config::Config;
+use crate::leases::{self, Leases};
 use crate::metrics::Metrics;
 use crate::plan::{self, Action, Mode};
 use crate::response::{self, HeaderForms};
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, Seen, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use slidingwindow_client::{ErrorLog, unix_ms};
@@ -17,7 +18,8 @@ use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 pub struct Shared {
-    config: RwLock<Arc<Config>>,
+    /// The config in force and the lease maps of its `lease` specs, swapped together.
+    live: RwLock<(Arc<Config>, Arc<Leases>)>,
     pub store: Store,
     pub metrics: Arc<Metrics>,
     pub on_error: OnRedisError,
@@ -40,9 +42,10 @@ impl Shared {
         on_error: OnRedisError,
         forms: HeaderForms,
         prefix: String,
-    ) -> Shared {
-        Shared {
-            config: RwLock::new(Arc::new(config)),
+    ) -> Result<Shared, slidingwindow_client::Error> {
+        let (leases, _) = Leases::new(store.client(), &config.leases, None)?;
+        Ok(Shared {
+            live: RwLock::new((Arc::new(config), Arc::new(leases))),
             store,
             metrics,
             on_error,
@@ -52,18 +55,46 @@ impl Shared {
             redis_up: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             health_changed: Notify::new(),
+        })
+    }
+
+    fn live(&self) -> (Arc<Config>, Arc<Leases>) {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The next requests use `config`. Lease maps of a spec the new config still has go on
+    /// serving; those of a spec it dropped are closed in the background (their unused permits go
+    /// back). Runs in the runtime (it spawns).
+    pub fn set_config(&self, config: Config) -> Result<(), slidingwindow_client::Error> {
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let (leases, retired) = Leases::new(self.store.client(), &config.leases, Some(&live.1))?;
+        *live = (Arc::new(config), Arc::new(leases));
+        drop(live);
+        if !retired.is_empty() {
+            tokio::spawn(async move {
+                match leases::close(retired).await {
+                    Ok(n) => eprintln!(
+                        "envoy-ratelimit: leases the config no longer has closed, {n} unused permits given back"
+                    ),
+                    Err(e) => eprintln!(
+                        "envoy-ratelimit: leases the config no longer has closed, a refund failed: {e}"
+                    ),
+                }
+            });
         }
+        Ok(())
     }
 
-    pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    pub fn set_config(&self, config: Config) {
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+    /// After the last request: every lease's unused permits go back.
+    pub async fn close_leases(&self) {
+        let (_, leases) = self.live();
+        if leases.is_empty() {
+            return;
+        }
+        match leases.close().await {
+            Ok(n) => eprintln!("envoy-ratelimit: leases closed, {n} unused permits given back"),
+            Err(e) => eprintln!("envoy-ratelimit: leases closed, a refund failed: {e}"),
+        }
     }
 
     pub fn set_redis_up(&self, up: bool) {
@@ -95,8 +126,8 @@ impl Shared {
                 "rate limit descriptor list must not be empty",
             ));
         }
-        let config = self.config();
-        let actions = plan::actions(
+        let (config, leases) = self.live();
+        let mut actions = plan::actions(
             &config,
             &self.metrics,
             &self.prefix,
@@ -106,16 +137,38 @@ impl Shared {
         )
         .map_err(|e| Status::invalid_argument(e.0))?;
         // The service's clock, passed to every call: the refunds' AT and the statuses use it too.
-        let now = unix_ms();
+        // The leases hand their permits out at that reading. A lease call that failed leaves
+        // every descriptor to the exact call, whose own failure (if Redis is down) decides.
+        let (now, taken) = leases
+            .take(&mut actions)
+            .await
+            .unwrap_or_else(|_| (unix_ms(), Vec::new()));
         let outcome = match self.store.run(&actions, now, &self.metrics).await {
-            Ok(o) => {
+            Ok(mut o) => {
                 if o.round_trips > 0 {
                     self.failures.succeeded();
                     self.set_redis_up(true);
                 }
+                for t in &taken {
+                    let r = &t.reply.reply;
+                    if let Some(seen) = o.seen.get_mut(t.index) {
+                        *seen = Some(Seen {
+                            // Given back below if the request is refused.
+                            remaining: r.remaining + u64::from(o.refused),
+                            retry_ms: r.retry_after.as_i64(),
+                            reset_ms: r.reset_after_ms,
+                            over: false,
+                            before: r.count.saturating_sub(1),
+                        });
+                    }
+                }
+                if o.refused {
+                    leases::give_back(&actions, taken).await;
+                }
                 Some(o)
             }
             Err(e) => {
+                leases::give_back(&actions, taken).await;
                 let action = match self.on_error {
                     OnRedisError::Open => "answering OK",
                     OnRedisError::Closed => "answering OVER_LIMIT",

@@ -68,6 +68,11 @@ impl Store {
         })
     }
 
+    /// The connection, shared with the lease maps.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Redis answers (for the health check).
     pub async fn ping(&self) -> Result<(), Error> {
         self.client
@@ -158,7 +163,7 @@ impl Store {
                     calls.push((Slot::Refund(i), None));
                     calls.push((Slot::AsIs(i), Some(as_is(key, *l, 1, at)?)));
                 }
-                Mode::Charge | Mode::Look => {}
+                Mode::Charge | Mode::Look | Mode::Leased => {}
             }
         }
         let mut outcome = Outcome {
