@@ -94,8 +94,8 @@ test-envoy: build $(ENVOY_VENV)/.installed
 
 # ShouldRateLimit through the crate's `load` example, variants taking turns in each of
 # BENCH_ROUNDS rounds of BENCH_SECONDS each: two unlimited descriptors (no Redis call), two counted
-# ones admitted, the same refused, one and 20 counted descriptors (median latency); the ratios the
-# README's targets name.
+# ones admitted, the same refused, one and 20 counted descriptors (median latency), two leased
+# ones (with the module's calls per request); the ratios the README's targets name.
 BENCH_SECONDS ?= 5
 BENCH_ROUNDS ?= 3
 

@@ -3,8 +3,9 @@
 # loaded) and service on free loopback ports. Each of ROUNDS rounds runs every variant in turn for
 # SECONDS: two unlimited descriptors (no Redis call), two counted ones with every request admitted
 # (10,000 users and one route), the same with every request refused (one user over its limit), and
-# one and 20 counted descriptors at LATENCY_CONCURRENCY calls in flight for the median latency. The
-# summary gives each round's ratios and their medians against the issue's targets.
+# one and 20 counted descriptors at LATENCY_CONCURRENCY calls in flight for the median latency, and
+# two leased descriptors (our `lease` extension). Each line adds the module's calls in that variant.
+# The summary gives each round's ratios and their medians against the issue's targets.
 # Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY,
 #                              ROUNDS, LATENCY_CONCURRENCY)
 set -euo pipefail
@@ -62,6 +63,10 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: free_route
     rate_limit: {unlimited: true}
+  - key: leased_user
+    rate_limit: {unit: second, requests_per_unit: 1000000, lease: {size: 500, duration_ms: 100}}
+  - key: leased_route
+    rate_limit: {unit: second, requests_per_unit: 1000000, lease: {size: 500, duration_ms: 100}}
 YAML
 
 "$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:$redis_port" --listen 127.0.0.1:0 \
@@ -77,11 +82,19 @@ addr=$(sed -n 's/^listening on //p' "$dir/service.out")
 # (and, the descriptors being charged together, the route is not charged either).
 redis-cli -p "$redis_port" SLIDINGWINDOW.ALLOW 'ratelimit:{bench}:user=hot' 3600 1 '*' >/dev/null
 
+# The module's calls since the last CONFIG RESETSTAT (INFO commandstats).
+module_calls() {
+    redis-cli -p "$redis_port" INFO commandstats |
+        awk -F'[:=,]' '/^cmdstat_slidingwindow\./ { n += $3 } END { print n + 0 }'
+}
+
 run() {
     local name=$1
     shift
     local line
+    redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
     line=$("$load" "$addr" --seconds "$seconds" "$@")
+    line="$line, $(module_calls) module calls"
     echo "  $name: $line"
     echo "$name $line" >>"$dir/results"
 }
@@ -93,12 +106,22 @@ for round in $(seq "$rounds"); do
     run refused --concurrency "$concurrency" --user hot
     run one --concurrency "$latency_concurrency" --descriptors 1
     run twenty --concurrency "$latency_concurrency" --descriptors 20
+    # Two leased descriptors, one value each (a global limit and one route's): from memory once
+    # each key sees 500 requests within 100 ms (5,000/s), one lease call per 500 requests a key.
+    run leased --concurrency "$concurrency" --leased --user all
 done
 
 # Per round: admitted / unlimited and refused / unlimited in requests/s, twenty / one in median
 # latency; then the median of each over the rounds.
 awk -v rounds="$rounds" '
-    { rate[$1, ++n[$1]] = $2; for (i = 1; i <= NF; i++) if ($i == "p50") p50[$1, n[$1]] = $(i + 1) }
+    {
+        rate[$1, ++n[$1]] = $2
+        for (i = 1; i <= NF; i++) {
+            if ($i == "p50") p50[$1, n[$1]] = $(i + 1)
+            if ($i == "OK,") { v = $(i - 1); sub(/^\(/, "", v); ok[$1, n[$1]] = v }
+            if ($i == "module") calls[$1, n[$1]] = $(i - 1)
+        }
+    }
     function median(a, k,    i, j, t, v) {
         for (i = 1; i <= k; i++) v[i] = a[i]
         for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
@@ -109,7 +132,10 @@ awk -v rounds="$rounds" '
             a[r] = rate["admitted", r] / rate["unlimited", r]
             f[r] = rate["refused", r] / rate["unlimited", r]
             l[r] = p50["twenty", r] / p50["one", r]
-            printf "round %d: admitted/unlimited %.2f, refused/unlimited %.2f, p50 twenty/one %.2f\n", r, a[r], f[r], l[r]
+            s[r] = rate["leased", r] / rate["unlimited", r]
+            c[r] = calls["leased", r] / (ok["leased", r] > 0 ? ok["leased", r] : 1)
+            printf "round %d: admitted/unlimited %.2f, refused/unlimited %.2f, p50 twenty/one %.2f, leased/unlimited %.2f with %.4f module calls per request\n", r, a[r], f[r], l[r], s[r], c[r]
         }
         printf "median: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", median(a, rounds), median(f, rounds), median(l, rounds)
+        printf "median: leased/unlimited %.2f, %.4f module calls per leased request\n", median(s, rounds), median(c, rounds)
     }' "$dir/results"

@@ -1,7 +1,7 @@
 //! Load client for `make bench-envoy`: ShouldRateLimit calls with `--descriptors` descriptors (a
 //! user among `--identities`, then routes `api`, `api1`, ...) from `--concurrency` tasks over one
-//! HTTP/2 channel for `--seconds`; prints requests per second, the codes seen and the median and
-//! 99th percentile latency.
+//! HTTP/2 channel for `--seconds` (`--unlimited` or `--leased`: the bench config's keys of that
+//! kind); prints requests per second, the codes seen and the median and 99th percentile latency.
 
 use clap::Parser;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -33,6 +33,9 @@ struct Args {
     /// Use the keys `free_user` and `free_route` (unlimited in the bench's config) instead.
     #[arg(long)]
     unlimited: bool,
+    /// Use the keys `leased_user` and `leased_route` (with `lease` in the bench's config).
+    #[arg(long, conflicts_with = "unlimited")]
+    leased: bool,
 }
 
 fn descriptor(key: &str, value: String) -> RateLimitDescriptor {
@@ -53,6 +56,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let (user_key, route_key) = if args.unlimited {
         ("free_user", "free_route")
+    } else if args.leased {
+        ("leased_user", "leased_route")
     } else {
         ("user", "route")
     };
