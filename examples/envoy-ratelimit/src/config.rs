@@ -1407,33 +1407,25 @@ descriptors:
 
     #[test]
     fn leases() {
-        let c = parse(
-            "domain: d
+        // The third limit's max: below its lease's size, then above.
+        let text = |max: u32| {
+            format!(
+                "domain: d
 descriptors:
   - key: a
-    rate_limit: {unit: second, requests_per_unit: 100, lease: {size: 100, duration_ms: 50}}
+    rate_limit: {{unit: second, requests_per_unit: 100, lease: {{size: 100, duration_ms: 50}}}}
   - key: b
-    rate_limit: {unit: minute, requests_per_unit: 10}
+    rate_limit: {{unit: minute, requests_per_unit: 10}}
   - key: c
-    rate_limit: {unit: second, requests_per_unit: 50, lease: {duration_ms: 50, size: 100}}
-",
-        );
+    rate_limit: {{unit: hour, requests_per_unit: {max}, lease: {{duration_ms: 50, size: 100}}}}
+"
+            )
+        };
         assert_eq!(
-            c.unwrap_err().to_string(),
+            parse(&text(50)).unwrap_err().to_string(),
             "t.yaml: descriptors[2].rate_limit.lease.size: a lease holds at most the limit's requests_per_unit (50), not 100"
         );
-        let c = parse(
-            "domain: d
-descriptors:
-  - key: a
-    rate_limit: {unit: second, requests_per_unit: 100, lease: {size: 100, duration_ms: 50}}
-  - key: b
-    rate_limit: {unit: minute, requests_per_unit: 10}
-  - key: c
-    rate_limit: {unit: hour, requests_per_unit: 1000, lease: {duration_ms: 50, size: 100}}
-",
-        )
-        .unwrap();
+        let c = parse(&text(1000)).unwrap();
         let lease = |key: &str| match c.lookup("d", &[(key, "x")]) {
             Lookup::Found(Match {
                 rule: Rule::Limit(l),
