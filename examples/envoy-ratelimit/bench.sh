@@ -44,6 +44,7 @@ redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
     --loadmodule "$module" --logfile "$dir/redis.log" &
 pids+=($!)
+redis_pid=$!
 for _ in $(seq 100); do
     redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
     sleep 0.05
@@ -72,6 +73,7 @@ YAML
 "$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:$redis_port" --listen 127.0.0.1:0 \
     >"$dir/service.out" 2>"$dir/service.log" &
 pids+=($!)
+service_pid=$!
 for _ in $(seq 200); do
     grep -q '^listening on ' "$dir/service.out" 2>/dev/null && break
     sleep 0.05
@@ -88,13 +90,26 @@ module_calls() {
         awk -F'[:=,]' '/^cmdstat_slidingwindow\./ { n += $3 } END { print n + 0 }'
 }
 
+# A process's CPU time so far (user + system), in clock ticks.
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+ticks_per_s=$(getconf CLK_TCK)
+
 run() {
     local name=$1
     shift
-    local line
+    local line s0 r0 s1 r1
     redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+    s0=$(cpu_ticks "$service_pid")
+    r0=$(cpu_ticks "$redis_pid")
     line=$("$load" "$addr" --seconds "$seconds" "$@")
-    line="$line, $(module_calls) module calls"
+    s1=$(cpu_ticks "$service_pid")
+    r1=$(cpu_ticks "$redis_pid")
+    # CPU µs per answered request (OK + OVER_LIMIT), the service's and Redis's.
+    line="$line, $(module_calls) module calls, $(echo "$line" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v hz="$ticks_per_s" '
+        { for (i = 1; i <= NF; i++) { if ($i == "OK,") { ok = $(i - 1); sub(/^\(/, "", ok) } if ($i == "OVER_LIMIT,") over = $(i - 1) } }
+        END { n = ok + over; if (n < 1) n = 1; printf "service %.1f µs, redis %.1f µs CPU per request", s * 1e6 / hz / n, r * 1e6 / hz / n }')"
     echo "  $name: $line"
     echo "$name $line" >>"$dir/results"
 }
@@ -120,6 +135,8 @@ awk -v rounds="$rounds" '
             if ($i == "p50") p50[$1, n[$1]] = $(i + 1)
             if ($i == "OK,") { v = $(i - 1); sub(/^\(/, "", v); ok[$1, n[$1]] = v }
             if ($i == "module") calls[$1, n[$1]] = $(i - 1)
+            if ($i == "service") svc[$1, n[$1]] = $(i + 1)
+            if ($i == "redis") red[$1, n[$1]] = $(i + 1)
         }
     }
     function median(a, k,    i, j, t, v) {
@@ -138,4 +155,11 @@ awk -v rounds="$rounds" '
         }
         printf "median: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", median(a, rounds), median(f, rounds), median(l, rounds)
         printf "median: leased/unlimited %.2f, %.4f module calls per leased request\n", median(s, rounds), median(c, rounds)
+        printf "median CPU µs per request, service + redis:"
+        split("unlimited admitted refused one twenty leased", names, " ")
+        for (k = 1; k <= 6; k++) {
+            for (r = 1; r <= rounds; r++) { sv[r] = svc[names[k], r]; rv[r] = red[names[k], r] }
+            printf "%s %s %.1f + %.1f", (k > 1 ? "," : ""), names[k], median(sv, rounds), median(rv, rounds)
+        }
+        printf "\n"
     }' "$dir/results"
