@@ -92,14 +92,17 @@ test-envoy: build $(ENVOY_VENV)/.installed
 	cd examples/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/debug/envoy-ratelimit' \
 		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
-# ShouldRateLimit requests/s with two descriptors, admitted and refused (the crate's `load`
-# example; BENCH_SECONDS per run).
-BENCH_SECONDS ?= 10
+# ShouldRateLimit through the crate's `load` example, variants taking turns in each of
+# BENCH_ROUNDS rounds of BENCH_SECONDS each: two unlimited descriptors (no Redis call), two counted
+# ones admitted, the same refused, one and 20 counted descriptors (median latency), two leased
+# ones (with the module's calls per request); the ratios the README's targets name.
+BENCH_SECONDS ?= 5
+BENCH_ROUNDS ?= 3
 
 bench-envoy: build
 	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --example load
 	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/release/envoy-ratelimit' \
-		LOAD='$(ENVOY_TARGET)/release/examples/load' \
+		LOAD='$(ENVOY_TARGET)/release/examples/load' ROUNDS='$(BENCH_ROUNDS)' \
 		bash examples/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
 
 # npm writes node_modules/.package-lock.json on every install.

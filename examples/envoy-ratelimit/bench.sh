@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Load check: ShouldRateLimit requests per second with two descriptors each, measured by the
-# crate's `load` example (tonic client). Two runs: every request admitted (10,000 users), and every
-# request refused (one user over its limit). Starts its own redis-server (module loaded) and
-# service on free loopback ports.
-# Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY)
+# Load check, measured by the crate's `load` example (tonic client), on its own redis-server (module
+# loaded) and service on free loopback ports. Each of ROUNDS rounds runs every variant in turn for
+# SECONDS: two unlimited descriptors (no Redis call), two counted ones with every request admitted
+# (10,000 users and one route), the same with every request refused (one user over its limit), and
+# one and 20 counted descriptors at LATENCY_CONCURRENCY calls in flight for the median latency, and
+# two leased descriptors (our `lease` extension). Each line adds the module's calls in that variant.
+# The summary gives each round's ratios and their medians against the issue's targets.
+# Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY,
+#                              ROUNDS, LATENCY_CONCURRENCY)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -12,6 +16,8 @@ module=${SLIDINGWINDOW_MODULE:-$root/target/release/libslidingwindow.so}
 service=${ENVOY_RATELIMIT:-$root/target/release/envoy-ratelimit}
 load=${LOAD:-$root/target/release/examples/load}
 concurrency=${CONCURRENCY:-32}
+rounds=${ROUNDS:-3}
+latency_concurrency=${LATENCY_CONCURRENCY:-4}
 
 dir=$(mktemp -d)
 pids=()
@@ -38,6 +44,7 @@ redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
     --loadmodule "$module" --logfile "$dir/redis.log" &
 pids+=($!)
+redis_pid=$!
 for _ in $(seq 100); do
     redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
     sleep 0.05
@@ -52,23 +59,107 @@ descriptors:
     value: hot
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: route
-    value: api
     rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: free_user
+    rate_limit: {unlimited: true}
+  - key: free_route
+    rate_limit: {unlimited: true}
+  - key: leased_user
+    rate_limit: {unit: second, requests_per_unit: 1000000, lease: {size: 500, duration_ms: 100}}
+  - key: leased_route
+    rate_limit: {unit: second, requests_per_unit: 1000000, lease: {size: 500, duration_ms: 100}}
 YAML
 
 "$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:$redis_port" --listen 127.0.0.1:0 \
     >"$dir/service.out" 2>"$dir/service.log" &
 pids+=($!)
+service_pid=$!
 for _ in $(seq 200); do
     grep -q '^listening on ' "$dir/service.out" 2>/dev/null && break
     sleep 0.05
 done
 addr=$(sed -n 's/^listening on //p' "$dir/service.out")
 
-echo "admitted (10,000 users, one route):"
-"$load" "$addr" --seconds "$seconds" --concurrency "$concurrency" --identities 10000
-echo "refused (one user over its limit, one route):"
-# user=hot has 1 request an hour: use it up, then every request of the run is refused (and, the
-# descriptors being charged together, the route is not charged either).
+# user=hot has 1 request an hour: use it up, then every request of the refused variant is refused
+# (and, the descriptors being charged together, the route is not charged either).
 redis-cli -p "$redis_port" SLIDINGWINDOW.ALLOW 'ratelimit:{bench}:user=hot' 3600 1 '*' >/dev/null
-"$load" "$addr" --seconds "$seconds" --concurrency "$concurrency" --user hot
+
+# The module's calls since the last CONFIG RESETSTAT (INFO commandstats).
+module_calls() {
+    redis-cli -p "$redis_port" INFO commandstats |
+        awk -F'[:=,]' '/^cmdstat_slidingwindow\./ { n += $3 } END { print n + 0 }'
+}
+
+# A process's CPU time so far (user + system), in clock ticks.
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+ticks_per_s=$(getconf CLK_TCK)
+
+run() {
+    local name=$1
+    shift
+    local line s0 r0 s1 r1
+    redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+    s0=$(cpu_ticks "$service_pid")
+    r0=$(cpu_ticks "$redis_pid")
+    line=$("$load" "$addr" --seconds "$seconds" "$@")
+    s1=$(cpu_ticks "$service_pid")
+    r1=$(cpu_ticks "$redis_pid")
+    # CPU µs per answered request (OK + OVER_LIMIT), the service's and Redis's.
+    line="$line, $(module_calls) module calls, $(echo "$line" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v hz="$ticks_per_s" '
+        { for (i = 1; i <= NF; i++) { if ($i == "OK,") { ok = $(i - 1); sub(/^\(/, "", ok) } if ($i == "OVER_LIMIT,") over = $(i - 1) } }
+        END { n = ok + over; if (n < 1) n = 1; printf "service %.1f µs, redis %.1f µs CPU per request", s * 1e6 / hz / n, r * 1e6 / hz / n }')"
+    echo "  $name: $line"
+    echo "$name $line" >>"$dir/results"
+}
+
+for round in $(seq "$rounds"); do
+    echo "round $round:"
+    run unlimited --concurrency "$concurrency" --unlimited
+    run admitted --concurrency "$concurrency" --identities 10000
+    run refused --concurrency "$concurrency" --user hot
+    run one --concurrency "$latency_concurrency" --descriptors 1
+    run twenty --concurrency "$latency_concurrency" --descriptors 20
+    # Two leased descriptors, one value each (a global limit and one route's): from memory once
+    # each key sees 500 requests within 100 ms (5,000/s), one lease call per 500 requests a key.
+    run leased --concurrency "$concurrency" --leased --user all
+done
+
+# Per round: admitted / unlimited and refused / unlimited in requests/s, twenty / one in median
+# latency; then the median of each over the rounds.
+awk -v rounds="$rounds" '
+    {
+        rate[$1, ++n[$1]] = $2
+        for (i = 1; i <= NF; i++) {
+            if ($i == "p50") p50[$1, n[$1]] = $(i + 1)
+            if ($i == "OK,") { v = $(i - 1); sub(/^\(/, "", v); ok[$1, n[$1]] = v }
+            if ($i == "module") calls[$1, n[$1]] = $(i - 1)
+            if ($i == "service") svc[$1, n[$1]] = $(i + 1)
+            if ($i == "redis") red[$1, n[$1]] = $(i + 1)
+        }
+    }
+    function median(a, k,    i, j, t, v) {
+        for (i = 1; i <= k; i++) v[i] = a[i]
+        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+    }
+    END {
+        for (r = 1; r <= rounds; r++) {
+            a[r] = rate["admitted", r] / rate["unlimited", r]
+            f[r] = rate["refused", r] / rate["unlimited", r]
+            l[r] = p50["twenty", r] / p50["one", r]
+            s[r] = rate["leased", r] / rate["unlimited", r]
+            c[r] = calls["leased", r] / (ok["leased", r] > 0 ? ok["leased", r] : 1)
+            printf "round %d: admitted/unlimited %.2f, refused/unlimited %.2f, p50 twenty/one %.2f, leased/unlimited %.2f with %.4f module calls per request\n", r, a[r], f[r], l[r], s[r], c[r]
+        }
+        printf "median: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", median(a, rounds), median(f, rounds), median(l, rounds)
+        printf "median: leased/unlimited %.2f, %.4f module calls per leased request\n", median(s, rounds), median(c, rounds)
+        printf "median CPU µs per request, service + redis:"
+        split("unlimited admitted refused one twenty leased", names, " ")
+        for (k = 1; k <= 6; k++) {
+            for (r = 1; r <= rounds; r++) { sv[r] = svc[names[k], r]; rv[r] = red[names[k], r] }
+            printf "%s %s %.1f + %.1f", (k > 1 ? "," : ""), names[k], median(sv, rounds), median(rv, rounds)
+        }
+        printf "\n"
+    }' "$dir/results"

@@ -7,11 +7,13 @@ use crate::error::Error;
 use crate::limit::Now;
 use crate::reply::Reply;
 use crate::request::{Call, Check, CheckAll, Refund};
+use crate::sentinel::{SentinelLink, not_master};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, Value};
+use std::sync::Arc;
 
 /// Cheap to clone: clones share the connection (one multiplexed link per node).
 #[derive(Clone)]
@@ -23,6 +25,7 @@ pub struct Client {
 enum Link {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(Arc<SentinelLink>),
 }
 
 impl Client {
@@ -30,13 +33,20 @@ impl Client {
     pub fn new(options: &Options) -> Result<Client, Error> {
         let link = match &options.topology {
             Topology::Cluster(seeds) => {
-                let client = ClusterClient::builder(seeds.clone())
+                let builder = ClusterClient::builder(seeds.clone())
                     .retries(options.cluster_retries)
                     .max_retry_wait(
                         u64::try_from(options.cluster_max_retry_wait.as_millis())
                             .unwrap_or(u64::MAX),
-                    )
-                    .build()?;
+                    );
+                #[cfg(feature = "tls")]
+                let builder = match crate::connect::certificates(options)? {
+                    Some(certs) => builder.certs(certs),
+                    None => builder,
+                };
+                #[cfg(not(feature = "tls"))]
+                crate::connect::certificates(options)?;
+                let client = builder.build()?;
                 let config = ClusterConfig::new()
                     .set_connection_timeout(options.connect_timeout)
                     .set_response_timeout(options.response_timeout);
@@ -50,10 +60,20 @@ impl Client {
                     .set_connection_timeout(Some(options.connect_timeout))
                     .set_response_timeout(Some(options.response_timeout));
                 Link::Single(ConnectionManager::new_lazy_with_config(
-                    redis::Client::open(url.as_str())?,
+                    open(url, options)?,
                     config,
                 )?)
             }
+            Topology::Sentinel {
+                service,
+                sentinels,
+                auth,
+            } => Link::Sentinel(Arc::new(SentinelLink::new(
+                service,
+                sentinels,
+                auth.as_ref(),
+                options,
+            )?)),
         };
         Ok(Client { link })
     }
@@ -119,7 +139,9 @@ impl Client {
             return Ok(Vec::new());
         };
         let (offset, count) = batch.replies();
-        let values = twice(|| self.send_pipeline_once(batch.pipe(), offset, count, route)).await?;
+        let values = self
+            .twice(|| self.send_pipeline_once(batch.pipe(), offset, count, route))
+            .await?;
         batch.answers(values)
     }
 
@@ -134,7 +156,7 @@ impl Client {
     }
 
     async fn send(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
-        twice(|| self.send_once(cmd, route)).await
+        self.twice(|| self.send_once(cmd, route)).await
     }
 
     async fn send_once(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
@@ -145,6 +167,12 @@ impl Client {
                 // ALLOWALL's `numkeys` as its key.
                 let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
                 con.clone().route_command(cmd.clone(), to).await?
+            }
+            Link::Sentinel(s) => {
+                let (g, mut con) = s.connection().await?;
+                let r = con.req_packed_command(cmd).await.map_err(Error::from);
+                s.after(g, &r);
+                r?
             }
         })
     }
@@ -164,18 +192,43 @@ impl Client {
                     .route_pipeline(pipe.clone(), offset, count, to)
                     .await?
             }
+            Link::Sentinel(s) => {
+                let (g, mut con) = s.connection().await?;
+                let r = con
+                    .req_packed_commands(pipe, offset, count)
+                    .await
+                    .map_err(Error::from);
+                s.after(g, &r);
+                r?
+            }
         })
+    }
+
+    /// A link found down (refused, or closed since the last call) is remade and the command sent
+    /// once more, so the first call after Redis is back is served rather than failing on the
+    /// previous outage's connection. (A server that closes the link mid-call has crashed or
+    /// dropped the client; a resend costs at most one extra charge there.) Never after a timeout:
+    /// that call may still run. Under Sentinel, a node that answers it is no longer the master ran
+    /// nothing: the call goes to the master looked up again.
+    async fn twice<T, F: Future<Output = Result<T, Error>>>(
+        &self,
+        send: impl Fn() -> F,
+    ) -> Result<T, Error> {
+        match send().await {
+            Err(e) if e.link_was_down() => send().await,
+            Err(e) if matches!(self.link, Link::Sentinel(_)) && not_master(&e) => send().await,
+            reply => reply,
+        }
     }
 }
 
-/// A link found down (refused, or closed since the last call) is remade and the command sent
-/// once more, so the first call after Redis is back is served rather than failing on the
-/// previous outage's connection. (A server that closes the link mid-call has crashed or dropped
-/// the client; a resend costs at most one extra charge there.) Never after a timeout: that call
-/// may still run.
-async fn twice<T, F: Future<Output = Result<T, Error>>>(send: impl Fn() -> F) -> Result<T, Error> {
-    match send().await {
-        Err(e) if e.link_was_down() => send().await,
-        reply => reply,
+/// A node's client, trusting the CA file for `rediss://` when one is given.
+fn open(url: &str, options: &Options) -> Result<redis::Client, Error> {
+    #[cfg(feature = "tls")]
+    if let Some(certs) = crate::connect::certificates(options)? {
+        return Ok(redis::Client::build_with_tls(url, certs)?);
     }
+    #[cfg(not(feature = "tls"))]
+    crate::connect::certificates(options)?;
+    Ok(redis::Client::open(url)?)
 }

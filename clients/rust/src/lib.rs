@@ -12,10 +12,11 @@ mod limit;
 mod lru;
 mod reply;
 mod request;
+mod sentinel;
 
 pub use batch::{Answer, Batch};
 pub use client::Client;
-pub use connect::{Options, Topology};
+pub use connect::{Auth, Options, Topology};
 pub use error::Error;
 pub use error_log::ErrorLog;
 pub use lease::{

@@ -1,6 +1,7 @@
-//! Load client for `make bench-envoy`: ShouldRateLimit calls with two descriptors (a user among
-//! `--identities`, and one route) from `--concurrency` tasks over one HTTP/2 channel for
-//! `--seconds`; prints requests per second and the codes seen.
+//! Load client for `make bench-envoy`: ShouldRateLimit calls with `--descriptors` descriptors (a
+//! user among `--identities`, then routes `api`, `api1`, ...) from `--concurrency` tasks over one
+//! HTTP/2 channel for `--seconds` (`--unlimited` or `--leased`: the bench config's keys of that
+//! kind); prints requests per second, the codes seen and the median and 99th percentile latency.
 
 use clap::Parser;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -26,6 +27,15 @@ struct Args {
     /// Send this user in every request instead of `u<n>` for n below --identities.
     #[arg(long)]
     user: Option<String>,
+    /// Descriptors per request: the user, then routes.
+    #[arg(long, default_value_t = 2)]
+    descriptors: usize,
+    /// Use the keys `free_user` and `free_route` (unlimited in the bench's config) instead.
+    #[arg(long)]
+    unlimited: bool,
+    /// Use the keys `leased_user` and `leased_route` (with `lease` in the bench's config).
+    #[arg(long, conflicts_with = "unlimited")]
+    leased: bool,
 }
 
 fn descriptor(key: &str, value: String) -> RateLimitDescriptor {
@@ -44,50 +54,78 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = RateLimitServiceClient::connect(format!("http://{}", args.addr)).await?;
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let start = Instant::now();
+    let (user_key, route_key) = if args.unlimited {
+        ("free_user", "free_route")
+    } else if args.leased {
+        ("leased_user", "leased_route")
+    } else {
+        ("user", "route")
+    };
     let tasks: Vec<_> = (0..args.concurrency)
         .map(|t| {
             let mut client = client.clone();
             let (domain, identities) = (args.domain.clone(), args.identities.max(1));
-            let user = args.user.clone();
+            let (user, count) = (args.user.clone(), args.descriptors.max(1));
             tokio::spawn(async move {
                 let (mut ok, mut over, mut errors) = (0u64, 0u64, 0u64);
+                let mut latencies = Vec::new();
                 let mut i = t as u64;
                 while Instant::now() < deadline {
                     i = i.wrapping_add(7919);
+                    let mut descriptors = vec![descriptor(
+                        user_key,
+                        user.clone()
+                            .unwrap_or_else(|| format!("u{}", i % identities)),
+                    )];
+                    descriptors.extend((1..count).map(|j| {
+                        let route = if j == 1 {
+                            "api".to_string()
+                        } else {
+                            format!("api{j}")
+                        };
+                        descriptor(route_key, route)
+                    }));
                     let req = RateLimitRequest {
                         domain: domain.clone(),
-                        descriptors: vec![
-                            descriptor(
-                                "user",
-                                user.clone()
-                                    .unwrap_or_else(|| format!("u{}", i % identities)),
-                            ),
-                            descriptor("route", "api".into()),
-                        ],
+                        descriptors,
                         hits_addend: 1,
                     };
-                    match client.should_rate_limit(req).await {
+                    let sent = Instant::now();
+                    let answer = client.should_rate_limit(req).await;
+                    latencies.push(sent.elapsed());
+                    match answer {
                         Ok(r) if r.get_ref().overall_code == Code::Ok as i32 => ok += 1,
                         Ok(_) => over += 1,
                         Err(_) => errors += 1,
                     }
                 }
-                (ok, over, errors)
+                (ok, over, errors, latencies)
             })
         })
         .collect();
     let (mut ok, mut over, mut errors) = (0, 0, 0);
+    let mut latencies = Vec::new();
     for t in tasks {
-        let (o, v, e) = t.await?;
+        let (o, v, e, l) = t.await?;
         ok += o;
         over += v;
         errors += e;
+        latencies.extend(l);
     }
+    latencies.sort();
+    let at = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * q).round() as usize)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{:.0} requests/s ({ok} OK, {over} OVER_LIMIT, {errors} errors in {secs:.1} s, {} concurrent calls, 2 descriptors each)",
+        "{:.0} requests/s, p50 {:.3} ms, p99 {:.3} ms ({ok} OK, {over} OVER_LIMIT, {errors} errors in {secs:.1} s, {} concurrent calls, {} descriptors each)",
         (ok + over + errors) as f64 / secs,
-        args.concurrency
+        at(0.5),
+        at(0.99),
+        args.concurrency,
+        args.descriptors.max(1)
     );
     Ok(())
 }

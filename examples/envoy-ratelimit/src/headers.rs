@@ -1,12 +1,14 @@
-//! `--response-headers`: `RateLimit-Policy` and `RateLimit` (IETF httpapi RateLimit draft
-//! syntax, as the HTTP gateway sends them) and `Retry-After` on a refusal.
+//! The headers a response may ask Envoy to add: `--response-headers`, `RateLimit-Policy` and
+//! `RateLimit` (IETF httpapi RateLimit draft syntax, as the HTTP gateway sends them) and
+//! `Retry-After` on a refusal; `--limit-response-headers`, the reference's `RateLimit-Limit`,
+//! `RateLimit-Remaining` and `RateLimit-Reset` (LIMIT_RESPONSE_HEADERS_ENABLED).
 
 use crate::response::Row;
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 
 /// Every enforced limit in the policy; the binding one in `RateLimit`. A limit is named by its
 /// `rate_limit.name`, else `d<i>` for the descriptor's position in the request.
-pub fn headers(rows: &[Row<'_>]) -> Vec<HeaderValue> {
+pub fn draft(rows: &[Row<'_>]) -> Vec<HeaderValue> {
     let enforced: Vec<(usize, &Row<'_>)> = rows
         .iter()
         .enumerate()
@@ -45,6 +47,47 @@ pub fn headers(rows: &[Row<'_>]) -> Vec<HeaderValue> {
         out.push(header("Retry-After", seconds_up(ms).to_string()));
     }
     out
+}
+
+/// The reference's header names (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderNames {
+    pub limit: String,
+    pub remaining: String,
+    pub reset: String,
+}
+
+/// The reference's three headers for the descriptor closest to its limit: the least remaining
+/// among those with a limit, or the last one over its limit; the reset is its
+/// `duration_until_reset` in whole seconds, rounded up.
+pub fn reference(rows: &[Row<'_>], names: &HeaderNames) -> Vec<HeaderValue> {
+    let mut chosen: Option<&Row<'_>> = None;
+    let mut least = u32::MAX;
+    for r in rows {
+        let Some(limit) = r.limit else { continue };
+        if r.remaining < least {
+            chosen = Some(r);
+            least = r.remaining;
+        }
+        if r.over && !limit.quota {
+            chosen = Some(r);
+            least = 0;
+        }
+    }
+    let Some(r) = chosen else {
+        return Vec::new();
+    };
+    let Some(limit) = r.limit else {
+        return Vec::new();
+    };
+    vec![
+        header(&names.limit, limit.requests_per_unit.to_string()),
+        header(&names.remaining, r.remaining.to_string()),
+        header(
+            &names.reset,
+            seconds_up(r.duration_ms.unwrap_or(0)).to_string(),
+        ),
+    ]
 }
 
 /// The refusing limits if the request was refused, else all; the least remaining, then the
@@ -105,16 +148,24 @@ fn header(key: &str, value: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Limit, Unit};
+    use crate::config::{Limit, StatKey, Unit};
+
+    fn lim(n: &str, unit: Unit) -> Limit {
+        let mut l = Limit::overriding(
+            10,
+            unit,
+            StatKey {
+                domain: "d".into(),
+                parts: vec![],
+            },
+        );
+        l.name = n.into();
+        l
+    }
 
     #[test]
     fn names_the_binding_limit() {
-        let l = |n: &str, unit| Limit {
-            requests_per_unit: 10,
-            unit,
-            name: n.into(),
-            shadow: false,
-        };
+        let l = lim;
         let (a, b) = (l("per-user", Unit::Second), l("", Unit::Minute));
         let row = |limit, over, remaining, duration_ms| Row {
             over,
@@ -125,10 +176,8 @@ mod tests {
             reset_ms: 1001,
         };
         let rows = [row(&a, false, 4, Some(1001)), row(&b, true, 0, Some(2500))];
-        let text: Vec<(String, String)> = headers(&rows)
-            .into_iter()
-            .map(|h| (h.key, h.value))
-            .collect();
+        let text: Vec<(String, String)> =
+            draft(&rows).into_iter().map(|h| (h.key, h.value)).collect();
         assert_eq!(
             text,
             [
@@ -141,6 +190,24 @@ mod tests {
             ]
         );
         assert_eq!(name(0, "a\"b\\c\u{e9}"), "\"a\\\"b\\\\c_\"");
-        assert!(headers(&[]).is_empty());
+        assert!(draft(&[]).is_empty());
+        let names = HeaderNames {
+            limit: "L".into(),
+            remaining: "R".into(),
+            reset: "T".into(),
+        };
+        let text: Vec<(String, String)> = reference(&rows, &names)
+            .into_iter()
+            .map(|h| (h.key, h.value))
+            .collect();
+        assert_eq!(
+            text,
+            [
+                ("L".into(), "10".into()),
+                ("R".into(), "0".into()),
+                ("T".into(), "3".into())
+            ]
+        );
+        assert!(reference(&[], &names).is_empty());
     }
 }

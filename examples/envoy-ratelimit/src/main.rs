@@ -1,17 +1,28 @@
 //! An Envoy rate limit service on SLIDINGWINDOW.ALLOWALL and REFUND: see README.md.
+// The compiler's layout of the nested request futures (gRPC, store, client) goes past 128.
+#![recursion_limit = "256"]
 
 mod cli;
 mod config;
 mod headers;
+mod health;
+mod http;
+mod leases;
+mod metrics;
 mod plan;
+mod reload;
 mod response;
 mod service;
 mod store;
+mod yaml;
 
 use clap::Parser;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use slidingwindow_client::{Auth, Options};
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
@@ -23,19 +34,14 @@ async fn main() -> ExitCode {
         eprintln!("envoy-ratelimit: {e}");
         return ExitCode::from(2);
     }
-    let config = match config::Config::load(&cli.config) {
+    let config = match config::Config::load(&cli.config, cli.merge_domain_config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("envoy-ratelimit: config error: {e}");
             return ExitCode::from(2);
         }
     };
-    if !config.ignored.is_empty() {
-        eprintln!(
-            "envoy-ratelimit: warning: ignoring fields this service does not implement: {}",
-            config.ignored.join(", ")
-        );
-    }
+    warn_ignored(&config);
     match run(cli, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -45,24 +51,105 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::error::Error>> {
-    let service = service::Service {
-        config,
-        store: store::Store::new(&cli.redis, cli.cluster)?,
-        on_error: cli.on_redis_error,
-        headers: cli.response_headers,
-        failures: slidingwindow_client::ErrorLog::new("envoy-ratelimit", "redis"),
+/// One line naming the fields read and ignored.
+pub fn warn_ignored(config: &config::Config) {
+    if !config.ignored.is_empty() {
+        eprintln!(
+            "envoy-ratelimit: warning: ignoring, as the reference does: {}",
+            config.ignored.join(", ")
+        );
+    }
+}
+
+fn redis_options(cli: &cli::Cli) -> Result<Options, slidingwindow_client::Error> {
+    let options = match &cli.sentinel {
+        Some(name) => {
+            Options::sentinel(name, &cli.redis, cli.redis_auth.as_deref().map(Auth::parse))?
+        }
+        None => Options::from_urls(&cli.redis, cli.cluster)?,
     };
+    Ok(options.ca_file(cli.redis_ca_file.clone()))
+}
+
+async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::error::Error>> {
+    let metrics = Arc::new(metrics::Metrics::new(cli.near_limit_ratio));
+    metrics.config_load_success.fetch_add(1, Ordering::Relaxed);
+    let forms = response::HeaderForms {
+        draft: cli.response_headers,
+        reference: cli.limit_response_headers.then(|| headers::HeaderNames {
+            limit: cli.limit_limit_header.clone(),
+            remaining: cli.limit_remaining_header.clone(),
+            reset: cli.limit_reset_header.clone(),
+        }),
+    };
+    let shared = Arc::new(service::Shared::new(
+        config,
+        store::Store::new(redis_options(&cli)?)?,
+        metrics,
+        cli.on_redis_error,
+        forms,
+        cli.key_prefix.clone(),
+    )?);
     let listener = TcpListener::bind(cli.listen).await?;
-    // Tests and scripts read the address (the port may have been 0) from this first line.
+    let http = match cli.http_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await?),
+        None => None,
+    };
+    let prometheus = match cli.metrics_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await?),
+        None => None,
+    };
+    // Tests and scripts read the addresses (a port may have been 0) from these lines, the gRPC
+    // one first.
     println!("listening on {}", listener.local_addr()?);
+    if let Some(l) = &http {
+        println!("http on {}", l.local_addr()?);
+    }
+    if let Some(l) = &prometheus {
+        println!("metrics on {}", l.local_addr()?);
+    }
     std::io::stdout().flush()?;
+    if let Some(l) = http {
+        tokio::spawn(serve(l, http::api(shared.clone())));
+    }
+    if let Some(l) = prometheus {
+        tokio::spawn(serve(l, http::metrics(shared.clone())));
+    }
+    tokio::spawn(reload::watch(
+        shared.clone(),
+        cli.config.clone(),
+        cli.merge_domain_config,
+        cli.reload_interval,
+    ));
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let mut reported = None;
+    health::report(&shared, &reporter, &mut reported).await;
+    tokio::spawn(health::run(
+        shared.clone(),
+        reporter.clone(),
+        cli.health_interval,
+    ));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let stopping = shared.clone();
+    let closing = shared.clone();
     Server::builder()
-        .add_service(RateLimitServiceServer::new(service))
-        .serve_with_incoming_shutdown(incoming, shutdown())
+        .add_service(health_service)
+        .add_service(RateLimitServiceServer::new(service::Service(shared)))
+        .serve_with_incoming_shutdown(incoming, async move {
+            shutdown().await;
+            // NOT_SERVING from SIGTERM on, as the reference reports it.
+            stopping.stopping.store(true, Ordering::Relaxed);
+            health::report(&stopping, &reporter, &mut reported).await;
+        })
         .await?;
+    closing.close_leases().await;
     Ok(())
+}
+
+async fn serve(listener: TcpListener, router: axum::Router) {
+    if let Err(e) = axum::serve(listener, router).await {
+        eprintln!("envoy-ratelimit: http: {e}");
+    }
 }
 
 /// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.

@@ -1,22 +1,233 @@
-//! The gRPC service: ShouldRateLimit.
+//! ShouldRateLimit, shared by gRPC and `/json`: the config in force (swapped by a reload), the
+//! store, the statistics and the health flags.
 
 use crate::cli::OnRedisError;
 use crate::config::Config;
-use crate::plan::{self, Action};
-use crate::response;
-use crate::store::Store;
+use crate::leases::{self, Leases};
+use crate::metrics::Metrics;
+use crate::plan::{self, Action, Mode};
+use crate::response::{self, HeaderForms};
+use crate::store::{Outcome, Seen, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use slidingwindow_client::{ErrorLog, unix_ms};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
-pub struct Service {
-    pub config: Config,
+pub struct Shared {
+    /// The config in force and the lease maps of its `lease` specs, swapped together.
+    live: RwLock<(Arc<Config>, Arc<Leases>)>,
     pub store: Store,
+    pub metrics: Arc<Metrics>,
     pub on_error: OnRedisError,
-    pub headers: bool,
+    pub forms: HeaderForms,
+    pub prefix: String,
     pub failures: ErrorLog,
+    /// Redis answered the last call or ping.
+    pub redis_up: AtomicBool,
+    /// SIGTERM was received.
+    pub stopping: AtomicBool,
+    /// Wakes the health task when `redis_up` or `stopping` changes.
+    pub health_changed: Notify,
 }
+
+impl Shared {
+    pub fn new(
+        config: Config,
+        store: Store,
+        metrics: Arc<Metrics>,
+        on_error: OnRedisError,
+        forms: HeaderForms,
+        prefix: String,
+    ) -> Result<Shared, slidingwindow_client::Error> {
+        let (leases, _) = Leases::new(store.client(), &config.leases, None)?;
+        Ok(Shared {
+            live: RwLock::new((Arc::new(config), Arc::new(leases))),
+            store,
+            metrics,
+            on_error,
+            forms,
+            prefix,
+            failures: ErrorLog::new("envoy-ratelimit", "redis"),
+            redis_up: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            health_changed: Notify::new(),
+        })
+    }
+
+    fn live(&self) -> (Arc<Config>, Arc<Leases>) {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The next requests use `config`. Lease maps of a spec the new config still has go on
+    /// serving; those of a spec it dropped are closed in the background (their unused permits go
+    /// back). Runs in the runtime (it spawns).
+    pub fn set_config(&self, config: Config) -> Result<(), slidingwindow_client::Error> {
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let (leases, retired) = Leases::new(self.store.client(), &config.leases, Some(&live.1))?;
+        *live = (Arc::new(config), Arc::new(leases));
+        drop(live);
+        if !retired.is_empty() {
+            tokio::spawn(async move {
+                match leases::close(retired).await {
+                    Ok(n) => eprintln!(
+                        "envoy-ratelimit: leases the config no longer has closed, {n} unused permits given back"
+                    ),
+                    Err(e) => eprintln!(
+                        "envoy-ratelimit: leases the config no longer has closed, a refund failed: {e}"
+                    ),
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// After the last request: every lease's unused permits go back.
+    pub async fn close_leases(&self) {
+        let (_, leases) = self.live();
+        if leases.is_empty() {
+            return;
+        }
+        match leases.close().await {
+            Ok(n) => eprintln!("envoy-ratelimit: leases closed, {n} unused permits given back"),
+            Err(e) => eprintln!("envoy-ratelimit: leases closed, a refund failed: {e}"),
+        }
+    }
+
+    pub fn set_redis_up(&self, up: bool) {
+        if self.redis_up.swap(up, Ordering::Relaxed) != up {
+            self.health_changed.notify_one();
+        }
+    }
+
+    /// One request, as gRPC and `/json` answer it.
+    pub async fn decide(&self, req: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let started = Instant::now();
+        self.metrics.total_requests.fetch_add(1, Ordering::Relaxed);
+        let answer = self.answer(req).await;
+        self.metrics.response_time.observe(started.elapsed());
+        answer
+    }
+
+    async fn answer(&self, req: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        // As the reference answers them (its service errors reach gRPC as UNKNOWN).
+        let service_error = |why: &str| {
+            self.metrics.service_errors.fetch_add(1, Ordering::Relaxed);
+            Status::unknown(why)
+        };
+        if req.domain.is_empty() {
+            return Err(service_error("rate limit domain must not be empty"));
+        }
+        if req.descriptors.is_empty() {
+            return Err(service_error(
+                "rate limit descriptor list must not be empty",
+            ));
+        }
+        let (config, leases) = self.live();
+        let mut actions = plan::actions(
+            &config,
+            &self.metrics,
+            &self.prefix,
+            &req.domain,
+            req.hits_addend,
+            &req.descriptors,
+        )
+        .map_err(|e| Status::invalid_argument(e.0))?;
+        // The service's clock, passed to every call: the refunds' AT and the statuses use it too.
+        // The leases hand their permits out at that reading. A lease call that failed leaves
+        // every descriptor to the exact call, whose own failure (if Redis is down) decides.
+        let (now, taken) = leases
+            .take(&mut actions)
+            .await
+            .unwrap_or_else(|_| (unix_ms(), Vec::new()));
+        let outcome = match self.store.run(&actions, now, &self.metrics).await {
+            Ok(mut o) => {
+                if o.round_trips > 0 {
+                    self.failures.succeeded();
+                    self.set_redis_up(true);
+                }
+                for t in &taken {
+                    let r = &t.reply.reply;
+                    if let Some(seen) = o.seen.get_mut(t.index) {
+                        *seen = Some(Seen {
+                            // Given back below if the request is refused.
+                            remaining: r.remaining + u64::from(o.refused),
+                            retry_ms: r.retry_after.as_i64(),
+                            reset_ms: r.reset_after_ms,
+                            over: false,
+                            before: r.count.saturating_sub(1),
+                        });
+                    }
+                }
+                if o.refused {
+                    leases::give_back(&actions, taken).await;
+                }
+                Some(o)
+            }
+            Err(e) => {
+                leases::give_back(&actions, taken).await;
+                let action = match self.on_error {
+                    OnRedisError::Open => "answering OK",
+                    OnRedisError::Closed => "answering OVER_LIMIT",
+                };
+                self.failures.failed(action, &e);
+                self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                self.set_redis_up(false);
+                None
+            }
+        };
+        self.count(&actions, outcome.as_ref());
+        let (rows, refused) = response::rows(&actions, outcome.as_ref(), self.on_error);
+        let forms = if outcome.is_some() {
+            self.forms.clone()
+        } else {
+            HeaderForms::default()
+        };
+        Ok(response::response(&rows, refused, &forms))
+    }
+
+    /// Each limited descriptor's statistics (without Redis, only its total hits).
+    fn count(&self, actions: &[Action], outcome: Option<&Outcome>) {
+        for (i, a) in actions.iter().enumerate() {
+            match a {
+                Action::Zero {
+                    limit,
+                    counters,
+                    cost,
+                } => self.metrics.hits(counters, 0, 0, *cost, true, limit.shadow),
+                Action::Count {
+                    limit,
+                    counters,
+                    cost,
+                    mode,
+                    ..
+                } if *mode != Mode::Refund => {
+                    match outcome.and_then(|o| o.seen.get(i).copied().flatten()) {
+                        Some(s) => self.metrics.hits(
+                            counters,
+                            limit.requests_per_unit,
+                            s.before,
+                            *cost,
+                            s.over,
+                            limit.shadow,
+                        ),
+                        None => {
+                            counters.total_hits.fetch_add(*cost, Ordering::Relaxed);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The gRPC face of [`Shared`].
+#[derive(Clone)]
+pub struct Service(pub Arc<Shared>);
 
 #[tonic::async_trait]
 impl RateLimitService for Service {
@@ -24,35 +235,6 @@ impl RateLimitService for Service {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let req = request.into_inner();
-        if req.domain.is_empty() {
-            return Err(Status::invalid_argument("domain must not be empty"));
-        }
-        if req.descriptors.is_empty() {
-            return Err(Status::invalid_argument("descriptors must not be empty"));
-        }
-        let actions = plan::actions(&self.config, &req.domain, req.hits_addend, &req.descriptors);
-        let charge = !actions.iter().any(Action::refuses_all);
-        // The service's clock, passed to every call: the refunds' AT and the statuses use it too.
-        let now = unix_ms();
-        let outcome = match self.store.run(&actions, charge, now).await {
-            Ok(o) => {
-                self.failures.succeeded();
-                Some(o)
-            }
-            Err(e) => {
-                let action = match self.on_error {
-                    OnRedisError::Open => "answering OK",
-                    OnRedisError::Closed => "answering OVER_LIMIT",
-                };
-                self.failures.failed(action, &e);
-                None
-            }
-        };
-        let rows = response::rows(&actions, outcome.as_ref(), self.on_error);
-        Ok(Response::new(response::response(
-            &rows,
-            self.headers && outcome.is_some(),
-        )))
+        self.0.decide(request.into_inner()).await.map(Response::new)
     }
 }

@@ -16,11 +16,13 @@ import subprocess
 import tempfile
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
 import redis
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from envoy_data_plane.envoy.extensions.common.ratelimit.v3 import (
     RateLimitDescriptor,
     RateLimitDescriptorEntry,
@@ -124,18 +126,43 @@ class RedisServer:
 class Service:
     """The envoy-ratelimit binary on a free port, and a stub talking to it."""
 
-    def __init__(self, config: Path, redis_url: str, *flags: str) -> None:
+    def __init__(self, config: Path, redis_url: str | list[str], *flags: str, env: dict | None = None) -> None:
+        urls = [redis_url] if isinstance(redis_url, str) else redis_url
+        redis_flags = [f for u in urls for f in ("--redis", u)]
         self.proc = subprocess.Popen(
-            [service_binary(), "--config", str(config), "--redis", redis_url, "--listen", "127.0.0.1:0", *flags],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [service_binary(), "--config", str(config), *redis_flags, "--listen", "127.0.0.1:0", *flags],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         line = self.proc.stdout.readline().strip()
         if not line.startswith("listening on "):
             self.proc.kill()
             raise RuntimeError(f"service did not start: {line!r} {self.proc.stderr.read()}")
         self.addr = line.removeprefix("listening on ")
+        # The HTTP ports' lines follow, in this order, when asked for.
+        self.http = self.metrics_addr = None
+        if "--http-listen" in flags:
+            self.http = self.proc.stdout.readline().strip().removeprefix("http on ")
+        if "--metrics-listen" in flags:
+            self.metrics_addr = self.proc.stdout.readline().strip().removeprefix("metrics on ")
         self.channel = grpc.insecure_channel(self.addr)
         self.stub = RateLimitServiceSyncStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+
+    def health_status(self, service: str = "") -> str:
+        """grpc.health.v1.Health/Check's status name (SERVING, NOT_SERVING, ...)."""
+        resp = self.health.Check(health_pb2.HealthCheckRequest(service=service), timeout=DEADLINE_S)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    def metrics(self) -> dict[str, float]:
+        """/metrics as {'name{labels}': value}."""
+        with urllib.request.urlopen(f"http://{self.metrics_addr}/metrics", timeout=DEADLINE_S) as f:
+            text = f.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
 
     def ask(self, domain: str, *descriptors, hits_addend: int = 0) -> RateLimitResponse:
         """ShouldRateLimit; each descriptor a list of (key, value) or a RateLimitDescriptor."""
@@ -184,12 +211,12 @@ def r(redis_server) -> redis.Redis:
 
 @pytest.fixture
 def start(tmp_path, redis_server):
-    """start(config_text, *flags, redis_url=None) -> Service; stopped after the test."""
+    """start(config_text, *flags, redis_url=None, env=None) -> Service; stopped after the test."""
     started = []
 
-    def _start(text: str, *flags: str, redis_url: str | None = None) -> Service:
+    def _start(text: str, *flags: str, redis_url: str | None = None, env: dict | None = None) -> Service:
         config = write_config(tmp_path, text, f"config{len(started)}.yaml")
-        s = Service(config, redis_url or redis_server.url, *flags)
+        s = Service(config, redis_url or redis_server.url, *flags, env=env)
         started.append(s)
         return s
 

@@ -122,13 +122,24 @@ def test_hits_addend_request_and_descriptor(start, r):
     d = descriptor([("route", "search")], hits_addend=1)
     assert s.ask("shop", d, hits_addend=5).statuses[0].limit_remaining == 5
     assert r.zcard(k) == 5
-    # 6 more do not fit in the 5 left: refused, nothing charged.
+    # 6 more do not fit in the 5 left: refused, nothing charged, nothing left for it (as the
+    # reference says 0), and the wait until 6 fit: the oldest request leaves the window.
+    oldest = int(r.zrange(k, 0, 0, withscores=True)[0][1])
+    before = now_ms()
     resp = s.ask("shop", [("route", "search")], hits_addend=6)
-    assert (resp.overall_code, resp.statuses[0].limit_remaining) == (OVER, 5)
+    after = now_ms()
+    assert (resp.overall_code, resp.statuses[0].limit_remaining) == (OVER, 0)
+    assert before <= oldest + 3_600_000 - ms(resp.statuses[0].duration_until_reset) <= after
     assert r.zcard(k) == 5
-    # More than the limit can ever hold: refused with no wait to report.
+    # More than the limit can ever hold: refused, remaining 0, and the wait until the window is
+    # empty (the newest request's score plus the window).
+    newest = int(r.zrange(k, -1, -1, withscores=True)[0][1])
+    before = now_ms()
     resp = s.ask("shop", [("route", "search")], hits_addend=11)
-    assert resp.overall_code == OVER and resp.statuses[0].duration_until_reset is None
+    after = now_ms()
+    (st,) = resp.statuses
+    assert (resp.overall_code, st.code, st.limit_remaining) == (OVER, OVER, 0)
+    assert before <= newest + 3_600_000 - ms(st.duration_until_reset) <= after
 
 
 def test_atomic_descriptors_refused_one_charges_none(start, r):
@@ -157,7 +168,8 @@ def test_atomic_across_mixed_costs(start, r):
     )
     assert resp.overall_code == OVER
     assert [st.code for st in resp.statuses] == [OK, OVER]
-    assert [st.limit_remaining for st in resp.statuses] == [10, 1]
+    # The first one is back to its whole limit; the refused one has nothing left for 3.
+    assert [st.limit_remaining for st in resp.statuses] == [10, 0]
     assert r.exists(key(("route", "search"))) == 0
 
 
@@ -260,12 +272,17 @@ def test_response_headers(start, r):
     assert plain.ask("shop", [("user", "b")]).response_headers_to_add == []
 
 
-def test_empty_domain_or_descriptors_is_invalid(start):
+def test_empty_domain_or_descriptors_answer_as_the_reference(start):
+    """The reference's service errors reach gRPC as UNKNOWN, with these messages."""
     s = start(CONFIG)
-    for domain, descs in [("", [[("user", "a")]]), ("shop", [])]:
+    cases = [
+        ("", [[("user", "a")]], "rate limit domain must not be empty"),
+        ("shop", [], "rate limit descriptor list must not be empty"),
+    ]
+    for domain, descs, message in cases:
         with pytest.raises(grpc.RpcError) as e:
             s.ask(domain, *descs)
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
 
 
 @pytest.mark.parametrize("mode", ["open", "closed"])
@@ -334,3 +351,75 @@ def test_compact_storage(start):
         assert s.ask("shop", [("bot", "b")], [("bot", "b2")]).overall_code == OK
     finally:
         own.close()
+
+
+def calls(r) -> dict[str, int]:
+    """Commands run so far, by name (INFO commandstats)."""
+    return {k.removeprefix("cmdstat_"): v["calls"] for k, v in r.info("commandstats").items()}
+
+
+def test_one_allowall_per_request(start, r):
+    """Two counted descriptors, admitted or refused: one SLIDINGWINDOW.ALLOWALL ... DETAIL, no
+    MULTI, no PEEK."""
+    s = start(CONFIG)
+    r.config_resetstat()
+    for _ in range(3):
+        s.ask("shop", [("user", "u")], [("route", "checkout")])
+    got = calls(r)
+    assert got.get("slidingwindow.allowall") == 3
+    assert "multi" not in got and "slidingwindow.peek" not in got and "exec" not in got
+
+
+def test_check_only_descriptor_on_a_full_limit_is_over(start, r):
+    s = start(CONFIG)
+    look = descriptor([("route", "checkout")], hits_addend=0)
+    (st,) = s.ask("shop", look).statuses
+    assert (st.code, st.limit_remaining) == (OK, 1)
+    assert r.exists(key(("route", "checkout"))) == 0
+    assert s.ask("shop", [("route", "checkout")]).overall_code == OK
+    oldest = int(r.zrange(key(("route", "checkout")), 0, 0, withscores=True)[0][1])
+    before = now_ms()
+    resp = s.ask("shop", look, [("user", "carol")])
+    after = now_ms()
+    # Over: one more request would be refused; and, all or nothing, the other is not charged.
+    assert resp.overall_code == OVER
+    assert [st.code for st in resp.statuses] == [OVER, OK]
+    assert resp.statuses[0].limit_remaining == 0
+    assert before <= oldest + 60_000 - ms(resp.statuses[0].duration_until_reset) <= after
+    assert r.exists(key(("user", "carol"))) == 0
+    assert r.zcard(key(("route", "checkout"))) == 1
+
+
+def test_the_same_descriptor_twice_counts_twice(start, r):
+    s = start(CONFIG)
+    resp = s.ask("shop", [("user", "dave")], [("user", "dave")])
+    assert (resp.overall_code, [st.limit_remaining for st in resp.statuses]) == (OK, [2, 1])
+    assert r.zcard(key(("user", "dave"))) == 2
+    # One slot left, two asked: refused, and the first occurrence's charge is taken back.
+    resp = s.ask("shop", [("user", "dave")], [("user", "dave")])
+    assert resp.overall_code == OVER
+    assert [st.code for st in resp.statuses] == [OK, OVER]
+    assert r.zcard(key(("user", "dave"))) == 2
+
+
+def test_overrides_in_every_unit_and_an_unknown_one(start, r):
+    from envoy_data_plane.envoy.extensions.common.ratelimit.v3 import RateLimitDescriptorRateLimitOverride as Override
+
+    s = start(CONFIG)
+    for unit, seconds in [(Unit.WEEK, 604_800), (Unit.MONTH, 2_592_000), (Unit.YEAR, 31_536_000)]:
+        d = descriptor([("route", f"o{unit}")], limit=Override(requests_per_unit=1, unit=unit))
+        first = s.ask("shop", d)
+        assert (first.overall_code, first.statuses[0].current_limit.unit) == (OK, unit)
+        assert s.ask("shop", d).overall_code == OVER
+        assert seconds * 1000 - 60_000 < r.pttl(key(("route", f"o{unit}"))) <= seconds * 1000
+    bad = descriptor([("route", "x")], limit=Override(requests_per_unit=1, unit=Unit.UNKNOWN))
+    with pytest.raises(grpc.RpcError) as e:
+        s.ask("shop", bad)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "descriptors[0].limit.unit" in e.value.details()
+
+
+def test_key_prefix(start, r):
+    s = start(CONFIG, "--key-prefix", "edge1:")
+    assert s.ask("shop", [("user", "p")]).overall_code == OK
+    assert r.keys("*") == [b"edge1:" + key(("user", "p")).encode()]

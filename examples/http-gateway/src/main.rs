@@ -1,4 +1,6 @@
 //! An HTTP gateway that rate-limits every request with SLIDINGWINDOW.ALLOW: see README.md.
+// The compiler's layout of the nested request futures (layer, limiter, client) goes past 128.
+#![recursion_limit = "256"]
 
 mod abandoned;
 mod admissions;

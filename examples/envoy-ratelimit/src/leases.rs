@@ -1,0 +1,183 @@
+//! Our extension `lease: {size, duration_ms}`: a busy descriptor takes permits in bulk
+//! (`ALLOW key ... COST size LEASE duration_ms`) and the service hands them out from memory, as
+//! the HTTP gateway's `--lease` does, through the crate's lease maps (one per lease spec of the
+//! config). A key is leased only while its traffic fills a lease within its duration; a quieter
+//! one keeps its place in the request's one exact ALLOWALL.
+
+use crate::config::LeaseSpec;
+use crate::plan::{Action, Mode};
+use slidingwindow_client::{
+    Client, Clock, Error, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply, Limit, Take, unix_ms,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// How long a request waits for a lease call in flight, as for its exact call.
+const LEASE_WAIT: Duration = Duration::from_secs(1);
+
+/// The lease maps of one config, one per lease spec.
+#[derive(Default)]
+pub struct Leases {
+    maps: BTreeMap<LeaseSpec, LeaseMap>,
+}
+
+/// A permit a request took from a lease: descriptor `index`'s, from `map`.
+pub struct Taken {
+    pub index: usize,
+    pub reply: LeaseReply,
+    map: LeaseMap,
+}
+
+impl Leases {
+    /// The maps for `specs`: those of `old` with the same spec are kept (their live leases go on
+    /// serving), the others made. Also answers the maps of `old` no spec uses any more, for the
+    /// caller to close.
+    pub fn new(
+        client: &Client,
+        specs: &BTreeSet<LeaseSpec>,
+        old: Option<&Leases>,
+    ) -> Result<(Leases, Vec<LeaseMap>), Error> {
+        let mut maps = BTreeMap::new();
+        for &spec in specs {
+            let map = match old.and_then(|o| o.maps.get(&spec)) {
+                Some(m) => m.clone(),
+                None => {
+                    let lease = LeaseConfig::new(spec.size, spec.duration_ms)
+                        .clock(Clock::system())
+                        .when_busy(true);
+                    let cfg = LeaseMapConfig::new(spec.size, spec.duration_ms).lease(lease);
+                    LeaseMap::new(client.clone(), cfg)?
+                }
+            };
+            maps.insert(spec, map);
+        }
+        let retired = old
+            .map(|o| {
+                o.maps
+                    .iter()
+                    .filter(|(spec, _)| !specs.contains(spec))
+                    .map(|(_, m)| m.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((Leases { maps }, retired))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+
+    /// A permit for each busy leased descriptor, all at one reading of the service's clock,
+    /// which the request's exact call then passes as `now` (answered with the permits). A
+    /// descriptor given a permit becomes [`Mode::Leased`]. A key whose lease call is in flight is
+    /// waited for, and the permits taken meanwhile go back first, so that the permits and the
+    /// exact call share one time; a lease refused puts its key in the exact call. Only enforced
+    /// descriptors of cost 1 are leased, and none in a request a zero limit refuses.
+    pub async fn take(&self, actions: &mut [Action]) -> Result<(u64, Vec<Taken>), Error> {
+        if self.maps.is_empty() || actions.iter().any(Action::refuses_all) {
+            return Ok((unix_ms(), Vec::new()));
+        }
+        let deadline = Instant::now() + LEASE_WAIT;
+        let mut exact = vec![false; actions.len()];
+        loop {
+            let now = unix_ms();
+            let mut taken = Vec::new();
+            let mut wait = None;
+            for (i, a) in actions.iter().enumerate() {
+                let Some((map, key, limit)) = self.leasable(a).filter(|_| !exact[i]) else {
+                    continue;
+                };
+                match map.try_take(key, &[limit], Some(now)) {
+                    Ok(Take::Permit(reply)) => taken.push(Taken {
+                        index: i,
+                        reply,
+                        map: map.clone(),
+                    }),
+                    Ok(Take::Exact) => {}
+                    Ok(Take::Wait(w)) => {
+                        wait = Some((i, w));
+                        break;
+                    }
+                    Err(e) => {
+                        give_back(actions, taken).await;
+                        return Err(e);
+                    }
+                }
+            }
+            let Some((i, w)) = wait else {
+                for t in &taken {
+                    if let Action::Count { mode, .. } = &mut actions[t.index] {
+                        *mode = Mode::Leased;
+                    }
+                }
+                return Ok((now, taken));
+            };
+            give_back(actions, taken).await;
+            match tokio::time::timeout_at(deadline.into(), w.wait()).await {
+                Ok(Ok(true)) => {}
+                // Refused (or too late to use): this descriptor goes in the exact call.
+                Ok(Ok(false)) => exact[i] = true,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(Error::Invalid(format!("no lease within {LEASE_WAIT:?}")));
+                }
+            }
+        }
+    }
+
+    /// The map, key and limit of a descriptor that may take a permit from a lease.
+    fn leasable<'a>(&'a self, a: &'a Action) -> Option<(&'a LeaseMap, &'a [u8], Limit)> {
+        let Action::Count {
+            key,
+            limit,
+            cost: 1,
+            mode: Mode::Charge,
+            ..
+        } = a
+        else {
+            return None;
+        };
+        if limit.shadow || limit.quota {
+            return None;
+        }
+        let map = self.maps.get(limit.lease.as_ref()?)?;
+        let l = Limit::new(limit.unit.seconds(), u64::from(limit.requests_per_unit)).ok()?;
+        Some((map, key, l))
+    }
+
+    /// Every map closed (for shutdown): how many unused permits went back.
+    pub async fn close(&self) -> Result<u64, Error> {
+        close(self.maps.values().cloned().collect()).await
+    }
+}
+
+/// Closes `maps` (their unused permits go back), answering how many permits went back.
+pub async fn close(maps: Vec<LeaseMap>) -> Result<u64, Error> {
+    let mut back = 0;
+    let mut first_error = None;
+    for m in maps {
+        match m.close_all().await {
+            Ok(n) => back += n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(back),
+    }
+}
+
+/// Permits of a request that is not admitted go back into their leases (no call while the lease
+/// is live), so that a request is charged to every descriptor or to none.
+pub async fn give_back(actions: &[Action], taken: Vec<Taken>) {
+    for t in taken {
+        let (Some(charge), Action::Count { key, .. }) = (t.reply.charge, &actions[t.index]) else {
+            continue;
+        };
+        if let Err(e) = t.map.give_back(key, charge).await {
+            eprintln!("envoy-ratelimit: a lease's permit could not be given back: {e}");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+"""Operating the service as the reference is operated: grpc.health.v1 health, hot reload (also
+under traffic), Prometheus /metrics with the reference's statistics, /json and /healthcheck, the
+reference's RateLimit-Limit/-Remaining/-Reset headers."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+
+from envoy_data_plane.envoy.service.ratelimit.v3 import RateLimitResponseCode as Code
+
+from conftest import RedisServer, Service, wait_for, write_config
+
+OK, OVER = Code.OK, Code.OVER_LIMIT
+
+CONFIG = """
+domain: shop
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3, name: per-user}
+  - key: route
+    value: checkout
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: bot
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: ip
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: tenant
+    value_to_metric: true
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 10}
+"""
+
+NAMES = ["", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"]
+
+
+def test_health_follows_redis(tmp_path):
+    own = RedisServer()
+    s = Service(write_config(tmp_path, CONFIG), own.url, "--health-interval", "100ms", "--http-listen", "127.0.0.1:0")
+    try:
+        for name in NAMES:
+            wait_for(f"{name!r} SERVING", lambda: s.health_status(name) == "SERVING")
+        assert urllib.request.urlopen(f"http://{s.http}/healthcheck", timeout=10).read() == b"OK"
+        own.stop()
+        for name in NAMES:
+            wait_for(f"{name!r} NOT_SERVING", lambda: s.health_status(name) == "NOT_SERVING")
+        try:
+            urllib.request.urlopen(f"http://{s.http}/healthcheck", timeout=10)
+            raise AssertionError("healthcheck answered 200 with Redis down")
+        except urllib.error.HTTPError as e:
+            assert e.code == 500
+        assert own.start()
+        wait_for("SERVING again", lambda: s.health_status() == "SERVING")
+    finally:
+        s.close()
+        own.close()
+
+
+def post(s: Service, body: dict | str):
+    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://{s.http}/json", data=data, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as f:
+            return f.status, json.loads(f.read())
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        return e.code, json.loads(text) if e.code == 429 else text
+
+
+def test_json_endpoint(start, r):
+    s = start(CONFIG, "--http-listen", "127.0.0.1:0")
+    body = {"domain": "shop", "descriptors": [{"entries": [{"key": "route", "value": "checkout"}]}]}
+    status, resp = post(s, body)
+    assert status == 200
+    assert resp["overallCode"] == "OK"
+    (st,) = resp["statuses"]
+    assert st["currentLimit"] == {"requestsPerUnit": 1, "unit": "MINUTE"}
+    assert "limitRemaining" not in st and st["durationUntilReset"] == "60s"
+    status, resp = post(s, body)
+    assert (status, resp["overallCode"], resp["statuses"][0]["code"]) == (429, "OVER_LIMIT", "OVER_LIMIT")
+    # The proto names are accepted too; a bad body is 400.
+    status, resp = post(s, {"domain": "shop", "descriptors": [{"entries": [{"key": "user", "value": "j"}]}], "hits_addend": 2})
+    assert (status, resp["statuses"][0]["limitRemaining"]) == (200, 1)
+    assert post(s, "{nope")[0] == 400
+    assert post(s, {"domain": "shop", "descriptors": [], "extra": 1})[0] == 400
+    assert post(s, {"domain": "", "descriptors": [{"entries": [{"key": "user", "value": "j"}]}]})[0] == 400
+
+
+def test_reference_headers_and_their_names(start, r):
+    s = start(CONFIG, "--limit-response-headers")
+    resp = s.ask("shop", [("user", "h")], [("route", "checkout")])
+    assert {h.key: h.value for h in resp.response_headers_to_add} == {
+        "RateLimit-Limit": "1", "RateLimit-Remaining": "0", "RateLimit-Reset": "60"}
+    resp = s.ask("shop", [("user", "h")], [("route", "checkout")])
+    headers = {h.key: h.value for h in resp.response_headers_to_add}
+    assert (headers["RateLimit-Limit"], headers["RateLimit-Remaining"]) == ("1", "0")
+    assert 1 <= int(headers["RateLimit-Reset"]) <= 60
+    # The reference's environment variables name them.
+    env = {**os.environ, "LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_LIMIT_HEADER": "X-Limit",
+           "LIMIT_REMAINING_HEADER": "X-Left", "LIMIT_RESET_HEADER": "X-Reset"}
+    named = start(CONFIG, env=env)
+    resp = named.ask("shop", [("user", "i")])
+    assert {h.key: h.value for h in resp.response_headers_to_add} == {"X-Limit": "3", "X-Left": "2", "X-Reset": "60"}
+
+
+def test_metrics(start, r):
+    s = start(CONFIG, "--metrics-listen", "127.0.0.1:0")
+    for _ in range(4):
+        s.ask("shop", [("user", "m")])
+    s.ask("shop", [("bot", "b")])
+    s.ask("shop", [("bot", "b")])
+    s.ask("shop", [("ip", "10.0.0.1")])
+    s.ask("shop", [("tenant", "acme"), ("user", "u")])
+    s.ask("nope", [("user", "x")])
+    m = s.metrics()
+    stat = lambda name, labels: m[f"ratelimit_service_rate_limit_{name}{{{labels}}}"]  # noqa: E731
+    user = 'domain="shop",key1="user"'
+    # 4 hits on a limit of 3 (near past 2.4, floored: 2): 3 within, the 3rd near, the 4th over.
+    assert [stat(n, user) for n in ("total_hits", "within_limit", "over_limit", "near_limit")] == [4, 3, 1, 1]
+    bot = 'domain="shop",key1="bot"'
+    assert (stat("total_hits", bot), stat("over_limit", bot), stat("shadow_mode", bot)) == (2, 1, 1)
+    # detailed_metric: the value in the key (an IPv4 address's dots made underscores, as there).
+    assert stat("total_hits", 'domain="shop",key1="ip_10_0_0_1"') == 1
+    # value_to_metric: the tenant's value in the key, the key-only user without one.
+    assert stat("total_hits", 'domain="shop",key1="tenant_acme",key2="user"') == 1
+    assert m['ratelimit_service_rate_limit_domain_not_found{domain="nope"}'] == 1
+    assert m['ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}'] == 9
+    assert m["ratelimit_service_config_load_success{}"] == 1
+    assert m['ratelimit_service_redis_latency_seconds_count{}'] >= 8
+    assert m['ratelimit_service_should_rate_limit_error{err_type="redis_error"}'] == 0
+
+
+def test_metrics_count_redis_errors(tmp_path):
+    own = RedisServer()
+    s = Service(write_config(tmp_path, CONFIG), own.url, "--metrics-listen", "127.0.0.1:0")
+    try:
+        assert s.ask("shop", [("user", "e")]).overall_code == OK
+        own.stop()
+        assert s.ask("shop", [("user", "e")]).overall_code == OK
+        assert s.metrics()['ratelimit_service_should_rate_limit_error{err_type="redis_error"}'] == 1
+    finally:
+        s.close()
+        own.close()
+
+
+def test_reload_keeps_the_last_good_config_under_traffic(tmp_path, redis_server, r):
+    config = write_config(tmp_path, CONFIG)
+    s = Service(config, redis_server.url, "--reload-interval", "50ms", "--metrics-listen", "127.0.0.1:0")
+    stop = threading.Event()
+    seen, failures = [], []
+
+    def traffic():
+        import grpc
+        from envoy_data_plane.envoy.service.ratelimit.v3 import RateLimitRequest, RateLimitServiceSyncStub
+        from conftest import descriptor
+
+        with grpc.insecure_channel(s.addr) as ch:
+            stub = RateLimitServiceSyncStub(ch)
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    resp = stub.should_rate_limit(RateLimitRequest(domain="shop", descriptors=[descriptor([("route", f"r{i}")])]))
+                    st = resp.statuses[0]
+                    seen.append(None if st.current_limit is None else st.current_limit.requests_per_unit)
+                except Exception as e:  # noqa: BLE001 (any failure fails the test below)
+                    failures.append(e)
+
+    threads = [threading.Thread(target=traffic) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for("traffic", lambda: len(seen) > 50)
+        assert set(seen) == {None}
+        # A good change: any route gets 7 a minute.
+        config.write_text(CONFIG + "  - key: route\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")
+        wait_for("the new config in force", lambda: seen[-1] == 7)
+        # A bad change: logged, counted, and the last good config stays.
+        config.write_text(CONFIG + "  - key: route\n    rate_limit: {unit: fortnight}\n")
+        wait_for("the error counted", lambda: s.metrics()["ratelimit_service_config_load_error{}"] == 1)
+        n = len(seen)
+        wait_for("more traffic", lambda: len(seen) > n + 50)
+        assert set(seen[n:]) == {7}
+        # Fixed again: reloaded.
+        config.write_text(CONFIG + "  - key: route\n    rate_limit: {unit: minute, requests_per_unit: 8}\n")
+        wait_for("the fixed config in force", lambda: seen[-1] == 8)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        err = s.close()
+    assert failures == []
+    # Every answer came from one whole config: none, then 7, then 8, never a mix in between.
+    changes = [v for i, v in enumerate(seen) if i == 0 or seen[i - 1] != v]
+    assert changes == [None, 7, 8]
+    assert s.metrics_addr
+    assert "config error, keeping the last good config: " in err and "invalid rate limit unit 'fortnight'" in err
+    assert err.count("config reloaded: 1 domain(s) from 1 file(s)") == 2
