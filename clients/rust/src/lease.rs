@@ -276,6 +276,11 @@ struct State {
     /// `when_busy`: leasing; else the calls counted in the current period.
     hot: bool,
     period: Option<(Instant, u64)>,
+    /// Permits handed out from memory so far, and when the lease call in flight was sent.
+    handed: u64,
+    round_from: u64,
+    /// The next lease is asked for with this many permits left (see [`Inner::prefetch`]).
+    ahead: u64,
 }
 
 struct Grant {
@@ -617,16 +622,19 @@ impl Inner {
     fn start_round(self: &Arc<Self>, st: &mut State) -> Pending {
         let (tx, rx) = watch::channel(None);
         st.round = Some(rx.clone());
+        st.round_from = st.handed;
         tokio::spawn(Inner::round(self.clone(), tx));
         Pending(rx)
     }
 
-    /// With a quarter of the current lease or less left, the next lease is asked for at once, so
-    /// that a busy key finds it in memory when this one runs out, rather than every caller then
-    /// waiting a round trip for it. Only while leasing (not closed, no refusal's wait under way,
-    /// busy).
+    /// With `ahead` permits or fewer left in the current lease, the next lease is asked for at
+    /// once, so that a busy key finds it in memory when this one runs out, rather than every
+    /// caller then waiting a round trip for it. `ahead` is twice what the key handed out while
+    /// its last lease call was in flight, within a quarter and a half of a lease. Only while
+    /// leasing (not closed, no refusal's wait under way, busy).
     fn prefetch(self: &Arc<Self>, st: &mut State) {
-        let low = st.grant.as_ref().is_some_and(|g| g.left <= self.size / 4);
+        let ahead = st.ahead.max(self.size / 4);
+        let low = st.grant.as_ref().is_some_and(|g| g.left <= ahead);
         let waiting = st.exact_until.is_some_and(|t| Instant::now() < t);
         if low
             && !st.closed
@@ -666,6 +674,7 @@ impl Inner {
             Clock::Server => g.now_ms + ms_between(g.sent, now),
         };
         g.left -= 1;
+        st.handed += 1;
         bump(&self.stats.from_memory, 1);
         let since = ms_between(g.sent, now);
         let remaining = g.reply.remaining + g.left;
@@ -765,6 +774,8 @@ impl Inner {
         let outcome = {
             let mut st = self.lock();
             st.round = None;
+            let during = st.handed - st.round_from;
+            st.ahead = during.saturating_mul(2).clamp(self.size / 4, self.size / 2);
             match result {
                 Ok(mut reply) if reply.allowed => {
                     bump(&self.stats.leases_granted, 1);

@@ -403,6 +403,37 @@ fn a_lease_must_fit_its_limits() {
     ));
 }
 
+// One thread: the lease call's task runs only when the test awaits, so the permits taken before
+// that are handed out while the call is in flight.
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_busy_while_its_lease_call_is_in_flight_asks_for_the_next_one_earlier() {
+    let s = Server::start();
+    let lease = Lease::new(
+        client(&s),
+        b"k",
+        &[limit(60, 1000)],
+        LeaseConfig::new(16, 60_000),
+    )
+    .unwrap();
+    let permit = || matches!(lease.try_take(None), slidingwindow_client::Take::Permit(_));
+    assert_eq!(lease.allow().await.unwrap().source, Source::Memory);
+    // 12 taken leave 4, a quarter: the next lease is asked for, and the last 4 go meanwhile.
+    for i in 2..=16 {
+        assert!(permit(), "permit {i}");
+    }
+    eventually("the second lease", || lease.stats().leases_granted == 2).await;
+    // 4 handed out during that call: the third lease is asked for with twice that, 8, left
+    // (not 4).
+    for i in 1..=8 {
+        assert!(permit(), "permit {i} of the second lease");
+    }
+    eventually("the third lease", || lease.stats().leases_granted == 3).await;
+    assert_eq!(counted(&s, "k", 60), 48);
+    assert_eq!(lease.stats().lease_calls, 3);
+    assert_eq!(lease.close().await.unwrap(), 8 + 16);
+    assert_eq!(counted(&s, "k", 60), 24);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_lease_is_asked_for_before_the_current_one_runs_out() {
     let s = Server::start();

@@ -2,6 +2,7 @@
 
 use crate::limiter::{Decision, Named};
 use axum::http::HeaderValue;
+use std::fmt::Write;
 
 /// `"l0";q=10;w=1,"l1";q=100;w=60`: every limit, by name.
 pub fn policy(limits: &[Named]) -> HeaderValue {
@@ -12,35 +13,43 @@ pub fn policy(limits: &[Named]) -> HeaderValue {
     value(items.join(","))
 }
 
-/// The binding limit's name.
-fn name(limits: &[Named], d: &Decision) -> String {
-    limits
-        .get(d.limit)
-        .map_or_else(|| format!("l{}", d.limit), |l| l.name.clone())
+/// Appends the binding limit's name.
+fn name(out: &mut String, limits: &[Named], d: &Decision) {
+    match limits.get(d.limit) {
+        Some(l) => out.push_str(&l.name),
+        None => {
+            let _ = write!(out, "l{}", d.limit);
+        }
+    }
 }
 
-/// `"l1";r=<remaining>;t=<seconds until its window is empty>` for the binding limit.
+/// `"l1";r=<remaining>;t=<seconds until its window is empty>` for the binding limit: written
+/// into one buffer that becomes the header value (one allocation per request).
 pub fn ratelimit(limits: &[Named], d: &Decision) -> HeaderValue {
-    value(format!(
-        "\"{}\";r={};t={}",
-        name(limits, d),
+    let mut out = String::with_capacity(64);
+    out.push('"');
+    name(&mut out, limits, d);
+    let _ = write!(
+        out,
+        "\";r={};t={}",
         d.remaining,
         seconds_up(d.reset_after_ms)
-    ))
+    );
+    value(out)
 }
 
 /// `Retry-After` in whole seconds, rounded up; none when the request can never pass (-1).
 pub fn retry_after(d: &Decision) -> Option<HeaderValue> {
-    (d.retry_after_ms >= 0).then(|| value(seconds_up(d.retry_after_ms).to_string()))
+    (d.retry_after_ms >= 0).then(|| HeaderValue::from(seconds_up(d.retry_after_ms)))
 }
 
 /// The short JSON body of a 429.
 pub fn refused_body(limits: &[Named], d: &Decision) -> String {
-    format!(
-        "{{\"error\":\"rate limited\",\"limit\":\"{}\",\"retry_after_ms\":{}}}\n",
-        name(limits, d),
-        d.retry_after_ms
-    )
+    let mut out = String::with_capacity(96);
+    out.push_str("{\"error\":\"rate limited\",\"limit\":\"");
+    name(&mut out, limits, d);
+    let _ = writeln!(out, "\",\"retry_after_ms\":{}}}", d.retry_after_ms);
+    out
 }
 
 /// ms to whole seconds, rounded up (a client that waits that long is admitted).
@@ -53,8 +62,9 @@ pub fn seconds_up(ms: i64) -> i64 {
 }
 
 fn value(text: String) -> HeaderValue {
-    // Only digits, letters and ";=,\"" go in: always a valid header value.
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+    // Only digits, letters and ";=,\"" go in: always a valid header value. (From the `String`
+    // itself: no copy.)
+    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 #[cfg(test)]

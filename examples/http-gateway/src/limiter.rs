@@ -301,9 +301,14 @@ impl Limiter {
     /// and `rl:global` with global limits.
     fn keys(&self, identity: &[u8], tenant: Option<&[u8]>) -> Keys {
         let has_identity = !self.limits_of(Part::Identity).is_empty();
-        let mut buf = Vec::with_capacity(8 + identity.len() + tenant.map_or(0, <[u8]>::len));
+        let tenant = tenant.filter(|_| self.tenants);
+        // A global limit alone has no key to build here: no allocation.
+        let mut buf = match (tenant, has_identity) {
+            (None, false) => Vec::new(),
+            _ => Vec::with_capacity(8 + identity.len() + tenant.map_or(0, <[u8]>::len)),
+        };
         let mut tenant_end = 0;
-        match tenant.filter(|_| self.tenants) {
+        match tenant {
             Some(t) => {
                 buf.extend_from_slice(b"rl:{");
                 buf.extend_from_slice(t);
