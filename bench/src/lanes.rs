@@ -8,7 +8,7 @@ use redis::{Connection, Pipeline, Value};
 
 use crate::Result;
 use crate::info;
-use crate::server::Servers;
+use crate::server::{Server, Servers};
 use crate::settings::Settings;
 use crate::variants::{Sender, Shape, Variant};
 use crate::workload::{Stream, Workload};
@@ -41,6 +41,16 @@ impl<'a> Lane<'a> {
         let server = servers
             .for_variant(variant)
             .ok_or_else(|| format!("{}: its server is not running", variant.name))?;
+        Lane::on(server, variant, workload, sha)
+    }
+
+    /// As `open`, on `server`.
+    pub fn on(
+        server: &Server,
+        variant: &'static Variant,
+        workload: &'a Workload,
+        sha: &'a str,
+    ) -> Result<Lane<'a>> {
         Ok(Lane {
             variant,
             workload,

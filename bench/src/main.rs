@@ -4,8 +4,10 @@
 //! several pipeline depths, the worst expiry, late callers on a 2M-request log, REFUND, ALLOW
 //! with LEASE against ALLOW without it, and the compact log's block edges, block openings,
 //! RESTOREs and bytes after removals (`churn`).
-//! Starts its own redis-server (and one for redis-cell).
+//! Starts its own redis-server (and one for redis-cell). `BENCH_AB=a.so,b.so` compares module
+//! builds instead (see `ab`).
 
+mod ab;
 mod chart;
 mod churn;
 mod depth;
@@ -35,6 +37,9 @@ pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn main() -> Result<()> {
     let started = Instant::now();
+    if let Ok(builds) = std::env::var("BENCH_AB") {
+        return ab::run(&builds, std::env::var("BENCH_ONLY").ok().as_deref());
+    }
     let module = paths::module_path()?;
     println!("module: {}", module.display());
     let servers = server::Servers::new(server::Server::start(&module)?, start_cell())?;
