@@ -276,7 +276,8 @@ struct State {
     /// `when_busy`: leasing; else the calls counted in the current period.
     hot: bool,
     period: Option<(Instant, u64)>,
-    /// Permits handed out from memory so far, and when the lease call in flight was sent.
+    /// Permits handed out from memory so far, and that count when the lease call in flight was
+    /// sent.
     handed: u64,
     round_from: u64,
     /// The next lease is asked for with this many permits left (see [`Inner::prefetch`]).

@@ -24,7 +24,7 @@ fn name(out: &mut String, limits: &[Named], d: &Decision) {
 }
 
 /// `"l1";r=<remaining>;t=<seconds until its window is empty>` for the binding limit: written
-/// into one buffer that becomes the header value (one allocation per request).
+/// into one buffer that becomes the header value without a copy.
 pub fn ratelimit(limits: &[Named], d: &Decision) -> HeaderValue {
     let mut out = String::with_capacity(64);
     out.push('"');
