@@ -93,9 +93,10 @@ test-envoy: build $(ENVOY_VENV)/.installed
 		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
 # ShouldRateLimit through the crate's `load` example, variants taking turns in each of
-# BENCH_ROUNDS rounds of BENCH_SECONDS each: two unlimited descriptors (no Redis call), two counted
-# ones admitted, the same refused, one and 20 counted descriptors (median latency), two leased
-# ones (with the module's calls per request); the ratios the README's targets name.
+# BENCH_ROUNDS rounds of BENCH_SECONDS each: two unlimited descriptors (no Redis call); on each
+# storage (sorted set, compact) two counted ones admitted, the same refused, one and 20 counted
+# descriptors (median latency); two leased ones (with the module's calls per request); the ratios
+# the README's targets name, per storage.
 BENCH_SECONDS ?= 5
 BENCH_ROUNDS ?= 3
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Load check, measured by the crate's `load` example (tonic client), on its own redis-server (module
-# loaded) and service on free loopback ports. Each of ROUNDS rounds runs every variant in turn for
-# SECONDS: two unlimited descriptors (no Redis call), two counted ones with every request admitted
-# (10,000 users and one route), the same with every request refused (one user over its limit), and
-# one and 20 counted descriptors at LATENCY_CONCURRENCY calls in flight for the median latency, and
-# two leased descriptors (our `lease` extension). Each line adds the module's calls in that variant.
-# The summary gives each round's ratios and their medians against the issue's targets.
+# Load check, measured by the crate's `load` example (tonic client), on two redis-servers with the
+# module (one on each storage: the default sorted set and `slidingwindow.storage compact`), each with
+# its own service, on free loopback ports. Each of ROUNDS rounds runs every variant in turn for
+# SECONDS: two unlimited descriptors (no Redis call), then on each storage two counted descriptors
+# with every request admitted (10,000 users and one route), the same with every request refused
+# (one user over its limit), and one and 20 counted descriptors at LATENCY_CONCURRENCY calls in
+# flight for the median latency; then two leased descriptors (our `lease` extension, sorted set).
+# Each line adds the module's calls in that variant. The summary gives each round's ratios and
+# their medians against the issue's targets, per storage.
 # Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY,
 #                              ROUNDS, LATENCY_CONCURRENCY)
 set -euo pipefail
@@ -40,15 +42,24 @@ free_port() {
     done
 }
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
-    --loadmodule "$module" --logfile "$dir/redis.log" &
-pids+=($!)
-redis_pid=$!
-for _ in $(seq 100); do
-    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-    sleep 0.05
-done
+# start_redis NAME [ARGS...]: a redis-server with the module; sets NAME_port and NAME_pid.
+start_redis() {
+    local name=$1 port
+    shift
+    port=$(free_port)
+    mkdir -p "$dir/$name"
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/$name" --save '' --appendonly no \
+        --loadmodule "$module" --logfile "$dir/$name/redis.log" "$@" &
+    pids+=($!)
+    printf -v "${name}_pid" %s $!
+    printf -v "${name}_port" %s "$port"
+    for _ in $(seq 100); do
+        redis-cli -p "$port" ping >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+}
+start_redis zset
+start_redis compact --slidingwindow.storage compact
 
 cat >"$dir/bench.yaml" <<'YAML'
 domain: bench
@@ -70,23 +81,31 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1000000, lease: {size: 500, duration_ms: 100}}
 YAML
 
-"$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:$redis_port" --listen 127.0.0.1:0 \
-    >"$dir/service.out" 2>"$dir/service.log" &
-pids+=($!)
-service_pid=$!
-for _ in $(seq 200); do
-    grep -q '^listening on ' "$dir/service.out" 2>/dev/null && break
-    sleep 0.05
-done
-addr=$(sed -n 's/^listening on //p' "$dir/service.out")
+# start_service NAME: the service on redis NAME; sets NAME_addr and NAME_service_pid.
+start_service() {
+    local name=$1 port_var=${1}_port
+    "$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:${!port_var}" \
+        --listen 127.0.0.1:0 >"$dir/$name/service.out" 2>"$dir/$name/service.log" &
+    pids+=($!)
+    printf -v "${name}_service_pid" %s $!
+    for _ in $(seq 200); do
+        grep -q '^listening on ' "$dir/$name/service.out" 2>/dev/null && break
+        sleep 0.05
+    done
+    printf -v "${name}_addr" %s "$(sed -n 's/^listening on //p' "$dir/$name/service.out")"
+}
+start_service zset
+start_service compact
 
 # user=hot has 1 request an hour: use it up, then every request of the refused variant is refused
 # (and, the descriptors being charged together, the route is not charged either).
-redis-cli -p "$redis_port" SLIDINGWINDOW.ALLOW 'ratelimit:{bench}:user=hot' 3600 1 '*' >/dev/null
+for port in "$zset_port" "$compact_port"; do
+    redis-cli -p "$port" SLIDINGWINDOW.ALLOW 'ratelimit:{bench}:user=hot' 3600 1 '*' >/dev/null
+done
 
-# The module's calls since the last CONFIG RESETSTAT (INFO commandstats).
+# The module's calls on redis port $1 since its last CONFIG RESETSTAT (INFO commandstats).
 module_calls() {
-    redis-cli -p "$redis_port" INFO commandstats |
+    redis-cli -p "$1" INFO commandstats |
         awk -F'[:=,]' '/^cmdstat_slidingwindow\./ { n += $3 } END { print n + 0 }'
 }
 
@@ -96,18 +115,21 @@ cpu_ticks() {
 }
 ticks_per_s=$(getconf CLK_TCK)
 
+# run NAME STORAGE LOAD-ARGS...: one variant on the service and Redis of STORAGE.
 run() {
-    local name=$1
-    shift
+    local name=$1 storage=$2
+    shift 2
+    local port_var=${storage}_port redis_var=${storage}_pid svc_var=${storage}_service_pid
+    local addr_var=${storage}_addr
     local line s0 r0 s1 r1
-    redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
-    s0=$(cpu_ticks "$service_pid")
-    r0=$(cpu_ticks "$redis_pid")
-    line=$("$load" "$addr" --seconds "$seconds" "$@")
-    s1=$(cpu_ticks "$service_pid")
-    r1=$(cpu_ticks "$redis_pid")
+    redis-cli -p "${!port_var}" CONFIG RESETSTAT >/dev/null
+    s0=$(cpu_ticks "${!svc_var}")
+    r0=$(cpu_ticks "${!redis_var}")
+    line=$("$load" "${!addr_var}" --seconds "$seconds" "$@")
+    s1=$(cpu_ticks "${!svc_var}")
+    r1=$(cpu_ticks "${!redis_var}")
     # CPU µs per answered request (OK + OVER_LIMIT), the service's and Redis's.
-    line="$line, $(module_calls) module calls, $(echo "$line" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v hz="$ticks_per_s" '
+    line="$line, $(module_calls "${!port_var}") module calls, $(echo "$line" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v hz="$ticks_per_s" '
         { for (i = 1; i <= NF; i++) { if ($i == "OK,") { ok = $(i - 1); sub(/^\(/, "", ok) } if ($i == "OVER_LIMIT,") over = $(i - 1) } }
         END { n = ok + over; if (n < 1) n = 1; printf "service %.1f µs, redis %.1f µs CPU per request", s * 1e6 / hz / n, r * 1e6 / hz / n }')"
     echo "  $name: $line"
@@ -116,14 +138,16 @@ run() {
 
 for round in $(seq "$rounds"); do
     echo "round $round:"
-    run unlimited --concurrency "$concurrency" --unlimited
-    run admitted --concurrency "$concurrency" --identities 10000
-    run refused --concurrency "$concurrency" --user hot
-    run one --concurrency "$latency_concurrency" --descriptors 1
-    run twenty --concurrency "$latency_concurrency" --descriptors 20
+    run unlimited zset --concurrency "$concurrency" --unlimited
+    for storage in zset compact; do
+        run "admitted-$storage" "$storage" --concurrency "$concurrency" --identities 10000
+        run "refused-$storage" "$storage" --concurrency "$concurrency" --user hot
+        run "one-$storage" "$storage" --concurrency "$latency_concurrency" --descriptors 1
+        run "twenty-$storage" "$storage" --concurrency "$latency_concurrency" --descriptors 20
+    done
     # Two leased descriptors, one value each (a global limit and one route's): from memory once
     # each key sees 500 requests within 100 ms (5,000/s), one lease call per 500 requests a key.
-    run leased --concurrency "$concurrency" --leased --user all
+    run leased zset --concurrency "$concurrency" --leased --user all
 done
 
 # Per round: admitted / unlimited and refused / unlimited in requests/s, twenty / one in median
@@ -146,18 +170,27 @@ awk -v rounds="$rounds" '
     }
     END {
         for (r = 1; r <= rounds; r++) {
-            a[r] = rate["admitted", r] / rate["unlimited", r]
-            f[r] = rate["refused", r] / rate["unlimited", r]
-            l[r] = p50["twenty", r] / p50["one", r]
+            line = sprintf("round %d:", r)
+            for (k = 1; k <= 2; k++) {
+                st = k == 1 ? "zset" : "compact"
+                a[st, r] = rate["admitted-" st, r] / rate["unlimited", r]
+                f[st, r] = rate["refused-" st, r] / rate["unlimited", r]
+                l[st, r] = p50["twenty-" st, r] / p50["one-" st, r]
+                line = line sprintf(" %s admitted/unlimited %.2f, refused/unlimited %.2f, p50 twenty/one %.2f;", st, a[st, r], f[st, r], l[st, r])
+            }
             s[r] = rate["leased", r] / rate["unlimited", r]
             c[r] = calls["leased", r] / (ok["leased", r] > 0 ? ok["leased", r] : 1)
-            printf "round %d: admitted/unlimited %.2f, refused/unlimited %.2f, p50 twenty/one %.2f, leased/unlimited %.2f with %.4f module calls per request\n", r, a[r], f[r], l[r], s[r], c[r]
+            printf "%s leased/unlimited %.2f with %.4f module calls per request\n", line, s[r], c[r]
         }
-        printf "median: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", median(a, rounds), median(f, rounds), median(l, rounds)
+        for (k = 1; k <= 2; k++) {
+            st = k == 1 ? "zset" : "compact"
+            for (r = 1; r <= rounds; r++) { x[r] = a[st, r]; y[r] = f[st, r]; z[r] = l[st, r] }
+            printf "median, %s: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", st, median(x, rounds), median(y, rounds), median(z, rounds)
+        }
         printf "median: leased/unlimited %.2f, %.4f module calls per leased request\n", median(s, rounds), median(c, rounds)
         printf "median CPU µs per request, service + redis:"
-        split("unlimited admitted refused one twenty leased", names, " ")
-        for (k = 1; k <= 6; k++) {
+        split("unlimited admitted-zset refused-zset one-zset twenty-zset admitted-compact refused-compact one-compact twenty-compact leased", names, " ")
+        for (k = 1; k <= 10; k++) {
             for (r = 1; r <= rounds; r++) { sv[r] = svc[names[k], r]; rv[r] = red[names[k], r] }
             printf "%s %s %.1f + %.1f", (k > 1 ? "," : ""), names[k], median(sv, rounds), median(rv, rounds)
         }
