@@ -35,11 +35,9 @@ pub fn metrics(shared: Arc<Shared>) -> Router {
 }
 
 async fn render_metrics(State(shared): State<Arc<Shared>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.metrics.render(),
-    )
-        .into_response()
+    let mut text = shared.metrics.render();
+    crate::metrics::render_leases(&mut text, &shared.lease_stats());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn healthcheck(State(shared): State<Arc<Shared>>) -> Response {

@@ -7,7 +7,8 @@
 use crate::config::LeaseSpec;
 use crate::plan::{Action, Mode};
 use slidingwindow_client::{
-    Client, Clock, Error, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply, Limit, Take, unix_ms,
+    Client, Clock, Error, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply, Limit, MapStats, Take,
+    unix_ms,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -65,6 +66,14 @@ impl Leases {
 
     pub fn is_empty(&self) -> bool {
         self.maps.is_empty()
+    }
+
+    /// Each lease spec's map statistics, for `/metrics`.
+    pub fn stats(&self) -> Vec<(LeaseSpec, MapStats)> {
+        self.maps
+            .iter()
+            .map(|(&spec, m)| (spec, m.stats()))
+            .collect()
     }
 
     /// A permit for each busy leased descriptor, all at one reading of the service's clock,

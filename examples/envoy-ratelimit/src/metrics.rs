@@ -1,9 +1,11 @@
 //! Statistics in the reference's Prometheus names (its default statsd mapping): per limit
 //! total hits, over limit, near limit (NEAR_LIMIT_RATIO), within limit and shadow mode, keyed
 //! as its `detailed_metric` / `value_to_metric` rules say; the config loads, the calls, Redis
-//! errors and latency. Rendered as Prometheus text for `/metrics`.
+//! errors and latency; and our `lease` extension's counters. Rendered as Prometheus text for
+//! `/metrics`.
 
-use crate::config::{Limit, StatKey};
+use crate::config::{LeaseSpec, Limit, StatKey};
+use slidingwindow_client::MapStats;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -259,8 +261,38 @@ impl Metrics {
     }
 }
 
+/// Our `lease` extension's statistics, one series per lease spec (`size`, `duration_ms`): the
+/// lease maps' counters since the spec was first loaded (a reload that drops it drops them).
+pub fn render_leases(out: &mut String, specs: &[(LeaseSpec, MapStats)]) {
+    let series: [(&str, &str, LeaseField); 7] = [
+        ("permits_from_memory", "counter", |m| m.leases.from_memory),
+        ("calls", "counter", |m| m.leases.lease_calls),
+        ("granted", "counter", |m| m.leases.leases_granted),
+        ("refused", "counter", |m| m.leases.leases_refused),
+        ("permits_refunded", "counter", |m| m.leases.refunded),
+        ("errors", "counter", |m| m.leases.errors),
+        ("keys", "gauge", |m| m.keys as u64),
+    ];
+    for (stat, kind, value) in series {
+        let name = format!("ratelimit_service_lease_{stat}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (spec, m) in specs {
+            let _ = writeln!(
+                out,
+                "{name}{{size=\"{}\",duration_ms=\"{}\"}} {}",
+                spec.size,
+                spec.duration_ms,
+                value(m)
+            );
+        }
+    }
+}
+
 /// One of a limit's counters.
 type Field = fn(&Counters) -> &AtomicU64;
+
+/// One of a lease map's statistics.
+type LeaseField = fn(&MapStats) -> u64;
 
 /// `domain`, `key1` (the first level), and `key2` (the levels below it, joined by dots).
 fn labels(key: &StatKey) -> String {

@@ -2,7 +2,7 @@
 //! store, the statistics and the health flags.
 
 use crate::cli::OnRedisError;
-use crate::config::Config;
+use crate::config::{Config, LeaseSpec};
 use crate::leases::{self, Leases};
 use crate::metrics::Metrics;
 use crate::plan::{self, Action, Mode};
@@ -10,7 +10,7 @@ use crate::response::{self, HeaderForms};
 use crate::store::{Outcome, Seen, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use slidingwindow_client::{ErrorLog, unix_ms};
+use slidingwindow_client::{ErrorLog, MapStats, unix_ms};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -56,6 +56,11 @@ impl Shared {
             stopping: AtomicBool::new(false),
             health_changed: Notify::new(),
         })
+    }
+
+    /// The live config's lease statistics, one entry per lease spec.
+    pub fn lease_stats(&self) -> Vec<(LeaseSpec, MapStats)> {
+        self.live().1.stats()
     }
 
     fn live(&self) -> (Arc<Config>, Arc<Leases>) {

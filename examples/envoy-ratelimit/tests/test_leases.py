@@ -133,6 +133,33 @@ def test_a_busy_leased_descriptor_costs_fewer_calls_than_requests(start, r):
         assert user.code == OK
 
 
+def test_lease_statistics_are_in_metrics(start, r):
+    """/metrics has each lease spec's counters: its lease calls are the module's ALLOW calls,
+    every one granted far from the max, and the permits from memory are the admissions that made
+    no ALLOWALL, all of them in the log."""
+    s = start(BUSY, "--metrics-listen", "127.0.0.1:0")
+    r.config_resetstat()
+    answers, failures = load(s, 1.0, 4, lambda t, i: [[("hot", "x")]])
+    assert failures == []
+    assert answers and all(resp.overall_code == OK for *_, resp in answers)
+    spec = '{size="50",duration_ms="1000"}'
+
+    def settled():
+        # A lease call sent by the last requests may still be in flight.
+        m, got = s.metrics(), calls(r)
+        stat = lambda name: m[f"ratelimit_service_lease_{name}{spec}"]  # noqa: E731
+        done = stat("calls") == stat("granted") == got.get("slidingwindow.allow", 0)
+        return done and (stat, got)
+
+    stat, got = wait_for("every lease call answered", settled)
+    assert stat("calls") > 0
+    assert stat("refused") == stat("errors") == 0
+    assert stat("keys") == 1
+    exact = got.get("slidingwindow.allowall", 0)
+    logged_now = logged(r, key(("hot", "x")), 60, 1000000)
+    assert len(answers) - exact <= stat("permits_from_memory") <= logged_now
+
+
 TIGHT = """
 domain: d
 descriptors:
