@@ -8,6 +8,7 @@ release build at the repository root.
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,8 @@ import pytest
 import redis
 
 REPO = Path(__file__).resolve().parents[3]
+# The Sentinel tests' shared helper (testkit/python/sentinels.py).
+sys.path.insert(0, str(REPO / "testkit" / "python"))
 STARTUP_DEADLINE_S = 10.0
 
 

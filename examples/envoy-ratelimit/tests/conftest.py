@@ -10,6 +10,7 @@ builds it).
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 import socket
 import subprocess
@@ -34,6 +35,8 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
+# The Sentinel tests' shared helper (testkit/python/sentinels.py).
+sys.path.insert(0, str(REPO / "testkit" / "python"))
 DEADLINE_S = 10.0
 
 

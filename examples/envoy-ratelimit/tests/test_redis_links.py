@@ -9,7 +9,6 @@ import datetime
 import ipaddress
 import os
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
 )
 
 from conftest import REPO, RedisServer, Service, binary, descriptor, free_port, wait_for, write_config
+from sentinels import Sentinels
 
 CONFIG = """
 domain: shop
@@ -126,46 +126,6 @@ def test_tls_with_a_ca_file(tmp_path):
 SERVICE = "rl"
 
 
-class Sentinels:
-    """Three sentinels watching one master, on free ports (never 26379)."""
-
-    def __init__(self, master_port: int, count: int = 3) -> None:
-        self.dir = tempfile.mkdtemp(prefix="envoy-ratelimit-sentinel-")
-        self.procs, self.ports = [], []
-        for i in range(count):
-            port = free_port()
-            conf = Path(self.dir, f"sentinel-{i}.conf")
-            conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile sentinel-{i}.log\n"
-                f"sentinel monitor {SERVICE} 127.0.0.1 {master_port} 2\n"
-                f"sentinel down-after-milliseconds {SERVICE} 1000\n"
-                f"sentinel failover-timeout {SERVICE} 10000\n"
-            )
-            self.procs.append(subprocess.Popen([os.environ.get("REDIS_SERVER", "redis-server"), str(conf), "--sentinel"],
-                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
-            self.ports.append(port)
-        for port in self.ports:
-            c = redis.Redis(port=port, socket_timeout=5)
-            wait_for(f"sentinel on {port}", lambda: _pings(c))
-            wait_for("the sentinels know each other",
-                     lambda: c.sentinel_master(SERVICE)["num-other-sentinels"] == count - 1, 30)
-
-    def master_port(self) -> int:
-        return int(redis.Redis(port=self.ports[0]).sentinel_get_master_addr_by_name(SERVICE)[1])
-
-    def close(self) -> None:
-        for p in self.procs:
-            p.kill()
-            p.wait()
-
-
-def _pings(c: redis.Redis) -> bool:
-    try:
-        return c.ping()
-    except redis.ConnectionError:
-        return False
-
-
 def test_sentinel_failover_under_traffic(tmp_path):
     master = RedisServer()
     replica = RedisServer("--replicaof", "127.0.0.1", str(master.port))
@@ -174,7 +134,7 @@ def test_sentinel_failover_under_traffic(tmp_path):
     try:
         rc = replica.client()
         wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
-        sentinels = Sentinels(master.port)
+        sentinels = Sentinels(SERVICE, master.port)
         s = Service(write_config(tmp_path, CONFIG), [f"redis://127.0.0.1:{p}" for p in sentinels.ports],
                     "--sentinel", SERVICE)
         answers = []
