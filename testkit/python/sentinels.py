@@ -5,6 +5,7 @@ directory on sys.path."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -87,3 +88,4 @@ class Sentinels:
         for p in self.procs:
             p.kill()
             p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

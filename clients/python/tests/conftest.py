@@ -8,10 +8,10 @@ release build at the repository root.
 from __future__ import annotations
 
 import os
-import sys
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid

@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
-// glibc's malloc and free took 12 to 15% of the service's CPU under the bench's load (`perf`); with
+// glibc's malloc and free took 12 to 15% of the service's CPU under load (`perf`); with
 // mimalloc a counted request costs it about 9% less CPU (README, "Tests and load check").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -10,10 +10,10 @@ builds it).
 from __future__ import annotations
 
 import os
-import sys
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
