@@ -95,14 +95,19 @@ test-envoy: build $(ENVOY_VENV)/.installed
 # ShouldRateLimit through the crate's `load` example, variants taking turns in each of
 # BENCH_ROUNDS rounds of BENCH_SECONDS each: two unlimited descriptors (no Redis call); on each
 # storage (sorted set, compact) two counted ones admitted, the same refused, one and 20 counted
-# descriptors (median latency); two leased ones (with the module's calls per request); the ratios
-# the README's targets name, per storage.
+# descriptors (median latency); two leased ones (with the module's calls per request); the
+# admitted variant on a `bench-floor` build (one PING a request: the floor of one Redis call); the
+# ratios the README's targets name, per storage. The floor build has its own target directory so
+# that the service's release binary is never one that limits nothing.
 BENCH_SECONDS ?= 5
 BENCH_ROUNDS ?= 3
 
 bench-envoy: build
 	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --example load
+	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --features bench-floor \
+		--target-dir '$(ENVOY_TARGET)/bench-floor'
 	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/release/envoy-ratelimit' \
+		FLOOR='$(ENVOY_TARGET)/bench-floor/release/envoy-ratelimit' \
 		LOAD='$(ENVOY_TARGET)/release/examples/load' ROUNDS='$(BENCH_ROUNDS)' \
 		bash examples/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
 

@@ -6,10 +6,12 @@
 # with every request admitted (10,000 users and one route), the same with every request refused
 # (one user over its limit), and one and 20 counted descriptors at LATENCY_CONCURRENCY calls in
 # flight for the median latency; then two leased descriptors (our `lease` extension, sorted set).
+# With FLOOR (a service built with the `bench-floor` feature), each round also runs the admitted
+# variant on it: one PING in place of each request's calls, the floor of one Redis call a request.
 # Each line adds the module's calls in that variant. The summary gives each round's ratios and
 # their medians against the issue's targets, per storage.
 # Usage: bench.sh [SECONDS]   (env: SLIDINGWINDOW_MODULE, ENVOY_RATELIMIT, LOAD, CONCURRENCY,
-#                              ROUNDS, LATENCY_CONCURRENCY)
+#                              ROUNDS, LATENCY_CONCURRENCY, FLOOR)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -17,6 +19,7 @@ seconds=${1:-10}
 module=${SLIDINGWINDOW_MODULE:-$root/target/release/libslidingwindow.so}
 service=${ENVOY_RATELIMIT:-$root/target/release/envoy-ratelimit}
 load=${LOAD:-$root/target/release/examples/load}
+floor=${FLOOR:-}
 concurrency=${CONCURRENCY:-32}
 rounds=${ROUNDS:-3}
 latency_concurrency=${LATENCY_CONCURRENCY:-4}
@@ -81,10 +84,12 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1000000, lease: {size: 500, duration_ms: 100}}
 YAML
 
-# start_service NAME: the service on redis NAME; sets NAME_addr and NAME_service_pid.
+# start_service NAME [REDIS [BINARY]]: the service on redis REDIS (default NAME); sets NAME_addr
+# and NAME_service_pid.
 start_service() {
-    local name=$1 port_var=${1}_port
-    "$service" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:${!port_var}" \
+    local name=$1 port_var=${2:-$1}_port
+    mkdir -p "$dir/$name"
+    "${3:-$service}" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:${!port_var}" \
         --listen 127.0.0.1:0 >"$dir/$name/service.out" 2>"$dir/$name/service.log" &
     pids+=($!)
     printf -v "${name}_service_pid" %s $!
@@ -96,6 +101,7 @@ start_service() {
 }
 start_service zset
 start_service compact
+[[ -n $floor ]] && start_service floor compact "$floor"
 
 # user=hot has 1 request an hour: use it up, then every request of the refused variant is refused
 # (and, the descriptors being charged together, the route is not charged either).
@@ -115,12 +121,13 @@ cpu_ticks() {
 }
 ticks_per_s=$(getconf CLK_TCK)
 
-# run NAME STORAGE LOAD-ARGS...: one variant on the service and Redis of STORAGE.
+# run NAME STORAGE LOAD-ARGS...: one variant on the service and Redis of STORAGE (SERVICE, when
+# set, names another service on that Redis).
 run() {
     local name=$1 storage=$2
     shift 2
-    local port_var=${storage}_port redis_var=${storage}_pid svc_var=${storage}_service_pid
-    local addr_var=${storage}_addr
+    local port_var=${storage}_port redis_var=${storage}_pid svc_var=${SERVICE:-$storage}_service_pid
+    local addr_var=${SERVICE:-$storage}_addr
     local line s0 r0 s1 r1
     redis-cli -p "${!port_var}" CONFIG RESETSTAT >/dev/null
     s0=$(cpu_ticks "${!svc_var}")
@@ -139,6 +146,9 @@ run() {
 for round in $(seq "$rounds"); do
     echo "round $round:"
     run unlimited zset --concurrency "$concurrency" --unlimited
+    if [[ -n $floor ]]; then
+        SERVICE=floor run floor compact --concurrency "$concurrency" --identities 10000
+    fi
     for storage in zset compact; do
         run "admitted-$storage" "$storage" --concurrency "$concurrency" --identities 10000
         run "refused-$storage" "$storage" --concurrency "$concurrency" --user hot
@@ -180,7 +190,12 @@ awk -v rounds="$rounds" '
             }
             s[r] = rate["leased", r] / rate["unlimited", r]
             c[r] = calls["leased", r] / (ok["leased", r] > 0 ? ok["leased", r] : 1)
-            printf "%s leased/unlimited %.2f with %.4f module calls per request\n", line, s[r], c[r]
+            line = sprintf("%s leased/unlimited %.2f with %.4f module calls per request", line, s[r], c[r])
+            if (("floor", r) in rate) {
+                fl[r] = rate["floor", r] / rate["unlimited", r]
+                line = line sprintf("; floor/unlimited %.2f", fl[r])
+            }
+            print line
         }
         for (k = 1; k <= 2; k++) {
             st = k == 1 ? "zset" : "compact"
@@ -188,9 +203,12 @@ awk -v rounds="$rounds" '
             printf "median, %s: admitted/unlimited %.2f (target >= 0.7), refused/unlimited %.2f (target >= 0.7), p50 twenty/one %.2f (target <= 2)\n", st, median(x, rounds), median(y, rounds), median(z, rounds)
         }
         printf "median: leased/unlimited %.2f, %.4f module calls per leased request\n", median(s, rounds), median(c, rounds)
+        if (("floor", 1) in rate)
+            printf "median: floor/unlimited %.2f (one PING a request in place of its calls)\n", median(fl, rounds)
         printf "median CPU µs per request, service + redis:"
-        split("unlimited admitted-zset refused-zset one-zset twenty-zset admitted-compact refused-compact one-compact twenty-compact leased", names, " ")
-        for (k = 1; k <= 10; k++) {
+        nn = split("unlimited admitted-zset refused-zset one-zset twenty-zset admitted-compact refused-compact one-compact twenty-compact leased", names, " ")
+        if (("floor", 1) in rate) names[++nn] = "floor"
+        for (k = 1; k <= nn; k++) {
             for (r = 1; r <= rounds; r++) { sv[r] = svc[names[k], r]; rv[r] = red[names[k], r] }
             printf "%s %s %.1f + %.1f", (k > 1 ? "," : ""), names[k], median(sv, rounds), median(rv, rounds)
         }

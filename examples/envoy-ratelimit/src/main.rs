@@ -35,6 +35,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    #[cfg(feature = "bench-floor")]
+    eprintln!(
+        "envoy-ratelimit: a bench-floor build: one PING in place of each request's calls, nothing is limited"
+    );
     if let Err(e) = cli.validate() {
         eprintln!("envoy-ratelimit: {e}");
         return ExitCode::from(2);

@@ -88,6 +88,10 @@ impl Store {
         now: u64,
         metrics: &Metrics,
     ) -> Result<Outcome, Error> {
+        #[cfg(feature = "bench-floor")]
+        if actions.iter().any(|a| matches!(a, Action::Count { .. })) {
+            return self.floor(actions).await;
+        }
         let at = Now::Ms(now);
         let known_refusal = actions.iter().any(Action::refuses_all);
         let groups = if known_refusal {
@@ -242,6 +246,30 @@ impl Store {
             }
         }
         Ok(outcome)
+    }
+
+    /// `make bench-envoy`'s floor, in a build with the `bench-floor` feature only: one PING in
+    /// place of the request's calls, each counted descriptor admitted with its whole limit left.
+    #[cfg(feature = "bench-floor")]
+    async fn floor(&self, actions: &[Action]) -> Result<Outcome, Error> {
+        self.ping().await?;
+        let seen = actions
+            .iter()
+            .map(|a| {
+                a.limit().map(|l| Seen {
+                    remaining: u64::from(l.requests_per_unit),
+                    retry_ms: 0,
+                    reset_ms: 0,
+                    over: false,
+                    before: 0,
+                })
+            })
+            .collect();
+        Ok(Outcome {
+            refused: false,
+            seen,
+            round_trips: 1,
+        })
     }
 
     /// The first round trip: one call alone, or all of them in one MULTI/EXEC.
