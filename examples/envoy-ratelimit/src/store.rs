@@ -255,14 +255,15 @@ impl Store {
         self.ping().await?;
         let seen = actions
             .iter()
-            .map(|a| {
-                a.limit().map(|l| Seen {
-                    remaining: u64::from(l.requests_per_unit),
+            .map(|a| match a {
+                Action::Count { limit, .. } => Some(Seen {
+                    remaining: u64::from(limit.requests_per_unit),
                     retry_ms: 0,
                     reset_ms: 0,
                     over: false,
                     before: 0,
-                })
+                }),
+                _ => None,
             })
             .collect();
         Ok(Outcome {
