@@ -7,8 +7,9 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
+use model::Expiry;
 use rng::Rng;
-use testkit::rng;
+use testkit::{model, rng};
 
 use common::{Server, call, error_line, ints, server_time_ms};
 use kit::{pexpiretime, scores};
@@ -46,8 +47,11 @@ fn run(s: &Server, sc: &Scenario) {
     // exact only up to 14 digits.
     let mut now: i64 = 1_700_000_000_000;
     let mut admitted = 0;
-    // Server-clock bounds [lo, hi] of the expiry set by the latest admitted pair of calls.
-    let mut expiry = (0, 0);
+    // Server-clock bounds of each twin's expiry: the seed's script sets its window from the
+    // server's clock at each admission; the module keeps the later of that and the key's own.
+    let (mut seed_expiry, mut module_expiry) = (Expiry::default(), Expiry::default());
+    // The twins' scores (equal) after the previous step.
+    let mut held: Vec<u64> = Vec::new();
     for step in 0..sc.steps {
         let window = rng.pick(sc.windows);
         let max = rng.pick(sc.maxes);
@@ -96,9 +100,12 @@ fn run(s: &Server, sc: &Scenario) {
         assert_eq!(r[1], lua, "{what}: count vs script's return (module {r:?})");
         assert_eq!(r[0] == 1, lua_admitted, "{what}: admitted (module {r:?})");
         assert_eq!(r[2], (max - r[1]).max(0), "{what}: remaining");
-        assert_eq!(scores(&mut c, &m), scores(&mut c, &l), "{what}: scores");
+        let fresh = held.iter().all(|&s| s as i64 <= now - window * 1000);
+        held = scores(&mut c, &m);
+        assert_eq!(held, scores(&mut c, &l), "{what}: scores");
         if r[0] == 1 {
-            expiry = (before + window * 1000, after + window * 1000);
+            seed_expiry.admit(true, before, after, window * 1000);
+            module_expiry.admit(fresh, before, after, window * 1000);
         }
         let (tm, tl) = (pexpiretime(&mut c, &m), pexpiretime(&mut c, &l));
         if tm < 0 || tl < 0 {
@@ -106,14 +113,13 @@ fn run(s: &Server, sc: &Scenario) {
         } else {
             // Both twins were set from the server clock by two calls in [before, after]; the
             // exact instants differ a little, so each is checked against that bracket.
-            let (lo, hi) = expiry;
             assert!(
-                lo <= tm && tm <= hi,
-                "{what}: module expiry {tm} not in [{lo}, {hi}]"
+                module_expiry.holds(tm),
+                "{what}: module expiry {tm} not in {module_expiry:?}"
             );
             assert!(
-                lo <= tl && tl <= hi,
-                "{what}: script expiry {tl} not in [{lo}, {hi}]"
+                seed_expiry.holds(tl),
+                "{what}: script expiry {tl} not in {seed_expiry:?}"
             );
         }
         admitted += r[0];
@@ -334,8 +340,10 @@ fn run_keys(s: &Server, k: Keys) {
     let maxes = [1, 2, 3, 5, 8];
     let mut now: i64 = 1_700_000_000_000;
     let (mut admitted, mut refunded, mut leased, mut detailed) = (0, 0, 0, 0);
-    // Per key, the server-clock bounds of the expiry its latest admission set (twins alike).
-    let mut expiry = vec![(0, 0); pool];
+    // Per key, the server-clock bounds of its expiry (twins alike), and its scores after the
+    // previous step.
+    let mut expiry = vec![Expiry::default(); pool];
+    let mut held: Vec<Vec<u64>> = vec![Vec::new(); pool];
     for step in 0..steps {
         let dice = rng.between(0, 999);
         now += if dice < 60 {
@@ -346,8 +354,9 @@ fn run_keys(s: &Server, k: Keys) {
             rng.between(0, 2_000)
         };
         let roll = rng.between(0, 99);
-        // The call, and each key's TTL an admission sets (none for REFUND).
-        let mut ttl: Vec<(usize, i64)> = Vec::new();
+        // The call, and each key's longest window and the TTL an admission computes (none for
+        // REFUND).
+        let mut ttl: Vec<(usize, i64, i64)> = Vec::new();
         let (command, words_of): (&str, Words) = if roll < 20 {
             let k = rng.range(0, pool as u64 - 1) as usize;
             let mut rest = vec![rng.pick(&[1, 1, 2, 3, 10]).to_string()];
@@ -402,7 +411,8 @@ fn run_keys(s: &Server, k: Keys) {
                     .filter(|l| l.0 == keyno + 1)
                     .map(|l| l.1)
                     .max();
-                ttl.push((*k, w.unwrap_or(0) * 1000 + lease.unwrap_or(0) + lateness));
+                let wmax = w.unwrap_or(0) * 1000;
+                ttl.push((*k, wmax, wmax + lease.unwrap_or(0) + lateness));
             }
             let smallest = limits.iter().map(|l| l.2).min().unwrap_or(1);
             let cost = rng.pick(&[1, 1, 1, 1, 1, 2, 3, smallest + 1]);
@@ -457,20 +467,22 @@ fn run_keys(s: &Server, k: Keys) {
             refunded += want.parse::<i64>().unwrap_or(0);
         } else if ["ALLOW", "ALLOWALL"].contains(&command) && want.starts_with("[1,") {
             admitted += 1;
-            for (k, t) in &ttl {
-                expiry[*k] = (before + t, after + t);
+            for &(k, wmax, t) in &ttl {
+                let fresh = held[k].iter().all(|&s| s as i64 <= now - wmax - lateness);
+                expiry[k].admit(fresh, before, after, t);
             }
         }
-        for (k, &(lo, hi)) in expiry.iter().enumerate() {
+        for (k, e) in expiry.iter().enumerate() {
             let (m, l) = (name("m", k), name("l", k));
-            assert_eq!(scores(&mut c, &l), scores(&mut c, &m), "{what}: key {k}");
+            held[k] = scores(&mut c, &m);
+            assert_eq!(scores(&mut c, &l), held[k], "{what}: key {k}");
             let (tm, tl) = (pexpiretime(&mut c, &m), pexpiretime(&mut c, &l));
             if tm < 0 || tl < 0 {
                 assert_eq!(tm, tl, "{what}: key {k} expiry (-1 none, -2 no key)");
             } else {
                 assert!(
-                    (lo..=hi).contains(&tm) && (lo..=hi).contains(&tl),
-                    "{what}: key {k} expires at {tm} (module), {tl} (script), not in [{lo}, {hi}]"
+                    e.holds(tm) && e.holds(tl),
+                    "{what}: key {k} expires at {tm} (module), {tl} (script), not in {e:?}"
                 );
             }
         }

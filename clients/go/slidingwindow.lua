@@ -126,9 +126,18 @@ if not string.find(entropy, '^[0-9A-HJKMNP-TV-Z]+$') or #entropy ~= 16 then
   return fail('ERR slidingwindow.lua: ARGV[2] must be 16 Crockford base32 characters')
 end
 
+-- The server's clock in ms, read once per call: `*` and the TTLs agree, as in the module.
+local clock = nil
+local function server_clock()
+  if clock == nil then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
+end
+
 local function server_now()
-  local t = redis.call('TIME')
-  return math.min(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(MAX_EXACT))
+  return math.min(server_clock(), tonumber(MAX_EXACT))
 end
 
 -- Any key of another type refuses the call before anything is written.
@@ -510,12 +519,18 @@ local function add(key)
   end
 end
 
--- Lateness keeps G more ms; the TTL covers it, and the lease.
+-- Lateness keeps G more ms. An admission's expiry covers the longest window, the lateness and
+-- how far ahead of now its members are scored, from the server's clock; it never moves a key's
+-- expiry earlier, and a key without one gets it (PEXPIRE ... GT alone would leave it without).
 for _, key in ipairs(keys) do
   redis.call('ZREMRANGEBYSCORE', key.name, '-inf', fmt(now - key.wmax - LATENESS))
   if allowed then
     add(key.name)
-    redis.call('PEXPIRE', key.name, fmt(key.wmax + LATENESS + (lease or 0)))
+    local expire_at = server_clock() + key.wmax + LATENESS + (at - now)
+    local current = redis.call('PEXPIRETIME', key.name)
+    if current < 0 or current < expire_at then
+      redis.call('PEXPIREAT', key.name, fmt(expire_at))
+    end
   end
 end
 return reply

@@ -10,7 +10,7 @@
 //! `del`, `zadd`, `expire`.
 
 use super::compact::log::CompactLog;
-use super::{Expire, Store, expire};
+use super::{Expire, Store, extend_expiry};
 use crate::core::error::{Error, MAX_EXACT, MAX_LIMITS};
 use crate::core::member::{MEMBER_LEN, fresh};
 use crate::core::window::Log;
@@ -213,8 +213,7 @@ impl<'a> Effects<'a> {
             ctx.notify(Class::Zset, c"zadd", key);
         }
         match fx.expire {
-            Expire::Untouched => {}
-            Expire::Kept => ctx.notify(Class::Generic, c"expire", key),
+            Expire::Untouched | Expire::Kept(_) => {}
             Expire::Set(at) => {
                 ctx.replicate_key_ints(c"PEXPIREAT", key, &[at])?;
                 ctx.notify(Class::Generic, c"expire", key);
@@ -558,7 +557,7 @@ impl Log for ZsetLog<'_, '_> {
 
 impl Store for ZsetLog<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
-        self.fx.expire = expire(self.key, at_ms)?;
+        self.fx.expire = extend_expiry(self.key, at_ms)?;
         Ok(())
     }
 
