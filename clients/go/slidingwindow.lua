@@ -266,8 +266,9 @@ while i <= #ARGV do
       end
       cost = v
     else
-      -- On the caller's clock the end is checked here; on `*`, once the clock is read.
-      if not v or (now and not lease_fits(v, now)) then
+      -- Checked when read, so the first error read wins: on the caller's clock exactly, on `*`
+      -- against the earliest clock there is (the server's is past 0), again once it is read.
+      if not v or not lease_fits(v, now or 1) then
         return fail(LEASE_ERR)
       end
       lease = v

@@ -230,12 +230,21 @@ impl Shared {
             return Err(Error::MissingValue(token(option)));
         };
         let value = integer(value, 1, MAX_EXACT).ok_or(Error::Invalid(arg))?;
-        // A lease on the caller's own clock is checked here; on `*`, once the clock is read.
-        if let (Arg::Lease, Now::At(at)) = (arg, now) {
-            lease_ms(at, Some(value))?;
+        // A lease is checked when read, so the first error read wins: on the caller's own clock
+        // exactly, on `*` against the earliest clock there is (again once the clock is read).
+        if arg == Arg::Lease {
+            lease_ms(earliest(now), Some(value))?;
         }
         *slot = Some(value);
         Ok(Some(tail))
+    }
+}
+
+/// The earliest `now` a call can have: its own, or for `*` the server's clock, past 0.
+fn earliest(now: Now) -> u64 {
+    match now {
+        Now::At(at) => at,
+        Now::Server => 1,
     }
 }
 
@@ -733,10 +742,23 @@ mod tests {
                 "ALLOW k 10 5 1000 LEASE 9007199254739992",
                 with(Some(top - 1000), false, 1, Now::At(1000)),
             ),
-            // With `*` only the value's own range is known yet.
+            // With `*` the server's clock is past 0: 2^53 is out of range at any clock, and said
+            // before a later error.
+            (
+                "ALLOW k 10 5 * LEASE 9007199254740991",
+                with(Some(top - 1), false, 1, Now::Server),
+            ),
             (
                 "ALLOW k 10 5 * LEASE 9007199254740992",
-                with(Some(top), false, 1, Now::Server),
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 1 1 * LEASE 9007199254740992 FOO",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 1 1 5 LEASE 9007199254740992 FOO",
+                Err(Error::Invalid(Arg::Lease)),
             ),
             ("ALLOW k 10 5 1000 LEASE 0", Err(Error::Invalid(Arg::Lease))),
             (
