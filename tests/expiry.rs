@@ -1,15 +1,15 @@
 //! Expiry (contract, "Expiry"): an admitted call sets each key's expiry to the later of its
-//! current one and `Wmax + lateness + (t - now)` from the server's clock, so an exact call after a
-//! lease, or a short window after a long one, never lets a key that still holds counted members
-//! expire early. On both storages and in the helpers' Lua fallback; replicas and the AOF end
-//! with the master's expiry.
+//! current one and `Wmax + lateness + (t - now)` from the server's clock (`t` its members' score,
+//! later than `now` with `LEASE` or `PRECISION`), so an exact call after a lease, or a short window
+//! after a long one, never lets a key that still holds counted members expire early. On both
+//! storages and in the helpers' Lua fallback; replicas and the AOF end with the master's expiry.
 
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
 
 use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
-use kit::{Events, exists, pexpiretime, q};
+use kit::{Events, detailed, exists, pexpiretime, q};
 use redis::{Connection, Value};
 use std::time::Duration;
 
@@ -193,6 +193,43 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
         let _: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &far]);
         assert_eq!(side.ints(&mut c, "ALLOW", "k", "60 99 2005")[0], 1);
         assert_eq!(side.expiry(&mut c, "k").to_string(), far, "{}", what("far"));
+    }
+}
+
+/// `PRECISION p` scores members at `t = ceil(now / p) * p`: on the server's clock (one reading
+/// for `now` and the TTL) the key expires exactly at `t + W`, the reply's reset counts to it, an
+/// exact call before then keeps it, and the member counts until its score leaves the window.
+#[test]
+fn precision_keeps_the_key_until_its_rounded_score_leaves() {
+    let s = Server::start();
+    let mut c = s.client();
+    for side in SIDES {
+        let what = format!("{side:?}");
+        let d = detailed(&side.call(&mut c, "ALLOW", "p", "1 10 * PRECISION 60000 DETAIL"));
+        let t = (d.now + 59_999) / 60_000 * 60_000;
+        assert_eq!(d.head[..5], [1, 1, 9, 0, t + 1000 - d.now], "{what}");
+        assert_eq!(side.expiry(&mut c, "p"), t + 1000, "{what}: the expiry");
+        let exact = side.ints(&mut c, "ALLOW", "p", "1 10 *");
+        assert_eq!(exact[..2], [1, 2], "{what}");
+        if t > d.now + 1 {
+            assert_eq!(side.expiry(&mut c, "p"), t + 1000, "{what}: kept");
+        }
+
+        // On the caller's clock: decided at now, scored at 2000, counted until 3000.
+        let q = |c: &mut Connection, rest: &str| side.ints(c, "ALLOW", "q", rest);
+        let t0 = server_time_ms(&mut c);
+        assert_eq!(
+            q(&mut c, "1 2 1001 PRECISION 1000 COST 2"),
+            [1, 2, 0, 1999, 1999]
+        );
+        let t1 = server_time_ms(&mut c);
+        within(side.expiry(&mut c, "q"), t0, t1, 1999, &what);
+        assert_eq!(q(&mut c, "1 2 2999 COST 2"), [0, 2, 0, 1, 1], "{what}");
+        assert_eq!(
+            q(&mut c, "1 2 3000 COST 2"),
+            [1, 2, 0, 1000, 1000],
+            "{what}"
+        );
     }
 }
 

@@ -214,6 +214,7 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
                     let options = Options {
                         lease: lease.unwrap_or(0),
                         lateness,
+                        ..Options::default()
                     };
                     let want = models[k].allow_with(&own, now, 1, options);
                     assert_eq!(got, want.plain(own.len() > 1), "{what}: ALLOW");
@@ -234,6 +235,7 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
             let options = Options {
                 lease: lease.unwrap_or(0),
                 lateness,
+                ..Options::default()
             };
             let words =
                 |cmd| all_words_with(cmd, &keys, &limits, &now.to_string(), cost, lease, detail);

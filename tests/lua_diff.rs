@@ -1,8 +1,8 @@
 //! Differential tests: the module against the seed's Lua script (tests/fixtures/seed.lua, copied
 //! verbatim from the seed), on twin keys, over seeded random sequences of requests; and the module
 //! against the helpers' Lua fallback (clients/lua/slidingwindow.lua) on ALLOW, PEEK, ALLOWALL,
-//! PEEKALL and REFUND with `LEASE`, `DETAIL`, `slidingwindow.lateness` and the per-call cap, on
-//! both storages, replies and error texts byte for byte.
+//! PEEKALL and REFUND with `LEASE`, `PRECISION`, `DETAIL`, `slidingwindow.lateness` and the
+//! per-call cap, on both storages, replies and error texts byte for byte.
 
 mod common;
 #[path = "support/kit.rs"]
@@ -312,8 +312,8 @@ struct Keys {
 }
 
 /// Seeded streams of ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND over a pool of keys, some with
-/// `LEASE` or `DETAIL`: the module's twin keys and the script's get the same calls; replies,
-/// every key's scores and TTLs must agree.
+/// `LEASE`, `PRECISION` or `DETAIL`: the module's twin keys and the script's get the same calls;
+/// replies, every key's scores and TTLs must agree.
 fn run_keys(s: &Server, k: Keys) {
     let Keys {
         seed,
@@ -340,6 +340,7 @@ fn run_keys(s: &Server, k: Keys) {
     let maxes = [1, 2, 3, 5, 8];
     let mut now: i64 = 1_700_000_000_000;
     let (mut admitted, mut refunded, mut leased, mut detailed) = (0, 0, 0, 0);
+    let mut coarse = 0;
     // Per key, the server-clock bounds of its expiry (twins alike), and its scores after the
     // previous step.
     let mut expiry = vec![Expiry::default(); pool];
@@ -402,9 +403,14 @@ fn run_keys(s: &Server, k: Keys) {
                 }
             }
             let lease = rng.chance(30).then(|| rng.between(1, 5_000));
+            let precision = rng.chance(30).then(|| rng.pick(&[1, 3, 100, 1000, 60_000]));
             let detail = rng.chance(30);
             leased += i64::from(lease.is_some());
+            coarse += i64::from(precision.is_some());
             detailed += i64::from(detail);
+            // Members are scored at now + ms rounded up to the precision: that far ahead.
+            let p = precision.unwrap_or(1);
+            let ahead = (now + lease.unwrap_or(0) + p - 1) / p * p - now;
             for (keyno, k) in chosen.iter().enumerate() {
                 let w = limits
                     .iter()
@@ -412,7 +418,7 @@ fn run_keys(s: &Server, k: Keys) {
                     .map(|l| l.1)
                     .max();
                 let wmax = w.unwrap_or(0) * 1000;
-                ttl.push((*k, wmax, wmax + lease.unwrap_or(0) + lateness));
+                ttl.push((*k, wmax, wmax + ahead + lateness));
             }
             let smallest = limits.iter().map(|l| l.2).min().unwrap_or(1);
             let cost = rng.pick(&[1, 1, 1, 1, 1, 2, 3, smallest + 1]);
@@ -441,6 +447,9 @@ fn run_keys(s: &Server, k: Keys) {
                     }
                     if let Some(ms) = lease {
                         w.extend(["LEASE".to_string(), ms.to_string()]);
+                    }
+                    if let Some(p) = precision {
+                        w.extend(["precision".to_string(), p.to_string()]);
                     }
                     if detail {
                         w.push("DETAIL".to_string());
@@ -488,8 +497,14 @@ fn run_keys(s: &Server, k: Keys) {
         }
     }
     assert!(
-        admitted > 0 && admitted < steps && refunded > 0 && leased > 20 && detailed > 20,
-        "{admitted} admitted, {refunded} refunded, {leased} leased, {detailed} detailed"
+        admitted > 0
+            && admitted < steps
+            && refunded > 0
+            && leased > 20
+            && detailed > 20
+            && coarse > 20,
+        "{admitted} admitted, {refunded} refunded, {leased} leased, {detailed} detailed, \
+         {coarse} with a precision"
     );
 }
 
@@ -704,6 +719,30 @@ fn malformed_calls_get_the_same_error_from_the_client_script() {
         ("ALLOW", "K1 1 1 * LEASE 9007199254740992 FOO"),
         ("ALLOW", "K1 1 1 5 LEASE 9007199254740992 FOO"),
         ("ALLOW", "K1 1 1 * LEASE 9007199254740991 FOO"),
+        ("ALLOW", "K1 10 5 1 PRECISION 0"),
+        ("ALLOW", "K1 10 5 1 PRECISION x"),
+        ("ALLOW", "K1 10 5 1 PRECISION"),
+        ("PEEK", "K1 10 5 1 PRECISION 5 precision 5"),
+        ("ALLOW", "K1 10 5 1 PRECISION 9007199254740993"),
+        ("ALLOW", "K1 10 5 9007199254740991 PRECISION 3 FOO"),
+        ("ALLOW", "K1 10 5 9007199254740991 PRECISION 2 FOO"),
+        (
+            "PEEK",
+            "K1 10 5 1000 PRECISION 3 LEASE 9007199254739991 FOO",
+        ),
+        (
+            "ALLOW",
+            "K1 10 5 1000 LEASE 9007199254739991 PRECISION 3 FOO",
+        ),
+        ("ALLOW", "K1 10 5 1000 PRECISION 3 LEASE 9007199254739993"),
+        (
+            "ALLOW",
+            "K1 10 5 * LEASE 4503599627370497 PRECISION 4503599627370497 FOO",
+        ),
+        ("ALLOW", "K1 10 5 * PRECISION 4503599627370497 FOO"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 PRECISION 0"),
+        ("PEEKALL", "1 K1 9007199254740991 LIMIT 1 1 1 PRECISION 3"),
+        ("ALLOWALL", "2 K1 K2 1 PRECISION x LIMIT 1 1 1"),
         ("PEEK", "K1 10 5 1 DETAIL DETAIL"),
         ("ALLOW", "K1 10 5 1 DETAIL 5"),
         ("ALLOW", "K1 10 5 1 DETAILS"),

@@ -432,7 +432,7 @@ fn several_keys_and_refunds_replicate_exactly() {
     assert_eq!(master.digest(), digest, "restarted from the AOF");
 }
 
-/// LEASE, DETAIL and lateness on both storages, callers out of order by up to twice the
+/// LEASE, PRECISION, DETAIL and lateness on both storages, callers out of order by up to twice the
 /// master's lateness: replicas configured with another lateness (none, a day), and the master
 /// restarted from its AOF, end with exactly the master's data. What they receive is resolved: a
 /// sorted set's trim as `ZREMRANGEBYSCORE key -inf cutoff` with the master's cutoff, a lease's
@@ -469,7 +469,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     let mut rng = Rng::new(0x1EA5E);
     let keys: Vec<String> = (0..6).map(|i| format!("{{o}}{i}")).collect();
     let mut newest = server_time_ms(&mut c) as u64;
-    let mut leases = 0;
+    let (mut leases, mut coarse) = (0, 0);
     for step in 0..1200 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
@@ -481,6 +481,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
         };
         let now = (newest - rng.range(0, 10_000)).to_string();
         let lease = rng.range(1, 4000).to_string();
+        let precision = rng.pick(&[1, 7, 1000, 60_000]).to_string();
         let key = &keys[rng.range(0, keys.len() as u64 - 1) as usize];
         let mut args: Vec<&str> = match rng.range(0, 9) {
             0..=4 => vec![
@@ -517,6 +518,10 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
                 leases += 1;
             }
             if rng.chance(30) {
+                args.extend(["PRECISION", &precision]);
+                coarse += 1;
+            }
+            if rng.chance(30) {
                 args.push("DETAIL");
             }
         }
@@ -525,8 +530,8 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     }
     let trimmed = kit::info_u64(&master, "slidingwindow", "slidingwindow_trimmed");
     assert!(
-        leases > 300 && trimmed > 100,
-        "{leases} leases, {trimmed} trimmed"
+        leases > 300 && coarse > 200 && trimmed > 100,
+        "{leases} leases, {coarse} with a precision, {trimmed} trimmed"
     );
     for replica in &replicas {
         wait_in_sync(&master, replica);

@@ -12,9 +12,10 @@
 -- ARGV[2]   16 random Crockford base32 characters from the caller: the random part of the first
 --           new member (scripts have no good randomness of their own)
 -- ARGV[3..] the command's own arguments after its key:
---             allow, peek        window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]
+--             allow, peek        window max now [COST n] [LIMIT window max]... [LEASE ms]
+--                                [PRECISION p] [DETAIL]
 --             allowall, peekall  numkeys now [COST n] LIMIT keyno window max [LIMIT ...]...
---                                [LEASE ms] [DETAIL]
+--                                [LEASE ms] [PRECISION p] [DETAIL]
 --                                (numkeys as the caller wrote it; the keys themselves are KEYS)
 --             refund             n [AT ts]
 --
@@ -78,6 +79,7 @@ local WINDOW_ERR = ' must be an integer between 1 and ' .. MAX_WINDOW .. ' (wind
 local MAX_ERR = ' must be an integer between 1 and ' .. MAX_EXACT
 local NOW_ERR = ' must be an integer between 0 and ' .. MAX_EXACT .. ', or *'
 local LEASE_ERR = 'ERR LEASE must be an integer between 1 and ' .. MAX_EXACT .. ' - now (now + LEASE <= 2^53)'
+local PRECISION_ERR = 'ERR PRECISION must be an integer between 1 and ' .. MAX_EXACT .. ' (now + LEASE rounded up to a multiple of PRECISION <= 2^53)'
 
 -- ARGV[1]: the command, then the configs' `name value` pairs.
 local words = {}
@@ -245,15 +247,31 @@ end
 local function lease_fits(ms, at)
   return ms <= tonumber(MAX_EXACT) - at
 end
+-- Where an admitted call's members are scored: at + ms (a lease fits), rounded up to a multiple
+-- of p; nil past 2^53. Exact: fmod of doubles is exact, and the last sum is compared as a
+-- difference.
+local function score_of(at, ms, p)
+  local s = at + (ms or 0)
+  local r = p and math.fmod(s, p) or 0
+  if r == 0 then
+    return s
+  end
+  local base = s - r
+  if p > tonumber(MAX_EXACT) - base then
+    return nil
+  end
+  return base + p
+end
 local cost = nil
 local lease = nil
+local precision = nil
 local detail = false
 local i = first_option
 while i <= #ARGV do
   local option = ARGV[i]
   local name = string.upper(option)
-  if name == 'COST' or name == 'LEASE' then
-    if (name == 'COST' and cost) or (name == 'LEASE' and lease) then
+  if name == 'COST' or name == 'LEASE' or name == 'PRECISION' then
+    if (name == 'COST' and cost) or (name == 'LEASE' and lease) or (name == 'PRECISION' and precision) then
       return fail("ERR syntax error, option '" .. token(option) .. "' given twice")
     end
     if i + 1 > #ARGV then
@@ -265,13 +283,22 @@ while i <= #ARGV do
         return fail('ERR cost' .. MAX_ERR)
       end
       cost = v
-    else
+    elseif name == 'LEASE' then
       -- Checked when read, so the first error read wins: on the caller's clock exactly, on `*`
       -- against the earliest clock there is (the server's is past 0), again once it is read.
       if not v or not lease_fits(v, now or 1) then
         return fail(LEASE_ERR)
       end
       lease = v
+      if precision and not score_of(now or 1, lease, precision) then
+        return fail(PRECISION_ERR)
+      end
+    else
+      -- The score it gives is checked when read too, as the lease is.
+      if not v or not score_of(now or 1, lease, v) then
+        return fail(PRECISION_ERR)
+      end
+      precision = v
     end
     i = i + 2
   elseif name == 'DETAIL' then
@@ -340,8 +367,11 @@ if now == nil then
     return fail(LEASE_ERR)
   end
 end
--- A lease's members are scored at its end.
-local at = now + (lease or 0)
+-- A lease's members are scored at its end, rounded up to the precision.
+local at = score_of(now, lease, precision)
+if not at then
+  return fail(PRECISION_ERR)
+end
 
 local names = {}
 for k, key in ipairs(keys) do

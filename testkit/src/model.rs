@@ -9,12 +9,22 @@ pub struct Model {
     pub scores: Vec<u64>,
 }
 
-/// What a call carries beyond its limits, `now` and cost: `LEASE ms` (0 without it) and the
-/// server's `slidingwindow.lateness` (ms).
+/// What a call carries beyond its limits, `now` and cost: `LEASE ms` (0 without it),
+/// `PRECISION p` (0 or 1 without it) and the server's `slidingwindow.lateness` (ms).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     pub lease: u64,
     pub lateness: u64,
+    pub precision: u64,
+}
+
+impl Options {
+    /// Where an admitted call's members are scored: `now + lease` rounded up to a multiple of
+    /// the precision.
+    pub fn score(&self, now: u64) -> u64 {
+        let p = self.precision.max(1);
+        (now + self.lease).div_ceil(p) * p
+    }
 }
 
 /// A call's whole answer: the six integers (`b` is 0 for a single limit) and, in limit order,
@@ -152,7 +162,7 @@ impl Model {
             in_window(&keys[k].scores, window(w)).len() as i128 + n <= i128::from(max)
         });
         if allowed {
-            let at = now + options.lease;
+            let at = options.score(now);
             for key in keys.iter_mut() {
                 key.scores
                     .extend(std::iter::repeat_n(at, usize::try_from(cost).unwrap()));
