@@ -5,9 +5,9 @@
 //! set's own O(log N) rank and range commands take over, run while the key is closed.
 //!
 //! Effects: replicas and the AOF get `ZREMRANGEBYSCORE key -inf cutoff` for a trim (`UNLINK key`
-//! when a large set expired whole), `ZADD key now m1 ...` and `PEXPIREAT key at`, never the
-//! command, so they need no module. Keyspace events are the seed script's: `zremrangebyscore`,
-//! `del`, `zadd`, `expire`.
+//! when a large set expired whole), `ZADD key now m1 ...` and `PEXPIREAT key at` when the expiry
+//! moved, never the command, so they need no module. Keyspace events are the seed script's:
+//! `zremrangebyscore`, `del`, `zadd`, and `expire` when the expiry moved.
 
 use super::compact::log::CompactLog;
 use super::{Expire, Store, extend_expiry};
