@@ -12,7 +12,7 @@ use testkit::rng;
 
 use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
 use kit::{Events, info_u64, pexpiretime, q, scores, snapshot, sw, sw5};
-use model::Model;
+use model::{Expiry, Model};
 use redis::{Connection, Value};
 use rng::Rng;
 use std::time::Duration;
@@ -52,7 +52,7 @@ fn replies_equal_a_sorted_sets_and_the_models() {
     let mut models = vec![Model::default(); keys.len()];
     let mut clocks = vec![T0; keys.len()];
     // Server-clock bounds of each key's expiry, per server, from its last admission.
-    let mut expiry = vec![[(0i64, 0i64); 2]; keys.len()];
+    let mut expiry = vec![[Expiry::default(); 2]; keys.len()];
     for step in 0..4000 {
         let i = rng.range(0, keys.len() as u64 - 1) as usize;
         // Windows of an hour or more: no key expires in real time while the test runs.
@@ -67,6 +67,7 @@ fn replies_equal_a_sorted_sets_and_the_models() {
         let peek = rng.chance(20);
         let verb = if peek { "PEEK" } else { "ALLOW" };
         let line = format!("{verb} {} {window} {max} {now} COST {cost}", keys[i]);
+        let fresh = models[i].empty_after(now as i64 - window as i64 * 1000);
         let want = if peek {
             models[i].peek(window, max, now, cost)
         } else {
@@ -83,8 +84,7 @@ fn replies_equal_a_sorted_sets_and_the_models() {
                 ["zset", "compact"][n]
             );
             if !peek && got[0] == 1 {
-                let w = window as i64 * 1000;
-                expiry[i][n] = (before + w, after + w);
+                expiry[i][n].admit(fresh, before, after, window as i64 * 1000);
             }
         }
         if step % 25 == 0 || step == 3999 {
@@ -106,10 +106,10 @@ fn replies_equal_a_sorted_sets_and_the_models() {
                 if stored {
                     for (n, con) in [&mut z, &mut c].into_iter().enumerate() {
                         let at = pexpiretime(con, key);
-                        let (lo, hi) = expiry[k][n];
+                        let e = expiry[k][n];
                         assert!(
-                            lo <= at && at <= hi,
-                            "step {step}: {key} expires at {at}, not in [{lo}, {hi}]"
+                            e.holds(at),
+                            "step {step}: {key} expires at {at}, not in {e:?}"
                         );
                     }
                 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// The syntax the clis print after the command name.
-const SYNTAX: &str = "key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]] [LEASE ms] [DETAIL]";
+const SYNTAX: &str = "key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]] [LEASE ms] [PRECISION p] [DETAIL]";
 
 /// A reply as one line: arrays in brackets, status replies (the flags) with a leading `+`.
 fn render(v: &Value) -> String {
@@ -54,12 +54,13 @@ fn expected_arguments(display_text: bool) -> String {
         arg("max", "integer", "")
     );
     format!(
-        "[{} {} {} {now} {} {limit} {} {}]",
+        "[{} {} {} {now} {} {limit} {} {} {}]",
         arg("key", "key", " key_spec_index 0"),
         arg("window", "integer", ""),
         arg("max", "integer", ""),
         arg("cost", "integer", " token COST flags [+optional]"),
         arg("ms", "integer", " token LEASE flags [+optional]"),
+        arg("p", "integer", " token PRECISION flags [+optional]"),
         arg("detail", "pure-token", " token DETAIL flags [+optional]"),
     )
 }
@@ -117,7 +118,7 @@ fn the_several_key_commands_declare_their_keys_and_arguments() {
     };
     let all_args = format!(
         "[{} {} {} {} [name limit type block token LIMIT flags [+multiple +multiple_token] \
-         arguments [{} {} {}]] {} {}]",
+         arguments [{} {} {}]] {} {} {}]",
         arg("numkeys", "integer", ""),
         arg("key", "key", " key_spec_index 0 flags [+multiple]"),
         one_of("now", "now"),
@@ -126,6 +127,7 @@ fn the_several_key_commands_declare_their_keys_and_arguments() {
         arg("window", "integer", ""),
         arg("max", "integer", ""),
         arg("ms", "integer", " token LEASE flags [+optional]"),
+        arg("p", "integer", " token PRECISION flags [+optional]"),
         arg("detail", "pure-token", " token DETAIL flags [+optional]"),
     );
     let refund_args = format!(

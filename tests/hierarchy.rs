@@ -8,7 +8,7 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-use model::{Model, Options};
+use model::{Expiry, Model, Options};
 use rng::Rng;
 use testkit::model;
 use testkit::rng;
@@ -30,17 +30,17 @@ fn all_words(
     now: &str,
     cost: u64,
 ) -> Vec<String> {
-    all_words_with(cmd, keys, limits, now, cost, None, false)
+    all_words_with(cmd, keys, limits, now, cost, &[], false)
 }
 
-/// The same with `LEASE ms` and `DETAIL`, before the limits.
+/// The same with more options (`LEASE ms`, `PRECISION p`) and `DETAIL`, before the limits.
 fn all_words_with(
     cmd: &str,
     keys: &[String],
     limits: &[(usize, u64, u64)],
     now: &str,
     cost: u64,
-    lease: Option<u64>,
+    options: &[String],
     detail: bool,
 ) -> Vec<String> {
     let mut w = vec![format!("SLIDINGWINDOW.{cmd}"), keys.len().to_string()];
@@ -49,9 +49,7 @@ fn all_words_with(
     if cost != 1 {
         w.extend(["COST".to_string(), cost.to_string()]);
     }
-    if let Some(ms) = lease {
-        w.extend(["LEASE".to_string(), ms.to_string()]);
-    }
+    w.extend(options.iter().cloned());
     if detail {
         w.push("DETAIL".to_string());
     }
@@ -116,17 +114,17 @@ fn random_limits(rng: &mut Rng, keys: usize) -> Vec<(usize, u64, u64)> {
 }
 
 /// Streams of PEEKALL + ALLOWALL over 1 to 16 keys, with REFUNDs (with and without AT) and
-/// single-key ALLOWs mixed in, time going back now and then, some calls with `LEASE` or
-/// `DETAIL`, some streams with lateness; every reply, every key's scores and TTL checked against
-/// the model. `mixed`: every other key is created in the other storage.
-fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u32; 6] {
+/// single-key ALLOWs mixed in, time going back now and then, some calls with `LEASE`,
+/// `PRECISION` or `DETAIL`, some streams with lateness; every reply, every key's scores and TTL
+/// checked against the model. `mixed`: every other key is created in the other storage.
+fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u32; 7] {
     let s = Server::builder().storage(storage).start();
     let mut c = s.client();
     let other = if storage == "zset" { "compact" } else { "zset" };
     let mut rng = Rng::new(seed);
     // Admitted, refused, bound by a key past the first, members refunded, leases admitted,
-    // detailed calls.
-    let mut seen = [0u32; 6];
+    // detailed calls, calls with a precision admitted.
+    let mut seen = [0u32; 7];
     for stream in 0..count {
         let lateness = rng.pick(&[0, 0, 3000]);
         kit::ok(
@@ -214,6 +212,7 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
                     let options = Options {
                         lease: lease.unwrap_or(0),
                         lateness,
+                        ..Options::default()
                     };
                     let want = models[k].allow_with(&own, now, 1, options);
                     assert_eq!(got, want.plain(own.len() > 1), "{what}: ALLOW");
@@ -230,13 +229,22 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
             }
             let cost = if rng.chance(75) { 1 } else { rng.range(1, 12) };
             let lease = rng.chance(30).then(|| rng.range(1, 3000));
+            let precision = rng.chance(50).then(|| rng.pick(&[7, 1000]));
             let detail = rng.chance(30);
             let options = Options {
                 lease: lease.unwrap_or(0),
                 lateness,
+                precision: precision.unwrap_or(1),
             };
+            let mut extra = Vec::new();
+            if let Some(ms) = lease {
+                extra.extend(["LEASE".to_string(), ms.to_string()]);
+            }
+            if let Some(p) = precision {
+                extra.extend(["PRECISION".to_string(), p.to_string()]);
+            }
             let words =
-                |cmd| all_words_with(cmd, &keys, &limits, &now.to_string(), cost, lease, detail);
+                |cmd| all_words_with(cmd, &keys, &limits, &now.to_string(), cost, &extra, detail);
             // The six integers, and with DETAIL every limit's state and the now used.
             let answer = |c: &mut Connection, words: &[String]| {
                 let reply = send(c, words);
@@ -258,6 +266,21 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
                 false => (want.head.to_vec(), Vec::new()),
             };
             assert_eq!(peeked, shown(want), "{what}: PEEKALL");
+            // Each key's longest window, and whether it held nothing once trimmed by it.
+            let wmax: Vec<u64> = (0..n)
+                .map(|k| {
+                    limits
+                        .iter()
+                        .filter(|l| l.0 == k)
+                        .map(|l| l.1)
+                        .max()
+                        .unwrap()
+                        * 1000
+                })
+                .collect();
+            let fresh: Vec<bool> = (0..n)
+                .map(|k| models[k].empty_after((now - wmax[k] - lateness) as i64))
+                .collect();
             let t0 = server_time_ms(&mut c);
             let got = answer(&mut c, &words("ALLOWALL"));
             let t1 = server_time_ms(&mut c);
@@ -266,22 +289,23 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
             assert_eq!(got, peeked, "{what}: PEEKALL is ALLOWALL");
             seen[4] += u32::from(lease.is_some() && got.0[0] == 1);
             seen[5] += u32::from(detail);
+            seen[6] += u32::from(precision.is_some() && got.0[0] == 1);
             let got = got.0;
             for (k, key) in keys.iter().enumerate() {
                 assert_eq!(scores(&mut c, key), models[k].scores, "{what}: key {k}");
                 let at = pexpiretime(&mut c, key);
-                let wmax = limits
-                    .iter()
-                    .filter(|l| l.0 == k)
-                    .map(|l| l.1)
-                    .max()
-                    .unwrap()
-                    * 1000;
-                let ttl = (wmax + options.lease + lateness) as i64;
+                // Members scored that far ahead of now keep the key that much longer.
+                let ttl = (wmax[k] + (options.score(now) - now) + lateness) as i64;
                 if models[k].scores.is_empty() {
                     assert_eq!(at, -2, "{what}: key {k} emptied");
                 } else if got[0] == 1 {
-                    assert!(t0 + ttl <= at && at <= t1 + ttl, "{what}: key {k} TTL {at}");
+                    // The later of the key's expiry and the call's own.
+                    let mut e = Expiry {
+                        lo: expiry[k],
+                        hi: expiry[k],
+                    };
+                    e.admit(fresh[k], t0, t1, ttl);
+                    assert!(e.holds(at), "{what}: key {k} TTL {at}, not in {e:?}");
                 } else {
                     assert_eq!(
                         at, expiry[k],

@@ -1,14 +1,15 @@
 //! Differential tests: the module against the seed's Lua script (tests/fixtures/seed.lua, copied
 //! verbatim from the seed), on twin keys, over seeded random sequences of requests; and the module
 //! against the helpers' Lua fallback (clients/lua/slidingwindow.lua) on ALLOW, PEEK, ALLOWALL,
-//! PEEKALL and REFUND with `LEASE`, `DETAIL`, `slidingwindow.lateness` and the per-call cap, on
-//! both storages, replies and error texts byte for byte.
+//! PEEKALL and REFUND with `LEASE`, `PRECISION`, `DETAIL`, `slidingwindow.lateness` and the
+//! per-call cap, on both storages, replies and error texts byte for byte.
 
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
+use model::Expiry;
 use rng::Rng;
-use testkit::rng;
+use testkit::{model, rng};
 
 use common::{Server, call, error_line, ints, server_time_ms};
 use kit::{pexpiretime, scores};
@@ -46,8 +47,11 @@ fn run(s: &Server, sc: &Scenario) {
     // exact only up to 14 digits.
     let mut now: i64 = 1_700_000_000_000;
     let mut admitted = 0;
-    // Server-clock bounds [lo, hi] of the expiry set by the latest admitted pair of calls.
-    let mut expiry = (0, 0);
+    // Server-clock bounds of each twin's expiry: the seed's script sets its window from the
+    // server's clock at each admission; the module keeps the later of that and the key's own.
+    let (mut seed_expiry, mut module_expiry) = (Expiry::default(), Expiry::default());
+    // The twins' scores (equal) after the previous step.
+    let mut held: Vec<u64> = Vec::new();
     for step in 0..sc.steps {
         let window = rng.pick(sc.windows);
         let max = rng.pick(sc.maxes);
@@ -96,9 +100,12 @@ fn run(s: &Server, sc: &Scenario) {
         assert_eq!(r[1], lua, "{what}: count vs script's return (module {r:?})");
         assert_eq!(r[0] == 1, lua_admitted, "{what}: admitted (module {r:?})");
         assert_eq!(r[2], (max - r[1]).max(0), "{what}: remaining");
-        assert_eq!(scores(&mut c, &m), scores(&mut c, &l), "{what}: scores");
+        let fresh = held.iter().all(|&s| s as i64 <= now - window * 1000);
+        held = scores(&mut c, &m);
+        assert_eq!(held, scores(&mut c, &l), "{what}: scores");
         if r[0] == 1 {
-            expiry = (before + window * 1000, after + window * 1000);
+            seed_expiry.admit(true, before, after, window * 1000);
+            module_expiry.admit(fresh, before, after, window * 1000);
         }
         let (tm, tl) = (pexpiretime(&mut c, &m), pexpiretime(&mut c, &l));
         if tm < 0 || tl < 0 {
@@ -106,14 +113,13 @@ fn run(s: &Server, sc: &Scenario) {
         } else {
             // Both twins were set from the server clock by two calls in [before, after]; the
             // exact instants differ a little, so each is checked against that bracket.
-            let (lo, hi) = expiry;
             assert!(
-                lo <= tm && tm <= hi,
-                "{what}: module expiry {tm} not in [{lo}, {hi}]"
+                module_expiry.holds(tm),
+                "{what}: module expiry {tm} not in {module_expiry:?}"
             );
             assert!(
-                lo <= tl && tl <= hi,
-                "{what}: script expiry {tl} not in [{lo}, {hi}]"
+                seed_expiry.holds(tl),
+                "{what}: script expiry {tl} not in {seed_expiry:?}"
             );
         }
         admitted += r[0];
@@ -306,8 +312,8 @@ struct Keys {
 }
 
 /// Seeded streams of ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND over a pool of keys, some with
-/// `LEASE` or `DETAIL`: the module's twin keys and the script's get the same calls; replies,
-/// every key's scores and TTLs must agree.
+/// `LEASE`, `PRECISION` or `DETAIL`: the module's twin keys and the script's get the same calls;
+/// replies, every key's scores and TTLs must agree.
 fn run_keys(s: &Server, k: Keys) {
     let Keys {
         seed,
@@ -334,8 +340,11 @@ fn run_keys(s: &Server, k: Keys) {
     let maxes = [1, 2, 3, 5, 8];
     let mut now: i64 = 1_700_000_000_000;
     let (mut admitted, mut refunded, mut leased, mut detailed) = (0, 0, 0, 0);
-    // Per key, the server-clock bounds of the expiry its latest admission set (twins alike).
-    let mut expiry = vec![(0, 0); pool];
+    let mut coarse = 0;
+    // Per key, the server-clock bounds of its expiry (twins alike), and its scores after the
+    // previous step.
+    let mut expiry = vec![Expiry::default(); pool];
+    let mut held: Vec<Vec<u64>> = vec![Vec::new(); pool];
     for step in 0..steps {
         let dice = rng.between(0, 999);
         now += if dice < 60 {
@@ -346,8 +355,9 @@ fn run_keys(s: &Server, k: Keys) {
             rng.between(0, 2_000)
         };
         let roll = rng.between(0, 99);
-        // The call, and each key's TTL an admission sets (none for REFUND).
-        let mut ttl: Vec<(usize, i64)> = Vec::new();
+        // The call, and each key's longest window and the TTL an admission computes (none for
+        // REFUND).
+        let mut ttl: Vec<(usize, i64, i64)> = Vec::new();
         let (command, words_of): (&str, Words) = if roll < 20 {
             let k = rng.range(0, pool as u64 - 1) as usize;
             let mut rest = vec![rng.pick(&[1, 1, 2, 3, 10]).to_string()];
@@ -393,16 +403,22 @@ fn run_keys(s: &Server, k: Keys) {
                 }
             }
             let lease = rng.chance(30).then(|| rng.between(1, 5_000));
+            let precision = rng.chance(30).then(|| rng.pick(&[1, 3, 100, 1000, 60_000]));
             let detail = rng.chance(30);
             leased += i64::from(lease.is_some());
+            coarse += i64::from(precision.is_some());
             detailed += i64::from(detail);
+            // Members are scored at now + ms rounded up to the precision: that far ahead.
+            let p = precision.unwrap_or(1);
+            let ahead = (now + lease.unwrap_or(0) + p - 1) / p * p - now;
             for (keyno, k) in chosen.iter().enumerate() {
                 let w = limits
                     .iter()
                     .filter(|l| l.0 == keyno + 1)
                     .map(|l| l.1)
                     .max();
-                ttl.push((*k, w.unwrap_or(0) * 1000 + lease.unwrap_or(0) + lateness));
+                let wmax = w.unwrap_or(0) * 1000;
+                ttl.push((*k, wmax, wmax + ahead + lateness));
             }
             let smallest = limits.iter().map(|l| l.2).min().unwrap_or(1);
             let cost = rng.pick(&[1, 1, 1, 1, 1, 2, 3, smallest + 1]);
@@ -432,6 +448,9 @@ fn run_keys(s: &Server, k: Keys) {
                     if let Some(ms) = lease {
                         w.extend(["LEASE".to_string(), ms.to_string()]);
                     }
+                    if let Some(p) = precision {
+                        w.extend(["precision".to_string(), p.to_string()]);
+                    }
                     if detail {
                         w.push("DETAIL".to_string());
                     }
@@ -457,27 +476,35 @@ fn run_keys(s: &Server, k: Keys) {
             refunded += want.parse::<i64>().unwrap_or(0);
         } else if ["ALLOW", "ALLOWALL"].contains(&command) && want.starts_with("[1,") {
             admitted += 1;
-            for (k, t) in &ttl {
-                expiry[*k] = (before + t, after + t);
+            for &(k, wmax, t) in &ttl {
+                let fresh = held[k].iter().all(|&s| s as i64 <= now - wmax - lateness);
+                expiry[k].admit(fresh, before, after, t);
             }
         }
-        for (k, &(lo, hi)) in expiry.iter().enumerate() {
+        for (k, e) in expiry.iter().enumerate() {
             let (m, l) = (name("m", k), name("l", k));
-            assert_eq!(scores(&mut c, &l), scores(&mut c, &m), "{what}: key {k}");
+            held[k] = scores(&mut c, &m);
+            assert_eq!(scores(&mut c, &l), held[k], "{what}: key {k}");
             let (tm, tl) = (pexpiretime(&mut c, &m), pexpiretime(&mut c, &l));
             if tm < 0 || tl < 0 {
                 assert_eq!(tm, tl, "{what}: key {k} expiry (-1 none, -2 no key)");
             } else {
                 assert!(
-                    (lo..=hi).contains(&tm) && (lo..=hi).contains(&tl),
-                    "{what}: key {k} expires at {tm} (module), {tl} (script), not in [{lo}, {hi}]"
+                    e.holds(tm) && e.holds(tl),
+                    "{what}: key {k} expires at {tm} (module), {tl} (script), not in {e:?}"
                 );
             }
         }
     }
     assert!(
-        admitted > 0 && admitted < steps && refunded > 0 && leased > 20 && detailed > 20,
-        "{admitted} admitted, {refunded} refunded, {leased} leased, {detailed} detailed"
+        admitted > 0
+            && admitted < steps
+            && refunded > 0
+            && leased > 20
+            && detailed > 20
+            && coarse > 20,
+        "{admitted} admitted, {refunded} refunded, {leased} leased, {detailed} detailed, \
+         {coarse} with a precision"
     );
 }
 
@@ -689,6 +716,33 @@ fn malformed_calls_get_the_same_error_from_the_client_script() {
         ("ALLOW", "K1 10 5 1 LEASE x"),
         ("ALLOW", "K1 10 5 1 LEASE 9007199254740993"),
         ("ALLOW", "K1 10 5 * LEASE 9007199254740992"),
+        ("ALLOW", "K1 1 1 * LEASE 9007199254740992 FOO"),
+        ("ALLOW", "K1 1 1 5 LEASE 9007199254740992 FOO"),
+        ("ALLOW", "K1 1 1 * LEASE 9007199254740991 FOO"),
+        ("ALLOW", "K1 10 5 1 PRECISION 0"),
+        ("ALLOW", "K1 10 5 1 PRECISION x"),
+        ("ALLOW", "K1 10 5 1 PRECISION"),
+        ("PEEK", "K1 10 5 1 PRECISION 5 precision 5"),
+        ("ALLOW", "K1 10 5 1 PRECISION 9007199254740993"),
+        ("ALLOW", "K1 10 5 9007199254740991 PRECISION 3 FOO"),
+        ("ALLOW", "K1 10 5 9007199254740991 PRECISION 2 FOO"),
+        (
+            "PEEK",
+            "K1 10 5 1000 PRECISION 3 LEASE 9007199254739991 FOO",
+        ),
+        (
+            "ALLOW",
+            "K1 10 5 1000 LEASE 9007199254739991 PRECISION 3 FOO",
+        ),
+        ("ALLOW", "K1 10 5 1000 PRECISION 3 LEASE 9007199254739993"),
+        (
+            "ALLOW",
+            "K1 10 5 * LEASE 4503599627370497 PRECISION 4503599627370497 FOO",
+        ),
+        ("ALLOW", "K1 10 5 * PRECISION 4503599627370497 FOO"),
+        ("ALLOWALL", "1 K1 1 LIMIT 1 1 1 PRECISION 0"),
+        ("PEEKALL", "1 K1 9007199254740991 LIMIT 1 1 1 PRECISION 3"),
+        ("ALLOWALL", "2 K1 K2 1 PRECISION x LIMIT 1 1 1"),
         ("PEEK", "K1 10 5 1 DETAIL DETAIL"),
         ("ALLOW", "K1 10 5 1 DETAIL 5"),
         ("ALLOW", "K1 10 5 1 DETAILS"),

@@ -7,7 +7,7 @@
 mod common;
 #[path = "support/kit.rs"]
 mod kit;
-use model::{Answer, Model, Options};
+use model::{Answer, Expiry, Model, Options};
 use rng::Rng;
 use testkit::model;
 use testkit::rng;
@@ -27,6 +27,7 @@ struct Call<'a> {
     now: String,
     cost: u64,
     lease: Option<u64>,
+    precision: Option<u64>,
     detail: bool,
 }
 
@@ -45,6 +46,9 @@ impl Call<'_> {
         }
         if let Some(ms) = self.lease {
             out.extend(["LEASE".to_string(), ms.to_string()]);
+        }
+        if let Some(p) = self.precision {
+            out.extend(["PRECISION".to_string(), p.to_string()]);
         }
         if self.detail {
             out.push("DETAIL".to_string());
@@ -86,18 +90,20 @@ fn set_lateness(con: &mut Connection, ms: u64) {
     );
 }
 
-/// Random streams of PEEK then ALLOW with the same arguments, a lease on some, DETAIL on some,
-/// under lateness 0 or not, time going back now and then: PEEK answers what ALLOW answers, both
-/// what the model answers; the stored scores are the model's (a lease's at its end); an admitted
-/// call's TTL is `Wmax + ms + G` from the server's clock, a refused call's is untouched.
+/// Random streams of PEEK then ALLOW with the same arguments, a lease on some, a precision on
+/// some, DETAIL on some, under lateness 0 or not, time going back now and then: PEEK answers what
+/// ALLOW answers, both what the model answers; the stored scores are the model's (a lease's at
+/// its end, rounded up to the precision); an admitted call's expiry is the later of the key's and
+/// `Wmax + (t - now) + G` from the server's clock, a refused call's is untouched.
 #[test]
 fn random_streams_with_and_without_options_follow_the_model() {
     for (i, storage) in STORAGES.into_iter().enumerate() {
         let s = Server::builder().storage(storage).start();
         let mut c = s.client();
         let mut rng = Rng::new(0x0E_A5E0 + i as u64);
-        // Admitted with a lease, refused with a lease, with DETAIL, with lateness.
-        let mut seen = [0u32; 4];
+        // Admitted with a lease, refused with a lease, with DETAIL, with lateness, admitted with
+        // a precision.
+        let mut seen = [0u32; 5];
         for stream in 0..24 {
             let key = format!("s{stream}");
             // The positional window long, so that no key expires by the server's clock.
@@ -120,6 +126,7 @@ fn random_streams_with_and_without_options_follow_the_model() {
                     _ => now + rng.range(0, 700),
                 };
                 let lease = rng.chance(40).then(|| rng.range(1, 5000));
+                let precision = rng.chance(35).then(|| rng.pick(&[1, 7, 250, 1000, 60_000]));
                 let (cost, detail) = (rng.range(1, 3), rng.chance(50));
                 let call = |cmd| Call {
                     cmd,
@@ -128,12 +135,14 @@ fn random_streams_with_and_without_options_follow_the_model() {
                     now: now.to_string(),
                     cost,
                     lease,
+                    precision,
                     detail,
                 };
                 let (peek, allow) = (call("PEEK"), call("ALLOW"));
                 let options = Options {
                     lease: lease.unwrap_or(0),
                     lateness,
+                    precision: precision.unwrap_or(1),
                 };
                 let before = snapshot(&mut c, &key);
                 let peeked = peek.send(&mut c);
@@ -147,6 +156,7 @@ fn random_streams_with_and_without_options_follow_the_model() {
                     same(&peeked, &want, named, peek.detail, now),
                     "{what}: PEEK {peeked:?}, model {want:?}"
                 );
+                let fresh = model.empty_after(now as i64 - wmax - lateness as i64);
                 let t0 = server_time_ms(&mut c);
                 let got = allow.send(&mut c);
                 let t1 = server_time_ms(&mut c);
@@ -159,16 +169,19 @@ fn random_streams_with_and_without_options_follow_the_model() {
                 );
                 assert_eq!(scores(&mut c, &key), model.scores, "{what}: scores");
                 let at = pexpiretime(&mut c, &key);
-                let ttl = wmax + lease.unwrap_or(0) as i64 + lateness as i64;
+                // Members scored that far ahead of now keep the key that much longer.
+                let ahead = (options.score(now) - now) as i64;
+                let ttl = wmax + ahead + lateness as i64;
                 if model.scores.is_empty() {
                     assert_eq!(at, -2, "{what}: an empty log is no key");
                 } else if want.head[0] == 1 {
-                    assert!(
-                        t0 + ttl <= at && at <= t1 + ttl,
-                        "{what}: TTL {at} not in [{}, {}]",
-                        t0 + ttl,
-                        t1 + ttl
-                    );
+                    // The later of the key's expiry and the call's own.
+                    let mut e = Expiry {
+                        lo: expiry,
+                        hi: expiry,
+                    };
+                    e.admit(fresh, t0, t1, ttl);
+                    assert!(e.holds(at), "{what}: TTL {at} not in {e:?}");
                 } else {
                     assert_eq!(at, expiry, "{what}: a refused call changed the TTL");
                 }
@@ -178,6 +191,7 @@ fn random_streams_with_and_without_options_follow_the_model() {
                 }
                 seen[2] += u32::from(allow.detail);
                 seen[3] += u32::from(lateness > 0);
+                seen[4] += u32::from(precision.is_some_and(|p| p > 1) && want.head[0] == 1);
             }
         }
         assert!(seen.iter().all(|n| *n > 60), "{storage}: {seen:?}");
@@ -268,11 +282,13 @@ fn detail_lists_every_limit_in_order() {
     }
 }
 
-/// Every malformed LEASE or DETAIL is an error naming it, changing nothing, on all four commands.
+/// Every malformed LEASE, PRECISION or DETAIL is an error naming it, changing nothing, on all
+/// four commands.
 #[test]
-fn bad_leases_and_details_are_refused_and_change_nothing() {
+fn bad_leases_precisions_and_details_are_refused_and_change_nothing() {
     let lease =
         "ERR LEASE must be an integer between 1 and 9007199254740992 - now (now + LEASE <= 2^53)";
+    let precision = "ERR PRECISION must be an integer between 1 and 9007199254740992 (now + LEASE rounded up to a multiple of PRECISION <= 2^53)";
     for storage in STORAGES {
         let s = Server::builder().storage(storage).start();
         let mut c = s.client();
@@ -294,6 +310,28 @@ fn bad_leases_and_details_are_refused_and_change_nothing() {
             (format!("k 60 5 {top} LEASE 1"), lease),
             ("k 60 5 1000 LEASE 9007199254739993".into(), lease),
             (format!("k 60 5 * LEASE {top}"), lease),
+            (format!("k 60 5 * LEASE {top} FOO"), lease),
+            ("k 60 5 100000 PRECISION 0".into(), precision),
+            ("k 60 5 100000 PRECISION -1".into(), precision),
+            ("k 60 5 100000 PRECISION nan".into(), precision),
+            ("k 60 5 100000 PRECISION 9007199254740993".into(), precision),
+            ("k 60 5 9007199254740991 PRECISION 3 FOO".into(), precision),
+            (
+                "k 60 5 1000 PRECISION 3 LEASE 9007199254739991".into(),
+                precision,
+            ),
+            (
+                "k 60 5 * LEASE 4503599627370497 PRECISION 4503599627370497".into(),
+                precision,
+            ),
+            (
+                "k 60 5 100000 PRECISION".into(),
+                "ERR syntax error, option 'PRECISION' needs a value",
+            ),
+            (
+                "k 60 5 100000 precision 5 PRECISION 5".into(),
+                "ERR syntax error, option 'PRECISION' given twice",
+            ),
             (
                 "k 60 5 100000 LEASE".into(),
                 "ERR syntax error, option 'LEASE' needs a value",
@@ -422,12 +460,14 @@ fn disorderly(
             now: now.to_string(),
             cost: 1,
             lease: None,
+            precision: None,
             detail: false,
         };
         let got = ints(&call.send(c));
         let options = Options {
             lease: 0,
             lateness: g,
+            ..Options::default()
         };
         let want = model.allow_with(limits, now, 1, options);
         assert_eq!(
@@ -503,6 +543,7 @@ fn in_order_callers_answer_the_same_whatever_the_lateness() {
                         now: now.to_string(),
                         cost: 1,
                         lease: None,
+                        precision: None,
                         detail: step % 2 == 0,
                     }
                     .send(&mut c)

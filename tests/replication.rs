@@ -241,27 +241,17 @@ fn replicas_emit_the_masters_keyspace_events() {
     let mut on_replica = Events::watch(&replica, "ev");
     let mut c = s.client();
     let t0: i64 = 1_700_000_000_000;
-    // (window s, max, now, cost, the master's events). Windows differ between admitted calls so
-    // that each one sets a new TTL, which a replica hears of as PEXPIREAT.
-    let steps: [(i64, i64, i64, i64, &[&str]); 7] = [
+    // (window s, max, now, cost, the master's events). Windows grow between admitted calls so
+    // that each one sets a later TTL, which a replica hears of as PEXPIREAT; a shorter one keeps
+    // the key's expiry, and neither server announces it.
+    let steps: [(i64, i64, i64, i64, &[&str]); 8] = [
         (100, 1000, t0, 3, &["zadd", "expire"]),
-        (101, 1000, t0 + 1, 100, &["zadd", "expire"]),
+        (102, 1000, t0 + 1, 100, &["zadd", "expire"]),
         // The batch of 3 leaves (walked); then the batch of 100 (a range removal).
-        (
-            100,
-            1000,
-            t0 + 100_000,
-            1,
-            &["zremrangebyscore", "zadd", "expire"],
-        ),
-        (
-            101,
-            1000,
-            t0 + 101_001,
-            1,
-            &["zremrangebyscore", "zadd", "expire"],
-        ),
-        // Both members leave: the key goes, then comes back.
+        (100, 1000, t0 + 100_000, 1, &["zremrangebyscore", "zadd"]),
+        (101, 1000, t0 + 102_001, 1, &["zremrangebyscore", "zadd"]),
+        (103, 1000, t0 + 102_002, 1, &["zadd", "expire"]),
+        // Every member leaves: the key goes, then comes back.
         (
             10,
             1000,
@@ -295,7 +285,7 @@ fn replicas_emit_the_masters_keyspace_events() {
         let master = on_master.until(&marker);
         assert_eq!(master, *want, "step {i}: the master's events");
         let replica = on_replica.until(&marker);
-        if i == 6 {
+        if i == 7 {
             assert_eq!(replica, ["del"], "step {i}: the replica's events");
         } else {
             assert_eq!(replica, master, "step {i}: the replica's events");
@@ -442,7 +432,7 @@ fn several_keys_and_refunds_replicate_exactly() {
     assert_eq!(master.digest(), digest, "restarted from the AOF");
 }
 
-/// LEASE, DETAIL and lateness on both storages, callers out of order by up to twice the
+/// LEASE, PRECISION, DETAIL and lateness on both storages, callers out of order by up to twice the
 /// master's lateness: replicas configured with another lateness (none, a day), and the master
 /// restarted from its AOF, end with exactly the master's data. What they receive is resolved: a
 /// sorted set's trim as `ZREMRANGEBYSCORE key -inf cutoff` with the master's cutoff, a lease's
@@ -479,7 +469,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     let mut rng = Rng::new(0x1EA5E);
     let keys: Vec<String> = (0..6).map(|i| format!("{{o}}{i}")).collect();
     let mut newest = server_time_ms(&mut c) as u64;
-    let mut leases = 0;
+    let (mut leases, mut coarse) = (0, 0);
     for step in 0..1200 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
@@ -491,6 +481,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
         };
         let now = (newest - rng.range(0, 10_000)).to_string();
         let lease = rng.range(1, 4000).to_string();
+        let precision = rng.pick(&[1, 7, 1000, 60_000]).to_string();
         let key = &keys[rng.range(0, keys.len() as u64 - 1) as usize];
         let mut args: Vec<&str> = match rng.range(0, 9) {
             0..=4 => vec![
@@ -527,6 +518,10 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
                 leases += 1;
             }
             if rng.chance(30) {
+                args.extend(["PRECISION", &precision]);
+                coarse += 1;
+            }
+            if rng.chance(30) {
                 args.push("DETAIL");
             }
         }
@@ -535,8 +530,8 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     }
     let trimmed = kit::info_u64(&master, "slidingwindow", "slidingwindow_trimmed");
     assert!(
-        leases > 300 && trimmed > 100,
-        "{leases} leases, {trimmed} trimmed"
+        leases > 300 && coarse > 200 && trimmed > 100,
+        "{leases} leases, {coarse} with a precision, {trimmed} trimmed"
     );
     for replica in &replicas {
         wait_in_sync(&master, replica);

@@ -12,9 +12,10 @@
 -- ARGV[2]   16 random Crockford base32 characters from the caller: the random part of the first
 --           new member (scripts have no good randomness of their own)
 -- ARGV[3..] the command's own arguments after its key:
---             allow, peek        window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]
+--             allow, peek        window max now [COST n] [LIMIT window max]... [LEASE ms]
+--                                [PRECISION p] [DETAIL]
 --             allowall, peekall  numkeys now [COST n] LIMIT keyno window max [LIMIT ...]...
---                                [LEASE ms] [DETAIL]
+--                                [LEASE ms] [PRECISION p] [DETAIL]
 --                                (numkeys as the caller wrote it; the keys themselves are KEYS)
 --             refund             n [AT ts]
 --
@@ -78,6 +79,7 @@ local WINDOW_ERR = ' must be an integer between 1 and ' .. MAX_WINDOW .. ' (wind
 local MAX_ERR = ' must be an integer between 1 and ' .. MAX_EXACT
 local NOW_ERR = ' must be an integer between 0 and ' .. MAX_EXACT .. ', or *'
 local LEASE_ERR = 'ERR LEASE must be an integer between 1 and ' .. MAX_EXACT .. ' - now (now + LEASE <= 2^53)'
+local PRECISION_ERR = 'ERR PRECISION must be an integer between 1 and ' .. MAX_EXACT .. ' (now + LEASE rounded up to a multiple of PRECISION <= 2^53)'
 
 -- ARGV[1]: the command, then the configs' `name value` pairs.
 local words = {}
@@ -126,9 +128,18 @@ if not string.find(entropy, '^[0-9A-HJKMNP-TV-Z]+$') or #entropy ~= 16 then
   return fail('ERR slidingwindow.lua: ARGV[2] must be 16 Crockford base32 characters')
 end
 
+-- The server's clock in ms, read once per call: `*` and the TTLs agree, as in the module.
+local clock = nil
+local function server_clock()
+  if clock == nil then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
+end
+
 local function server_now()
-  local t = redis.call('TIME')
-  return math.min(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(MAX_EXACT))
+  return math.min(server_clock(), tonumber(MAX_EXACT))
 end
 
 -- Any key of another type refuses the call before anything is written.
@@ -236,15 +247,31 @@ end
 local function lease_fits(ms, at)
   return ms <= tonumber(MAX_EXACT) - at
 end
+-- Where an admitted call's members are scored: at + ms (a lease fits), rounded up to a multiple
+-- of p; nil past 2^53. Exact: fmod of doubles is exact, and the last sum is compared as a
+-- difference.
+local function score_of(at, ms, p)
+  local s = at + (ms or 0)
+  local r = p and math.fmod(s, p) or 0
+  if r == 0 then
+    return s
+  end
+  local base = s - r
+  if p > tonumber(MAX_EXACT) - base then
+    return nil
+  end
+  return base + p
+end
 local cost = nil
 local lease = nil
+local precision = nil
 local detail = false
 local i = first_option
 while i <= #ARGV do
   local option = ARGV[i]
   local name = string.upper(option)
-  if name == 'COST' or name == 'LEASE' then
-    if (name == 'COST' and cost) or (name == 'LEASE' and lease) then
+  if name == 'COST' or name == 'LEASE' or name == 'PRECISION' then
+    if (name == 'COST' and cost) or (name == 'LEASE' and lease) or (name == 'PRECISION' and precision) then
       return fail("ERR syntax error, option '" .. token(option) .. "' given twice")
     end
     if i + 1 > #ARGV then
@@ -256,12 +283,22 @@ while i <= #ARGV do
         return fail('ERR cost' .. MAX_ERR)
       end
       cost = v
-    else
-      -- On the caller's clock the end is checked here; on `*`, once the clock is read.
-      if not v or (now and not lease_fits(v, now)) then
+    elseif name == 'LEASE' then
+      -- Checked when read, so the first error read wins: on the caller's clock exactly, on `*`
+      -- against the earliest clock there is (the server's is past 0), again once it is read.
+      if not v or not lease_fits(v, now or 1) then
         return fail(LEASE_ERR)
       end
       lease = v
+      if precision and not score_of(now or 1, lease, precision) then
+        return fail(PRECISION_ERR)
+      end
+    else
+      -- The score it gives is checked when read too, as the lease is.
+      if not v or not score_of(now or 1, lease, v) then
+        return fail(PRECISION_ERR)
+      end
+      precision = v
     end
     i = i + 2
   elseif name == 'DETAIL' then
@@ -330,8 +367,11 @@ if now == nil then
     return fail(LEASE_ERR)
   end
 end
--- A lease's members are scored at its end.
-local at = now + (lease or 0)
+-- A lease's members are scored at its end, rounded up to the precision.
+local at = score_of(now, lease, precision)
+if not at then
+  return fail(PRECISION_ERR)
+end
 
 local names = {}
 for k, key in ipairs(keys) do
@@ -510,12 +550,18 @@ local function add(key)
   end
 end
 
--- Lateness keeps G more ms; the TTL covers it, and the lease.
+-- Lateness keeps G more ms. An admission's expiry covers the longest window, the lateness and
+-- how far ahead of now its members are scored, from the server's clock; it never moves a key's
+-- expiry earlier, and a key without one gets it (PEXPIRE ... GT alone would leave it without).
 for _, key in ipairs(keys) do
   redis.call('ZREMRANGEBYSCORE', key.name, '-inf', fmt(now - key.wmax - LATENESS))
   if allowed then
     add(key.name)
-    redis.call('PEXPIRE', key.name, fmt(key.wmax + LATENESS + (lease or 0)))
+    local expire_at = server_clock() + key.wmax + LATENESS + (at - now)
+    local current = redis.call('PEXPIRETIME', key.name)
+    if current < 0 or current < expire_at then
+      redis.call('PEXPIREAT', key.name, fmt(expire_at))
+    end
   end
 end
 return reply

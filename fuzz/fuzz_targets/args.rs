@@ -86,6 +86,7 @@ fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
         now,
         cost: shared.cost.unwrap_or(1),
         lease: shared.lease,
+        precision: shared.precision,
         detail: shared.detail,
     })
 }
@@ -139,9 +140,10 @@ fuzz_target!(|data: &[u8]| {
                 // The module's own check agrees: any `now` the lease fits resolves.
                 let at = match got.now {
                     Now::At(n) => n,
-                    Now::Server => 0,
+                    Now::Server => 1,
                 };
                 assert_eq!(args::lease_ms(at, got.lease), Ok(ms));
+                assert!(args::score(at, got.lease, got.precision).is_ok());
             }
         }
         Err(err) => check_error(&argv, err),

@@ -97,6 +97,7 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
         now,
         cost: shared.cost.unwrap_or(1),
         lease: shared.lease,
+        precision: shared.precision,
         detail: shared.detail,
     })
 }

@@ -26,12 +26,15 @@ pub fn integer(word: &[u8], lo: u128, hi: u128) -> Option<u64> {
 }
 
 /// The options ALLOW and ALLOWALL share, as the contract reads them: `COST n` (1..=2^53),
-/// `LEASE ms` (1..=2^53, and `now + ms <= 2^53` when `now` is the caller's own; on `*` the
-/// call checks it) and `DETAIL` (no value), each at most once.
+/// `LEASE ms` (1..=2^53, and `now + ms <= 2^53`), `PRECISION p` (1..=2^53, and `now + ms`
+/// rounded up to a multiple of `p` at most 2^53), both checked when read against `now`, or on
+/// `*` against the earliest clock (1; the call checks the real one), and `DETAIL` (no value),
+/// each at most once.
 #[derive(Default)]
 pub struct Shared {
     pub cost: Option<u64>,
     pub lease: Option<u64>,
+    pub precision: Option<u64>,
     pub detail: bool,
 }
 
@@ -56,6 +59,8 @@ impl Shared {
             (&mut self.cost, Arg::Cost)
         } else if word.eq_ignore_ascii_case(b"LEASE") {
             (&mut self.lease, Arg::Lease)
+        } else if word.eq_ignore_ascii_case(b"PRECISION") {
+            (&mut self.precision, Arg::Precision)
         } else {
             return None;
         };
@@ -68,12 +73,21 @@ impl Shared {
         let Some(value) = integer(value, 1, TOP) else {
             return Some(Err(Error::Invalid(arg)));
         };
-        if let (Arg::Lease, Now::At(n)) = (arg, now)
-            && u128::from(n) + u128::from(value) > TOP
-        {
-            return Some(Err(Error::Invalid(Arg::Lease)));
-        }
         *slot = Some(value);
+        if matches!(arg, Arg::Lease | Arg::Precision) {
+            let earliest = match now {
+                Now::At(n) => n,
+                Now::Server => 1,
+            };
+            let end = u128::from(earliest) + u128::from(self.lease.unwrap_or(0));
+            if end > TOP {
+                return Some(Err(Error::Invalid(Arg::Lease)));
+            }
+            let p = u128::from(self.precision.unwrap_or(1));
+            if end.div_ceil(p) * p > TOP {
+                return Some(Err(Error::Invalid(Arg::Precision)));
+            }
+        }
         Some(Ok(2))
     }
 }

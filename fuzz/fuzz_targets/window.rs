@@ -27,7 +27,7 @@ use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 use reply::{LimitState, Reply};
 use testkit::model::{Model, Options};
-use window::{Log, Request};
+use window::{Log, Request, score_at};
 
 /// A sorted set reduced to what the decision reads: runs of (score, members), sorted by score.
 /// Runs keep memory bounded whatever the cost, up to 2^53 members per call.
@@ -179,7 +179,7 @@ fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
         c + n <= u128::from(l.max)
     });
     if allowed {
-        after.insert((req.now + req.lease) as f64, req.cost);
+        after.insert(req.score() as f64, req.cost);
     }
     let standings: Vec<Standing> = limits
         .iter()
@@ -385,6 +385,7 @@ fn step(log: &mut RunLog, req: &Request) {
         let options = Options {
             lease: req.lease,
             lateness: req.lateness,
+            precision: req.precision,
         };
         let want = model.allow_with(&limits, req.now, req.cost, options);
         assert_eq!(
@@ -461,6 +462,15 @@ fn run(data: &[u8]) -> Result<()> {
             true => number(&mut u, 1, (MAX_EXACT - now).min(3000), MAX_EXACT - now)?,
             false => 0,
         };
+        // A precision keeps the score within 2^53, as the parser checks.
+        let precision = match u.ratio(1, 4)? {
+            true => number(&mut u, 1, 2000, MAX_EXACT)?,
+            false => 1,
+        };
+        let precision = match score_at(now, lease, precision) <= MAX_EXACT {
+            true => precision,
+            false => 1,
+        };
         let req = Request {
             limits: limits(&mut u)?,
             now,
@@ -468,6 +478,7 @@ fn run(data: &[u8]) -> Result<()> {
             cost: number(&mut u, 1, 4, MAX_EXACT)?,
             max_add: number(&mut u, 1, 6, MAX_EXACT)?,
             lease,
+            precision,
             lateness: match u.int_in_range(0..=3u8)? {
                 0 => number(&mut u, 1, 2000, 86_400_000)?,
                 _ => 0,

@@ -1,5 +1,5 @@
-//! `SLIDINGWINDOW.ALLOW key window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`:
-//! trim, count, maybe add, expire.
+//! `SLIDINGWINDOW.ALLOW key window max now [COST n] [LIMIT window max]... [LEASE ms] [PRECISION p]
+//! [DETAIL]`: trim, count, maybe add, expire.
 
 use super::Answer;
 use super::config;
@@ -18,7 +18,8 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
 }
 
 /// The window decision on any storage, then the TTL of an admitted call: the longest window (and
-/// the lease and lateness) from the server's clock as the call read it.
+/// how far ahead of `now` its members are scored, and the lateness) from the server's clock as
+/// the call read it, unless the key already expires later.
 fn decide<S: Store>(store: &mut S, req: &Request) -> Result<Answer, Error> {
     let outcome = window::allow(store, req)?;
     if outcome.reply.allowed {

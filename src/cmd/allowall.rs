@@ -1,5 +1,5 @@
 //! `SLIDINGWINDOW.ALLOWALL numkeys key [key ...] now [COST n] LIMIT keyno window max... [LEASE ms]
-//! [DETAIL]`: one request against the limits of several keys, all or nothing.
+//! [PRECISION p] [DETAIL]`: one request against the limits of several keys, all or nothing.
 
 use super::Answer;
 use super::config;
@@ -21,8 +21,8 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
         .collect();
     let outcome = window::allow_all(&mut logs, &req)?;
     if outcome.reply.allowed {
-        // Each key lives as long as its own longest window (and the lease and lateness), from
-        // the server's clock.
+        // Each key lives at least as long as its own longest window (and how far ahead of `now`
+        // its members are scored, and the lateness), from the server's clock.
         for (k, log) in logs.iter_mut().enumerate() {
             log.set_expiry(req.expire_at(k))?;
         }

@@ -9,8 +9,8 @@ const NOW: [Arg; 2] = [Arg::integer(c"now"), Arg::pure_token(c"server-clock", c"
 const LIMIT: [Arg; 2] = [Arg::integer(c"window"), Arg::integer(c"max")];
 
 /// `key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]] [LEASE ms]
-/// [DETAIL]`, for ALLOW and PEEK alike.
-pub const WINDOW_ARGS: [Arg; 8] = [
+/// [PRECISION p] [DETAIL]`, for ALLOW and PEEK alike.
+pub const WINDOW_ARGS: [Arg; 9] = [
     Arg::key(c"key"),
     Arg::integer(c"window"),
     Arg::integer(c"max"),
@@ -21,11 +21,15 @@ pub const WINDOW_ARGS: [Arg; 8] = [
         .optional()
         .multiple(),
     LEASE,
+    PRECISION,
     DETAIL,
 ];
 
 /// `LEASE ms`: admitted members are scored `now + ms`.
 const LEASE: Arg = Arg::integer(c"ms").token(c"LEASE").optional();
+
+/// `PRECISION p`: admitted members' score is rounded up to a multiple of `p` ms.
+const PRECISION: Arg = Arg::integer(c"p").token(c"PRECISION").optional();
 
 /// `DETAIL`: every limit's state in the reply.
 const DETAIL: Arg = Arg::pure_token(c"detail", c"DETAIL").optional();
@@ -38,8 +42,8 @@ const KEYED_LIMIT: [Arg; 3] = [
 ];
 
 /// `numkeys key [key ...] now|* [COST cost] LIMIT keyno window max [LIMIT keyno window max ...]
-/// [LEASE ms] [DETAIL]`, for ALLOWALL and PEEKALL alike.
-pub const ALL_ARGS: [Arg; 7] = [
+/// [LEASE ms] [PRECISION p] [DETAIL]`, for ALLOWALL and PEEKALL alike.
+pub const ALL_ARGS: [Arg; 8] = [
     Arg::integer(c"numkeys"),
     Arg::key(c"key").multiple(),
     Arg::one_of(c"now", &NOW),
@@ -48,6 +52,7 @@ pub const ALL_ARGS: [Arg; 7] = [
         .token(c"LIMIT")
         .multiple(),
     LEASE,
+    PRECISION,
     DETAIL,
 ];
 

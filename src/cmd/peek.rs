@@ -1,5 +1,5 @@
-//! `SLIDINGWINDOW.PEEK key window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`:
-//! ALLOW's answer, changing nothing.
+//! `SLIDINGWINDOW.PEEK key window max now [COST n] [LIMIT window max]... [LEASE ms] [PRECISION p]
+//! [DETAIL]`: ALLOW's answer, changing nothing.
 
 use super::Answer;
 use super::request::request;

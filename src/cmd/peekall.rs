@@ -1,5 +1,5 @@
 //! `SLIDINGWINDOW.PEEKALL numkeys key [key ...] now [COST n] LIMIT keyno window max... [LEASE ms]
-//! [DETAIL]`: ALLOWALL's answer, changing nothing.
+//! [PRECISION p] [DETAIL]`: ALLOWALL's answer, changing nothing.
 
 use super::Answer;
 use super::request::{all_request, open_keys};

@@ -1,7 +1,7 @@
 //! From a command's arguments to a checked request, with `now` resolved and its keys opened.
 
 use super::config;
-use crate::core::args::{self, AllArgs, Args, Now, lease_ms};
+use crate::core::args::{self, AllArgs, Args, Now, lease_ms, score};
 use crate::core::error::{Error, MAX_EXACT};
 use crate::core::window::{AllRequest, Request};
 use crate::ffi::{Argv, Ctx, Mode};
@@ -37,13 +37,14 @@ pub fn resolve(clock: u64, at: Now) -> u64 {
     }
 }
 
-/// The call's request: arguments checked, `*` read from the server's clock (a lease on it
-/// checked against it).
+/// The call's request: arguments checked, `*` read from the server's clock (a lease and a
+/// precision on it checked against it).
 pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
     let args: Args = words(argv, args::parse)?;
     // One clock reading per call: `*` and the TTL agree.
     let clock = ctx.now_ms();
     let now = resolve(clock, args.now);
+    score(now, args.lease, args.precision)?;
     Ok(Request {
         limits: args.limits,
         now,
@@ -51,6 +52,7 @@ pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
         cost: args.cost,
         max_add: config::max_members_per_call(),
         lease: lease_ms(now, args.lease)?,
+        precision: args.precision.unwrap_or(1),
         lateness: config::lateness(),
         detail: args.detail,
     })
@@ -62,6 +64,7 @@ pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
     let args: AllArgs = words(argv, args::parse_all)?;
     let clock = ctx.now_ms();
     let now = resolve(clock, args.now);
+    score(now, args.lease, args.precision)?;
     Ok(AllRequest {
         limits: args.limits,
         keys: args.numkeys,
@@ -70,6 +73,7 @@ pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
         cost: args.cost,
         max_add: config::max_members_per_call(),
         lease: lease_ms(now, args.lease)?,
+        precision: args.precision.unwrap_or(1),
         lateness: config::lateness(),
         detail: args.detail,
     })

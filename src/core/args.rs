@@ -1,14 +1,14 @@
 //! Argument parsing for `SLIDINGWINDOW.ALLOW|PEEK key window max now [COST n] [LIMIT window max]...
-//! [LEASE ms] [DETAIL]`, `SLIDINGWINDOW.ALLOWALL|PEEKALL numkeys key [key ...] now [COST n]
-//! LIMIT keyno window max... [LEASE ms] [DETAIL]` and `SLIDINGWINDOW.REFUND key n [AT ts]`, free of
-//! Redis.
+//! [LEASE ms] [PRECISION p] [DETAIL]`, `SLIDINGWINDOW.ALLOWALL|PEEKALL numkeys key [key ...] now
+//! [COST n] LIMIT keyno window max... [LEASE ms] [PRECISION p] [DETAIL]` and
+//! `SLIDINGWINDOW.REFUND key n [AT ts]`, free of Redis.
 
 use super::error::{Arg, Error, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, token};
 use super::limits::{KeyedLimits, Limit, Limits};
 
 /// Most words a well-formed call has: name, key, window, max, now, `COST n`, `LEASE ms`,
-/// `DETAIL`, 15 `LIMIT w m`.
-pub const MOST_WORDS: usize = 5 + 2 + 2 + 1 + 3 * (MAX_LIMITS - 1);
+/// `PRECISION p`, `DETAIL`, 15 `LIMIT w m`.
+pub const MOST_WORDS: usize = 5 + 2 + 2 + 2 + 1 + 3 * (MAX_LIMITS - 1);
 
 /// When the request happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub struct Args {
     pub cost: u64,
     /// `LEASE ms`: admitted members are scored `now + ms`.
     pub lease: Option<u64>,
+    /// `PRECISION p`: admitted members' score rounded up to a multiple of `p`.
+    pub precision: Option<u64>,
     /// `DETAIL`: the reply lists every limit's state and the `now` used.
     pub detail: bool,
 }
@@ -71,6 +73,7 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
         now,
         cost: shared.cost.unwrap_or(1),
         lease: shared.lease,
+        precision: shared.precision,
         detail: shared.detail,
     })
 }
@@ -85,6 +88,8 @@ pub struct AllArgs {
     pub cost: u64,
     /// `LEASE ms`, as for ALLOW.
     pub lease: Option<u64>,
+    /// `PRECISION p`, as for ALLOW.
+    pub precision: Option<u64>,
     /// `DETAIL`, as for ALLOW.
     pub detail: bool,
 }
@@ -146,6 +151,7 @@ pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
         now,
         cost: shared.cost.unwrap_or(1),
         lease: shared.lease,
+        precision: shared.precision,
         detail: shared.detail,
     })
 }
@@ -193,11 +199,13 @@ fn time(word: &[u8], arg: Arg) -> Result<Now, Error> {
     }
 }
 
-/// The options ALLOW and ALLOWALL share, each at most once: `COST n`, `LEASE ms`, `DETAIL`.
+/// The options ALLOW and ALLOWALL share, each at most once: `COST n`, `LEASE ms`,
+/// `PRECISION p`, `DETAIL`.
 #[derive(Default)]
 struct Shared {
     cost: Option<u64>,
     lease: Option<u64>,
+    precision: Option<u64>,
     detail: bool,
 }
 
@@ -220,6 +228,8 @@ impl Shared {
             (&mut self.cost, Arg::Cost)
         } else if option.eq_ignore_ascii_case(b"LEASE") {
             (&mut self.lease, Arg::Lease)
+        } else if option.eq_ignore_ascii_case(b"PRECISION") {
+            (&mut self.precision, Arg::Precision)
         } else {
             return Ok(None);
         };
@@ -230,12 +240,22 @@ impl Shared {
             return Err(Error::MissingValue(token(option)));
         };
         let value = integer(value, 1, MAX_EXACT).ok_or(Error::Invalid(arg))?;
-        // A lease on the caller's own clock is checked here; on `*`, once the clock is read.
-        if let (Arg::Lease, Now::At(at)) = (arg, now) {
-            lease_ms(at, Some(value))?;
-        }
         *slot = Some(value);
+        // A lease and the score it and a precision give are checked when read, so the first
+        // error read wins: on the caller's own clock exactly, on `*` against the earliest clock
+        // there is (again once the clock is read).
+        if matches!(arg, Arg::Lease | Arg::Precision) {
+            score(earliest(now), self.lease, self.precision)?;
+        }
         Ok(Some(tail))
+    }
+}
+
+/// The earliest `now` a call can have: its own, or for `*` the server's clock, past 0.
+fn earliest(now: Now) -> u64 {
+    match now {
+        Now::At(at) => at,
+        Now::Server => 1,
     }
 }
 
@@ -245,6 +265,18 @@ pub fn lease_ms(now: u64, lease: Option<u64>) -> Result<u64, Error> {
     match now.checked_add(ms) {
         Some(end) if end <= MAX_EXACT => Ok(ms),
         _ => Err(Error::Invalid(Arg::Lease)),
+    }
+}
+
+/// The score an admitted call's members take: `s = now + ms` (`now` without a lease) rounded up
+/// to a multiple of `p` (`s` itself without `PRECISION`). A lease past 2^53 is a `LEASE` error,
+/// a score past 2^53 a `PRECISION` error.
+pub fn score(now: u64, lease: Option<u64>, precision: Option<u64>) -> Result<u64, Error> {
+    let s = now.saturating_add(lease_ms(now, lease)?);
+    let p = precision.unwrap_or(1).max(1);
+    match s.div_ceil(p).checked_mul(p) {
+        Some(t) if t <= MAX_EXACT => Ok(t),
+        _ => Err(Error::Invalid(Arg::Precision)),
     }
 }
 
@@ -296,6 +328,7 @@ mod tests {
             now,
             cost,
             lease: None,
+            precision: None,
             detail: false,
         })
     }
@@ -578,6 +611,7 @@ mod tests {
             now,
             cost,
             lease: None,
+            precision: None,
             detail: false,
         }
     }
@@ -733,10 +767,23 @@ mod tests {
                 "ALLOW k 10 5 1000 LEASE 9007199254739992",
                 with(Some(top - 1000), false, 1, Now::At(1000)),
             ),
-            // With `*` only the value's own range is known yet.
+            // With `*` the server's clock is past 0: 2^53 is out of range at any clock, and said
+            // before a later error.
+            (
+                "ALLOW k 10 5 * LEASE 9007199254740991",
+                with(Some(top - 1), false, 1, Now::Server),
+            ),
             (
                 "ALLOW k 10 5 * LEASE 9007199254740992",
-                with(Some(top), false, 1, Now::Server),
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 1 1 * LEASE 9007199254740992 FOO",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            (
+                "ALLOW k 1 1 5 LEASE 9007199254740992 FOO",
+                Err(Error::Invalid(Arg::Lease)),
             ),
             ("ALLOW k 10 5 1000 LEASE 0", Err(Error::Invalid(Arg::Lease))),
             (
@@ -824,8 +871,108 @@ mod tests {
         assert_eq!(lease_ms(top - 5, Some(5)), Ok(5));
         assert_eq!(lease_ms(top - 5, Some(6)), Err(Error::Invalid(Arg::Lease)));
         assert_eq!(lease_ms(u64::MAX, Some(1)), Err(Error::Invalid(Arg::Lease)));
+    }
+
+    #[test]
+    fn precision_and_its_score() {
+        let with = |precision: Option<u64>, lease: Option<u64>, now: Now| {
+            ok(10_000, 5, now, 1).map(|a| Args {
+                precision,
+                lease,
+                ..a
+            })
+        };
+        let top = MAX_EXACT;
+        let bad = Err(Error::Invalid(Arg::Precision));
+        let cases = [
+            (
+                "ALLOW k 10 5 1000 PRECISION 1000",
+                with(Some(1000), None, Now::At(1000)),
+            ),
+            (
+                "ALLOW k 10 5 * precision 1",
+                with(Some(1), None, Now::Server),
+            ),
+            (
+                "ALLOW k 10 5 1000 PrEcIsIoN 7 LEASE 9",
+                with(Some(7), Some(9), Now::At(1000)),
+            ),
+            // The score at 2^53 exactly.
+            (
+                "ALLOW k 10 5 9007199254740992 PRECISION 9007199254740992",
+                with(Some(top), None, Now::At(top)),
+            ),
+            (
+                "ALLOW k 10 5 9007199254740991 PRECISION 2",
+                with(Some(2), None, Now::At(top - 1)),
+            ),
+            (
+                "ALLOW k 10 5 * PRECISION 9007199254740992",
+                with(Some(top), None, Now::Server),
+            ),
+            ("ALLOW k 10 5 1000 PRECISION 0", bad.clone()),
+            ("ALLOW k 10 5 1000 PRECISION -1", bad.clone()),
+            ("ALLOW k 10 5 1000 PRECISION 1.5", bad.clone()),
+            ("ALLOW k 10 5 1000 PRECISION 9007199254740993", bad.clone()),
+            (
+                "ALLOW k 10 5 1000 PRECISION",
+                Err(Error::MissingValue("PRECISION".into())),
+            ),
+            (
+                "ALLOW k 10 5 1000 PRECISION 5 precision 6",
+                Err(Error::RepeatedOption("precision".into())),
+            ),
+            // The score past 2^53: a PRECISION error, when read (before a later error), whether
+            // the lease comes before or after it.
+            ("ALLOW k 10 5 9007199254740991 PRECISION 3", bad.clone()),
+            ("ALLOW k 10 5 9007199254740991 PRECISION 3 FOO", bad.clone()),
+            (
+                "ALLOW k 10 5 1000 PRECISION 3 LEASE 9007199254739991 FOO",
+                bad.clone(),
+            ),
+            (
+                "ALLOW k 10 5 1000 LEASE 9007199254739991 PRECISION 3 FOO",
+                bad.clone(),
+            ),
+            (
+                "ALLOW k 10 5 1000 PRECISION 3 LEASE 9007199254739993",
+                Err(Error::Invalid(Arg::Lease)),
+            ),
+            // On `*`, against the earliest clock there is.
+            (
+                "ALLOW k 10 5 * LEASE 4503599627370497 PRECISION 4503599627370497 FOO",
+                bad.clone(),
+            ),
+            (
+                "ALLOW k 10 5 * PRECISION 4503599627370497 FOO",
+                Err(Error::UnknownOption("FOO".into())),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(run(line), want, "{line}");
+        }
+        let Ok(a) = all("ALLOWALL 2 a b 5 PRECISION 100 LIMIT 1 1 1 LIMIT 2 1 1") else {
+            panic!("ALLOWALL with PRECISION");
+        };
+        assert_eq!(a.precision, Some(100));
+        assert_eq!(
+            all("ALLOWALL 1 a 5 LIMIT 1 1 1 PRECISION 0"),
+            Err(Error::Invalid(Arg::Precision))
+        );
+        assert_eq!(score(1000, None, Some(1000)), Ok(1000));
+        assert_eq!(score(1001, None, Some(1000)), Ok(2000));
+        assert_eq!(score(1001, Some(500), Some(1000)), Ok(2000));
+        assert_eq!(score(1001, Some(500), None), Ok(1501));
+        assert_eq!(
+            score(top - 1, None, Some(3)),
+            Err(Error::Invalid(Arg::Precision))
+        );
+        assert_eq!(
+            score(top, Some(1), Some(3)),
+            Err(Error::Invalid(Arg::Lease))
+        );
         let longest = format!(
-            "ALLOW k 1 1 5{} COST 3 LEASE 9 DETAIL",
+            "ALLOW k 1 1 5{} COST 3 LEASE 9 PRECISION 10 DETAIL",
             (0..15)
                 .map(|i| format!(" LIMIT {} 7", i + 2))
                 .collect::<String>()

@@ -35,6 +35,9 @@ pub enum Arg {
     At,
     /// The `LEASE ms` option: `1 <= ms` and `now + ms <= 2^53`.
     Lease,
+    /// The `PRECISION p` option: `1 <= p <= 2^53`, and the members' score (`now + ms` rounded
+    /// up to a multiple of `p`) at most 2^53.
+    Precision,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +131,10 @@ impl fmt::Display for Error {
             Error::Invalid(Arg::Lease) => write!(
                 f,
                 "ERR LEASE must be an integer between 1 and {MAX_EXACT} - now (now + LEASE <= 2^53)"
+            ),
+            Error::Invalid(Arg::Precision) => write!(
+                f,
+                "ERR PRECISION must be an integer between 1 and {MAX_EXACT} (now + LEASE rounded up to a multiple of PRECISION <= 2^53)"
             ),
             Error::UnknownOption(tok) => write!(f, "ERR syntax error, unknown option '{tok}'"),
             Error::RepeatedOption(tok) => {

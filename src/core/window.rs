@@ -40,6 +40,9 @@ pub struct Request {
     /// `LEASE ms` (0 without it): admitted members are scored `now + lease`, and the TTL is that
     /// much longer. `now + lease <= 2^53` (checked by the parser, or once `*` is read).
     pub lease: u64,
+    /// `PRECISION p` (1 without it): admitted members' score is rounded up to a multiple of it,
+    /// and the TTL is that much longer. At most 2^53 (checked as `lease`).
+    pub precision: u64,
     /// `slidingwindow.lateness`: trims keep this many more ms, and the TTL is that much longer.
     pub lateness: u64,
     /// `DETAIL`: the outcome lists every limit's state.
@@ -52,15 +55,20 @@ impl Request {
         to_i64(self.now).saturating_sub(to_i64(window_ms))
     }
 
-    /// The absolute expiry (ms) an admission sets: `Wmax + lease + lateness` from the server's
-    /// clock as the call read it.
+    /// The absolute expiry (ms) an admission sets: `Wmax + (score - now) + lateness` from the
+    /// server's clock as the call read it.
     pub fn expire_at(&self) -> i64 {
         expire_at(
             self.clock,
             self.limits.longest_window_ms(),
-            self.lease,
+            self.score() - self.now,
             self.lateness,
         )
+    }
+
+    /// The score of an admitted call's members.
+    pub fn score(&self) -> u64 {
+        score_at(self.now, self.lease, self.precision)
     }
 
     fn call(&self) -> Call {
@@ -69,19 +77,28 @@ impl Request {
             cost: self.cost,
             max_add: self.max_add,
             named: self.limits.has_options(),
-            lease: self.lease,
+            at: self.score(),
             lateness: self.lateness,
             detail: self.detail,
         }
     }
 }
 
-/// `clock + longest + lease + lateness`, saturated.
-fn expire_at(clock: u64, longest: u64, lease: u64, lateness: u64) -> i64 {
+/// `clock + longest + ahead + lateness`, saturated; `ahead` is how far after `now` the members
+/// are scored.
+fn expire_at(clock: u64, longest: u64, ahead: u64, lateness: u64) -> i64 {
     to_i64(clock)
         .saturating_add(to_i64(longest))
-        .saturating_add(to_i64(lease))
+        .saturating_add(to_i64(ahead))
         .saturating_add(to_i64(lateness))
+}
+
+/// Where an admitted call's members are scored: `now + lease` (a lease logs its permits at its
+/// end), rounded up to a multiple of `precision` (1: not rounded). Saturated; the parser keeps it
+/// within 2^53.
+pub fn score_at(now: u64, lease: u64, precision: u64) -> u64 {
+    let p = precision.max(1);
+    now.saturating_add(lease).div_ceil(p).saturating_mul(p)
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -110,8 +127,9 @@ pub struct AllRequest {
     pub cost: u64,
     /// Most members one admitted call may add, over every key.
     pub max_add: u64,
-    /// As for `Request`: `LEASE ms`, `slidingwindow.lateness`, `DETAIL`.
+    /// As for `Request`: `LEASE ms`, `PRECISION p`, `slidingwindow.lateness`, `DETAIL`.
     pub lease: u64,
+    pub precision: u64,
     pub lateness: u64,
     pub detail: bool,
 }
@@ -123,9 +141,14 @@ impl AllRequest {
         expire_at(
             self.clock,
             self.limits.longest_window_ms(key),
-            self.lease,
+            self.score() - self.now,
             self.lateness,
         )
+    }
+
+    /// The score of an admitted call's members, on every key.
+    pub fn score(&self) -> u64 {
+        score_at(self.now, self.lease, self.precision)
     }
 }
 
@@ -162,7 +185,7 @@ pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Er
         cost: req.cost,
         max_add: req.max_add,
         named: true,
-        lease: req.lease,
+        at: req.score(),
         lateness: req.lateness,
         detail: req.detail,
     };
@@ -187,8 +210,8 @@ struct Call {
     max_add: u64,
     /// Whether the reply names the binding limit (a sixth integer).
     named: bool,
-    /// Admitted members are scored `now + lease`.
-    lease: u64,
+    /// Where admitted members are scored: `now`, or later with `LEASE` or `PRECISION`.
+    at: u64,
     /// Trims keep this many more ms.
     lateness: u64,
     /// Whether the outcome lists every limit's state.
@@ -250,11 +273,10 @@ where
         fits(count.saturating_sub(*t), call.cost, l.max)
     });
     if allowed {
-        // A lease logs its permits at its end, so each stays in every window as long as a
-        // request served at any moment of the lease would.
-        let at = call.now.saturating_add(call.lease);
+        // Scored at or after `now` (a lease's end, rounded up to the precision), each member
+        // stays in every window at least as long as one scored `now` would.
         for log in logs.iter_mut() {
-            log.add(at, call.cost)?;
+            log.add(call.at, call.cost)?;
             #[cfg(feature = "panic-test")]
             fault::hit(Point::AfterAdd);
         }
@@ -535,6 +557,7 @@ mod tests {
             cost,
             max_add: u64::MAX,
             lease: 0,
+            precision: 1,
             lateness: 0,
             detail: false,
         }
@@ -1158,6 +1181,7 @@ mod tests {
             cost,
             max_add: u64::MAX,
             lease: 0,
+            precision: 1,
             lateness: 0,
             detail: false,
         }
@@ -1366,6 +1390,85 @@ mod tests {
         assert_eq!(r.expire_at(), 7 + 60_000 + 500 + 40);
     }
 
+    /// `PRECISION p` scores the members at `now` (or a lease's end) rounded up to a multiple of
+    /// `p`: decided at `now` as without it, the reply computed at `now`, the TTL as far ahead.
+    #[test]
+    fn precision_rounds_the_members_score_up() {
+        let coarse = |r: Request, lease, precision| Request {
+            lease,
+            precision,
+            ..r
+        };
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&[f64], Request, Reply, Vec<f64>)> = vec![
+            (
+                &[],
+                coarse(req(10, 3, 1001, 2), 0, 1000),
+                reply(true, 2, 1, 10_999, 10_999),
+                vec![2000.0, 2000.0],
+            ),
+            // On a multiple of p, or with p = 1: scored now.
+            (
+                &[],
+                coarse(req(10, 3, 3000, 1), 0, 1000),
+                reply(true, 1, 2, 0, 10_000),
+                vec![3000.0],
+            ),
+            (
+                &[],
+                coarse(req(10, 3, 3001, 1), 0, 1),
+                reply(true, 1, 2, 0, 10_000),
+                vec![3001.0],
+            ),
+            // With a lease: its end, rounded up.
+            (
+                &[2000.0],
+                coarse(req(10, 3, 1001, 1), 500, 1000),
+                reply(true, 2, 1, 0, 10_999),
+                vec![2000.0, 2000.0],
+            ),
+            // Refused: nothing added; a member rounded up counts until its score leaves.
+            (
+                &[2000.0, 2000.0],
+                coarse(req(1, 2, 2500, 1), 0, 1000),
+                reply(false, 2, 0, 500, 500),
+                vec![2000.0, 2000.0],
+            ),
+            // The trim is at now.
+            (
+                &[1000.0, 2000.0],
+                coarse(req(1, 2, 2000, 1), 0, 700),
+                reply(true, 2, 0, 1000, 1100),
+                vec![2000.0, 2100.0],
+            ),
+        ];
+        for (i, (log, r, want, after)) in cases.into_iter().enumerate() {
+            let (got, stored, _) = run(log, &r);
+            assert_eq!(got, want, "case {i}");
+            assert_eq!(stored, after, "case {i} stored");
+            let mut l = VecLog(log.to_vec());
+            assert_eq!(peek(&mut l, &r).map(|o| o.reply), Ok(want), "case {i} peek");
+        }
+        let r = Request {
+            clock: 7,
+            lease: 500,
+            precision: 1000,
+            lateness: 40,
+            ..multi(&[(10, 3), (60, 9)], 1001, 1)
+        };
+        assert_eq!(r.score(), 2000);
+        assert_eq!(r.expire_at(), 7 + 60_000 + 999 + 40);
+        assert_eq!(score_at(0, 0, 7), 0);
+        assert_eq!(
+            score_at(crate::core::error::MAX_EXACT - 1, 0, 2),
+            crate::core::error::MAX_EXACT
+        );
+        assert_eq!(
+            score_at(crate::core::error::MAX_EXACT - 1, 0, 3),
+            crate::core::error::MAX_EXACT + 1
+        );
+    }
+
     /// Lateness keeps G more ms in the log and changes no reply: members at or before
     /// `now - W` are outside the window whether or not they are still stored.
     #[test]
@@ -1405,9 +1508,9 @@ mod tests {
         }
     }
 
-    /// LEASE, DETAIL and lateness over one and several keys, time going back within and beyond
-    /// the lateness: every answer, every limit's state and the stored scores equal the model's;
-    /// PEEK answers ALLOW's detail too.
+    /// LEASE, PRECISION, DETAIL and lateness over one and several keys, time going back within and
+    /// beyond the lateness: every answer, every limit's state and the stored scores equal the
+    /// model's; PEEK answers ALLOW's detail too.
     #[test]
     fn options_follow_the_model_and_peek_equals_allow() {
         use testkit::model::Options;
@@ -1433,9 +1536,14 @@ mod tests {
                 } else {
                     0
                 };
+                let precision = rng.pick(&[1, 1, 7, 1000]);
                 let detail = rng.chance(50);
                 let cost = rng.range(1, 3);
-                let options = Options { lease, lateness };
+                let options = Options {
+                    lease,
+                    lateness,
+                    precision,
+                };
                 let what = format!("stream {stream} step {step}");
                 let before = logs.clone();
                 // One key: ALLOW and PEEK with the same limits; else ALLOWALL and PEEKALL.
@@ -1444,6 +1552,7 @@ mod tests {
                     let plain: Vec<(u64, u64)> = limits.iter().map(|l| (l.1, l.2)).collect();
                     let r = Request {
                         lease,
+                        precision,
                         lateness,
                         detail,
                         ..multi(&plain, now, cost)
@@ -1452,6 +1561,7 @@ mod tests {
                 } else {
                     let r = AllRequest {
                         lease,
+                        precision,
                         lateness,
                         detail,
                         ..all_req(keys, &limits, now, cost)

@@ -32,7 +32,8 @@ impl Storage {
 
 /// A storage seen by a command: the log, plus the key's TTL.
 pub trait Store: Log {
-    /// Sets the key's absolute expiry (ms) after an admission.
+    /// After an admission: the key's absolute expiry (ms) becomes the later of its current one
+    /// and `at_ms` (a key without one gets `at_ms`).
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error>;
     /// REFUND: removes up to `n` of the newest members scored at or before `through` (None: the
     /// newest, whatever their score); how many went. No trim, the TTL untouched; a key left
@@ -210,15 +211,38 @@ impl<'a> Changes<'a> {
 pub enum Expire {
     #[default]
     Untouched,
-    /// Already exact (a call in the same ms): nothing to set or send, the event still fires.
-    Kept,
+    /// The key already expired at or after the call's expiry, which stays where it was (held
+    /// here): nothing is set, sent as `PEXPIREAT` or announced.
+    Kept(i64),
     Set(i64),
 }
 
-/// Sets `key`'s absolute expiry unless it already is exactly that.
-fn expire(key: &mut Key<'_>, at_ms: i64) -> Result<Expire, Error> {
+impl Expire {
+    /// The key's absolute expiry after the call, if the call computed one.
+    fn at(self) -> Option<i64> {
+        match self {
+            Expire::Untouched => None,
+            Expire::Kept(at) | Expire::Set(at) => Some(at),
+        }
+    }
+}
+
+/// An admission's expiry: the later of the key's current one and `at_ms` (a key without one
+/// gets `at_ms`), so an admission never moves a key's expiry earlier.
+fn extend_expiry(key: &mut Key<'_>, at_ms: i64) -> Result<Expire, Error> {
+    match key.expire_at() {
+        Some(current) if current >= at_ms => Ok(Expire::Kept(current)),
+        _ => {
+            key.set_expire_at(at_ms)?;
+            Ok(Expire::Set(at_ms))
+        }
+    }
+}
+
+/// A replayed expiry (`APPLY`): exactly `at_ms`, set only if the key does not already have it.
+fn replay_expiry(key: &mut Key<'_>, at_ms: i64) -> Result<Expire, Error> {
     if key.expire_at() == Some(at_ms) {
-        return Ok(Expire::Kept);
+        return Ok(Expire::Kept(at_ms));
     }
     key.set_expire_at(at_ms)?;
     Ok(Expire::Set(at_ms))

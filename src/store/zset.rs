@@ -5,12 +5,12 @@
 //! set's own O(log N) rank and range commands take over, run while the key is closed.
 //!
 //! Effects: replicas and the AOF get `ZREMRANGEBYSCORE key -inf cutoff` for a trim (`UNLINK key`
-//! when a large set expired whole), `ZADD key now m1 ...` and `PEXPIREAT key at`, never the
-//! command, so they need no module. Keyspace events are the seed script's: `zremrangebyscore`,
-//! `del`, `zadd`, `expire`.
+//! when a large set expired whole), `ZADD key now m1 ...` and `PEXPIREAT key at` when the expiry
+//! moved, never the command, so they need no module. Keyspace events are the seed script's:
+//! `zremrangebyscore`, `del`, `zadd`, and `expire` when the expiry moved.
 
 use super::compact::log::CompactLog;
-use super::{Expire, Store, expire};
+use super::{Expire, Store, extend_expiry};
 use crate::core::error::{Error, MAX_EXACT, MAX_LIMITS};
 use crate::core::member::{MEMBER_LEN, fresh};
 use crate::core::window::Log;
@@ -213,8 +213,7 @@ impl<'a> Effects<'a> {
             ctx.notify(Class::Zset, c"zadd", key);
         }
         match fx.expire {
-            Expire::Untouched => {}
-            Expire::Kept => ctx.notify(Class::Generic, c"expire", key),
+            Expire::Untouched | Expire::Kept(_) => {}
             Expire::Set(at) => {
                 ctx.replicate_key_ints(c"PEXPIREAT", key, &[at])?;
                 ctx.notify(Class::Generic, c"expire", key);
@@ -558,7 +557,7 @@ impl Log for ZsetLog<'_, '_> {
 
 impl Store for ZsetLog<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
-        self.fx.expire = expire(self.key, at_ms)?;
+        self.fx.expire = extend_expiry(self.key, at_ms)?;
         Ok(())
     }
 

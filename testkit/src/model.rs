@@ -9,12 +9,22 @@ pub struct Model {
     pub scores: Vec<u64>,
 }
 
-/// What a call carries beyond its limits, `now` and cost: `LEASE ms` (0 without it) and the
-/// server's `slidingwindow.lateness` (ms).
+/// What a call carries beyond its limits, `now` and cost: `LEASE ms` (0 without it),
+/// `PRECISION p` (0 or 1 without it) and the server's `slidingwindow.lateness` (ms).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     pub lease: u64,
     pub lateness: u64,
+    pub precision: u64,
+}
+
+impl Options {
+    /// Where an admitted call's members are scored: `now + lease` rounded up to a multiple of
+    /// the precision.
+    pub fn score(&self, now: u64) -> u64 {
+        let p = self.precision.max(1);
+        (now + self.lease).div_ceil(p) * p
+    }
 }
 
 /// A call's whole answer: the six integers (`b` is 0 for a single limit) and, in limit order,
@@ -152,7 +162,7 @@ impl Model {
             in_window(&keys[k].scores, window(w)).len() as i128 + n <= i128::from(max)
         });
         if allowed {
-            let at = now + options.lease;
+            let at = options.score(now);
             for key in keys.iter_mut() {
                 key.scores
                     .extend(std::iter::repeat_n(at, usize::try_from(cost).unwrap()));
@@ -247,5 +257,86 @@ impl Model {
     /// PEEK with several limits: ALLOW's reply, leaving the model alone.
     pub fn peek_limits(&self, limits: &[(u64, u64)], now: u64, cost: u64) -> Vec<i64> {
         self.clone().allow_limits(limits, now, cost)
+    }
+}
+
+/// A key's absolute expiry as the contract sets it ("Expiry"), known within the server-clock
+/// bounds `[lo, hi]` of the calls that set it: an admission makes it the later of the key's
+/// current expiry and its own; a key that held no member before the admission's add (missing,
+/// or emptied by its trim or a refund) takes the admission's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expiry {
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl Expiry {
+    /// After an admission made between the server clock readings `t0` and `t1` whose own expiry
+    /// is `ttl` ms from the server's clock; `fresh` when the key held no member before it.
+    pub fn admit(&mut self, fresh: bool, t0: i64, t1: i64, ttl: i64) {
+        let (lo, hi) = (t0 + ttl, t1 + ttl);
+        if fresh {
+            *self = Expiry { lo, hi };
+        } else {
+            self.lo = self.lo.max(lo);
+            self.hi = self.hi.max(hi);
+        }
+    }
+
+    /// Whether `at` (`PEXPIRETIME`) is within the bounds.
+    pub fn holds(&self, at: i64) -> bool {
+        (self.lo..=self.hi).contains(&at)
+    }
+}
+
+impl Model {
+    /// Whether a trim at `cutoff` (members scored at or before it removed) leaves no member.
+    pub fn empty_after(&self, cutoff: i64) -> bool {
+        self.scores.iter().all(|&s| s as i64 <= cutoff)
+    }
+}
+
+#[cfg(test)]
+mod expiry_tests {
+    use super::*;
+
+    #[test]
+    fn an_admission_keeps_the_later_expiry_unless_the_key_was_empty() {
+        let mut e = Expiry::default();
+        e.admit(true, 100, 110, 60_000);
+        assert_eq!(
+            e,
+            Expiry {
+                lo: 60_100,
+                hi: 60_110
+            }
+        );
+        e.admit(false, 200, 205, 1_000);
+        assert_eq!(
+            e,
+            Expiry {
+                lo: 60_100,
+                hi: 60_110
+            }
+        );
+        e.admit(false, 300, 320, 60_000);
+        assert_eq!(
+            e,
+            Expiry {
+                lo: 60_300,
+                hi: 60_320
+            }
+        );
+        e.admit(true, 400, 401, 1_000);
+        assert_eq!(
+            e,
+            Expiry {
+                lo: 1_400,
+                hi: 1_401
+            }
+        );
+        assert!(e.holds(1_400) && e.holds(1_401) && !e.holds(1_402));
+        let m = Model { scores: vec![5, 9] };
+        assert!(m.empty_after(9) && !m.empty_after(8));
     }
 }

@@ -13,7 +13,7 @@ pub mod codec;
 mod index;
 pub mod log;
 
-use super::{Expire, Store, expire};
+use super::{Expire, Store, extend_expiry, replay_expiry};
 use crate::core::error::Error;
 use crate::core::window::Log;
 use crate::ffi::{
@@ -169,10 +169,8 @@ impl<'a> Effects<'a> {
                 ctx.replicate_verbatim()?;
             }
         } else if changed || fx.expire != Expire::Untouched {
-            let at = match fx.expire {
-                Expire::Set(at) => at,
-                _ => 0,
-            };
+            // The key's resulting expiry, moved or not (0: a call that set none).
+            let at = fx.expire.at().unwrap_or(0);
             let added = fx.added.as_slice();
             // One call's change fits a small buffer on the stack: four numbers.
             let mut buf = [0u8; 96];
@@ -193,7 +191,7 @@ impl<'a> Effects<'a> {
         if added {
             ctx.notify(Class::Module, c"slidingwindow.add", key);
         }
-        if fx.expire != Expire::Untouched {
+        if let Expire::Set(_) = fx.expire {
             ctx.notify(Class::Generic, c"expire", key);
         }
         if changed || added {
@@ -259,9 +257,9 @@ impl<'k, 'a> CompactStore<'k, 'a> {
         Some(r)
     }
 
-    /// Sets the TTL as `PEXPIREAT at_ms` would, and records it.
+    /// Sets the TTL as `PEXPIREAT at_ms` would (a replayed change), and records it.
     pub fn expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
-        self.fx.expire = expire(self.key, at_ms)?;
+        self.fx.expire = replay_expiry(self.key, at_ms)?;
         Ok(())
     }
 }
@@ -321,9 +319,7 @@ impl Log for CompactStore<'_, '_> {
 
 impl Store for CompactStore<'_, '_> {
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
-        // The expiry travels inside the change either way: no need to read it first.
-        self.key.set_expire_at(at_ms)?;
-        self.fx.expire = Expire::Set(at_ms);
+        self.fx.expire = extend_expiry(self.key, at_ms)?;
         Ok(())
     }
 
