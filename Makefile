@@ -9,7 +9,7 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy bench-gateway bench-envoy \
+	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
 	bench-go go-script dist test-dist test-monitoring
 
 all: build
@@ -83,6 +83,9 @@ $(ENVOY_VENV)/.installed: examples/envoy-ratelimit/tests/requirements.txt
 	python3 -m venv '$(ENVOY_VENV)'
 	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<'
 	touch '$@'
+
+# Only that virtualenv: examples/envoy-ratelimit/ask.py runs as target/venv-envoy/bin/python ask.py.
+venv-envoy: $(ENVOY_VENV)/.installed
 
 # The service is a debug build here (it shares the unit tests' build of tonic; a release build
 # with the workspace's LTO takes minutes).
