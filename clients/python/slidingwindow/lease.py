@@ -78,7 +78,11 @@ class Lease:
                 r = self._take(time.monotonic(), fits)
                 if r.allowed:
                     return r
-            return self._peek()
+            r = self._peek()
+            if r.allowed and r.error is None:
+                # Room appeared since the refused lease: a lease of one.
+                r = self._take(time.monotonic(), 1)
+            return r
 
     def _take(self, t: float, n: int) -> Result:
         """A lease of ``n`` permits; admitted, its first permit (under the lock)."""
