@@ -106,8 +106,8 @@ def test_threads_on_one_key_never_exceed(path, key, clock):
 LEASE_LIMIT = Limit(1, 100)
 LEASE_THREADS = 8
 LEASE_RUN_S = 5.0
-# Each thread's pause between requests: together about ten times what the limit admits.
-LEASE_PAUSE_S = LEASE_THREADS / (10 * LEASE_LIMIT.max)
+# Each thread's interval between requests: together ten times what the limit admits.
+LEASE_EVERY_S = LEASE_THREADS / (10 * LEASE_LIMIT.max)
 
 
 def slidingwindow_calls(c) -> int:
@@ -117,36 +117,40 @@ def slidingwindow_calls(c) -> int:
     return sum(v["calls"] for k, v in c.info("commandstats").items() if k in names)
 
 
-def test_a_lease_under_overload_remembers_its_refusals(path, key):
-    """Limit 100 per second, leases of 10 per 100 ms, 8 threads offering at least 5x the limit
-    for 5 s: at most one Redis call per 20 requests, no 1 s window of the logged scores above
-    the limit, and the logged permits exactly those handed out."""
-    name, server = path
+def offer(server, lease, key, every_s: float, run_s: float = LEASE_RUN_S, threads: int = LEASE_THREADS):
+    """``threads`` threads each asking ``lease`` for a permit every ``every_s`` by a schedule for
+    ``run_s``, then ``close()``: the results, the server's calls meanwhile, the scores logged."""
     c = server.client()
-    sw = SlidingWindow(c)
-    lease = sw.lease(key, LEASE_LIMIT, size=10, duration_ms=100)
     log = Log(server.client(), key)
     c.config_resetstat()
     results = []
     lock = threading.Lock()
-    stop = time.monotonic() + LEASE_RUN_S
+    start = time.monotonic()
 
     def caller():
         got = []
-        while time.monotonic() < stop:
+        for i in range(int(run_s / every_s)):
+            time.sleep(max(0.0, start + i * every_s - time.monotonic()))
             got.append(lease.allow())
-            time.sleep(LEASE_PAUSE_S)
         with lock:
             results.extend(got)
 
-    threads = [threading.Thread(target=caller) for _ in range(LEASE_THREADS)]
-    for t in threads:
+    workers = [threading.Thread(target=caller) for _ in range(threads)]
+    for t in workers:
         t.start()
-    for t in threads:
+    for t in workers:
         t.join()
     lease.close()
-    calls = slidingwindow_calls(c)
-    scores = log.scores()
+    return results, slidingwindow_calls(c), log.scores()
+
+
+def test_a_lease_under_overload_remembers_its_refusals(path, key):
+    """Limit 100 per second, leases of 10 per 100 ms, 8 threads offering 10x the limit for 5 s:
+    at most one Redis call per 20 requests, no 1 s window of the logged scores above the limit,
+    and the logged permits exactly those handed out."""
+    name, server = path
+    lease = SlidingWindow(server.client()).lease(key, LEASE_LIMIT, size=10, duration_ms=100)
+    results, calls, scores = offer(server, lease, key, LEASE_EVERY_S)
     admitted = sum(r.allowed for r in results)
     refused = [r for r in results if not r.allowed]
     assert len(results) >= 5 * LEASE_LIMIT.max * LEASE_RUN_S, "the threads offered less than 5x the limit"
