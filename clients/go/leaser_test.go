@@ -198,6 +198,34 @@ func TestLeaserReturnsWhatItDidNotHandOut(t *testing.T) {
 	})
 }
 
+// A lease leaving no permit makes the next request PEEK first; its own refund at the lease's
+// end forgets that: the next request leases at once (5 refused, then the 4 left).
+func TestLeaserForgetsWhatItKnewOnItsOwnRefund(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		k := key()
+		ten := []slidingwindow.Limit{{Window: time.Minute, Max: 10}}
+		must(t)(e.sw.AllowN(ctx, k, 5, ten...))
+		do(t, e.s, "SCRIPT", "LOAD", slidingwindow.Script) // no NOSCRIPT round trip in the count
+		var calls atomic.Int64
+		sw := slidingwindow.NewLimiter(counted(redigo.Pool(e.s.Pool()), &calls))
+		lsr, err := sw.NewLeaser(k, ten, slidingwindow.LeaseConfig{Size: 5, Duration: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lsr.Close(ctx)
+		if r := must(t)(lsr.Allow(ctx)); !r.Allowed {
+			t.Fatalf("%+v", r)
+		}
+		waitUntil(t, "the refund of 4", func() bool { return integer(t, e.s, "ZCARD", k) == 6 })
+		if r := must(t)(lsr.Allow(ctx)); !r.Allowed {
+			t.Fatalf("%+v", r)
+		}
+		if st := lsr.Stats(); st.Peeks != 0 || st.Leases != 2 || st.Refused != 1 || st.Permits != 9 || calls.Load() != 4 {
+			t.Fatalf("%+v after %d calls", st, calls.Load())
+		}
+	})
+}
+
 func TestLeaserConfigIsChecked(t *testing.T) {
 	sw := slidingwindow.NewLimiter(slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
 		return nil, errors.New("not sent")

@@ -186,6 +186,21 @@ for (const path of ['module', 'lua']) {
       await lease.close();
     });
 
+    test('a lease forgets what it knew on its own refund', async () => {
+      const sw = fresh();
+      await sw.allow(key, [60, 10], { cost: 5 });
+      const lease = sw.lease(key, [60, 10], { size: 5, durationMs: 200 });
+      await c.config('RESETSTAT');
+      // A lease of the 5 left: no whole lease fits after it for a minute.
+      assert.ok((await lease.allow()).allowed);
+      await poll(async () => (await c.zcard(key)) === 6, 'the 4 unused refunded at the end of the lease');
+      // That refund made room: the next request leases at once (5 refused, then the 4 left),
+      // without a PEEK first.
+      assert.ok((await lease.allow()).allowed && lease.permits === 3);
+      assert.deepEqual(await calls(c), path === 'module' ? { allow: 3, refund: 1 } : { script: 4 });
+      await lease.close();
+    });
+
     test('500 concurrent callers share a lease and never exceed the limit', async () => {
       const sw = fresh();
       const lease = sw.lease(key, [1, 50], { size: 10, durationMs: 100 });

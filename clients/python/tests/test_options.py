@@ -194,6 +194,22 @@ def test_lease_refusals_are_remembered_until_their_wait(path, key):
     lease.close()
 
 
+def test_lease_forgets_what_it_knew_on_its_own_refund(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    sw.allow(key, Limit(60, 10), cost=5)
+    lease = sw.lease(key, Limit(60, 10), size=5, duration_ms=200)
+    c.config_resetstat()
+    # A lease of the 5 left: no whole lease fits after it for a minute.
+    assert lease.allow().allowed
+    poll(lambda: c.zcard(key) == 6, "the 4 unused refunded at the lease's end")
+    # That refund made room: the next request leases at once (5 refused, then the 4 left),
+    # without a PEEK first.
+    assert lease.allow().allowed and lease.permits == 3
+    assert calls(c) == ({"allow": 3, "refund": 1} if path[0] == "module" else {"script": 4})
+    lease.close()
+
+
 def test_lease_shared_by_threads_never_exceeds(path, key):
     c = path[1].client()
     sw = SlidingWindow(c)
