@@ -46,15 +46,15 @@ class Lease:
         # Monotonic time until which the last lease reply showed no permit left and no whole
         # lease fitting: before it, a PEEK learns the wait first.
         self._full_until = 0.0
-        # A refused exact call: its reply, the monotonic time it was sent, and until when it holds.
+        # A refused PEEK: its reply, the monotonic time it was sent, and until when it holds.
         self._refused: Optional[Tuple[Result, float, float]] = None
         self._refunds = 0  # bumped when one of its refunds starts and when it ends
         self._timer: Optional[threading.Timer] = None
         self._generation = 0
 
     def allow(self) -> Result:
-        """One request: a permit from memory or from a new lease, the answer of an exact call, or
-        a refusal remembered from one."""
+        """One request: a permit from memory or from a new lease, the answer of a call, or a
+        refusal remembered from a PEEK."""
         with self._lock:
             t = time.monotonic()
             if self._left > 0 and t < self._end:
@@ -73,7 +73,7 @@ class Lease:
             r = self._take(t, self.size)
             if r.allowed or r.error is not None or r.confirmed is not None:
                 return r
-            fits = min(s.remaining for s in r.states or ())
+            fits = least(r)
             if fits >= 1:
                 r = self._take(time.monotonic(), fits)
                 if r.allowed:
@@ -92,7 +92,7 @@ class Lease:
             return r  # unchecked (on_error="open"): no lease was taken
         if r.retry_after_ms < 0:
             raise SlidingWindowError(f"a lease of {n} never fits the limits of {self.key!r}")
-        full = min(s.remaining for s in r.states or ()) == 0
+        full = least(r) == 0
         self._full_until = sent + r.retry_after_ms / 1000 if full else 0.0
         if not r.allowed:
             return r
@@ -228,3 +228,8 @@ class Lease:
             states=None if r.states is None else tuple(state(s) for s in r.states),
             now=None if r.now is None else r.now + elapsed,
         )
+
+
+def least(r: Result) -> int:
+    """The fewest permits left in any limit of a reply."""
+    return min(s.remaining for s in r.states) if r.states else r.remaining
