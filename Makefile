@@ -9,8 +9,8 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy bench-gateway bench-envoy \
-	bench-go go-script dist test-dist test-monitoring
+	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
+	bench-go go-script go-vendor dist test-dist test-monitoring
 
 all: build
 
@@ -84,6 +84,9 @@ $(ENVOY_VENV)/.installed: examples/envoy-ratelimit/tests/requirements.txt
 	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<'
 	touch '$@'
 
+# Only that virtualenv: examples/envoy-ratelimit/ask.py runs as target/venv-envoy/bin/python ask.py.
+venv-envoy: $(ENVOY_VENV)/.installed
+
 # The service is a debug build here (it shares the unit tests' build of tonic; a release build
 # with the workspace's LTO takes minutes).
 test-envoy: build $(ENVOY_VENV)/.installed
@@ -120,19 +123,25 @@ test-node: build clients/node/node_modules/.package-lock.json
 	cd clients/node && SLIDINGWINDOW_MODULE='$(MODULE)' npm test
 
 # The Go package (clients/go). Go and Debian's redigo and redisc sources are installed if missing,
-# vendor/ is made from those sources (scripts/go-vendor.sh: no Go module proxy is used), then
-# gofmt, go vet and go test against real servers on free ports. The package embeds its own copy
+# vendor/ is made from those sources (scripts/go-vendor.sh: no Go module proxy is used), and
+# third_party/, the same sources as modules for users' programs to `replace` offline (`make
+# go-vendor` alone makes both), then gofmt, go vet and go test against real servers on free
+# ports (with a program built as the README's "Install" says, in a temporary module). The package embeds its own copy
 # of clients/lua/slidingwindow.lua (go:embed does not follow links) and a test holds it equal to
 # the shared script: after changing the script, `make go-script` refreshes the copy.
 GO := GOPROXY=off GOFLAGS=-mod=vendor go
 
-clients/go/vendor/modules.txt: clients/go/go.mod scripts/go-vendor.sh
+GO_VENDORED := clients/go/vendor/modules.txt clients/go/third_party/redisc/go.mod
+
+$(GO_VENDORED) &: clients/go/go.mod scripts/go-vendor.sh
 	@bash scripts/setup.sh go redigo redisc
 	bash scripts/go-vendor.sh
 
-test-go: build clients/go/vendor/modules.txt
+go-vendor: $(GO_VENDORED)
+
+test-go: build $(GO_VENDORED)
 	@bash scripts/setup.sh go
-	cd clients/go && unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './vendor/*')) && \
+	cd clients/go && unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './vendor/*' -not -path './third_party/*')) && \
 		if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted"; exit 1; fi
 	cd clients/go && $(GO) vet ./...
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' $(GO) test -count=1 ./...
@@ -146,7 +155,7 @@ go-script:
 GO_BENCH_ROUNDS ?= 3
 GO_BENCH_CALLS ?= 20000
 
-bench-go: build clients/go/vendor/modules.txt
+bench-go: build $(GO_VENDORED)
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' BENCH_ROUNDS='$(GO_BENCH_ROUNDS)' \
 		$(GO) test -run '^$$' -bench Allow -benchtime '$(GO_BENCH_CALLS)x' ./redigo
 

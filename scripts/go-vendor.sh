@@ -2,7 +2,10 @@
 # Builds clients/go/vendor/ from Debian's Go sources under /usr/share/gocode
 # (golang-github-gomodule-redigo-dev, golang-github-mna-redisc-dev; `scripts/setup.sh go redigo
 # redisc` installs them), so that `go` builds the package offline with GOFLAGS=-mod=vendor
-# GOPROXY=off: no Go module proxy is needed. git ignores vendor/.
+# GOPROXY=off: no Go module proxy is needed. It also makes the same sources two modules,
+# clients/go/third_party/redigo and .../redisc, each with a go.mod requiring only what its
+# code imports (redigo's own go.mod requires testify, for its tests), for a user's program to
+# `replace` them with offline (clients/go/README.md, "Install"). git ignores both.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../clients/go"
 src=${GOCODE:-/usr/share/gocode/src}
@@ -33,3 +36,15 @@ github.com/mna/redisc
 TXT
 rm -rf vendor
 mv "$tmp" vendor
+
+# The modules for users' programs: the vendored packages under their module's root.
+third=third_party.tmp
+rm -rf "$third"
+mkdir -p "$third/redigo" "$third/redisc"
+cp -r vendor/github.com/gomodule/redigo/redis "$third/redigo/"
+cp vendor/github.com/mna/redisc/*.go "$third/redisc/"
+printf 'module github.com/gomodule/redigo\n\ngo 1.14\n' >"$third/redigo/go.mod"
+printf 'module github.com/mna/redisc\n\ngo 1.14\n\nrequire github.com/gomodule/redigo %s\n' \
+    "$(version github.com/gomodule/redigo)" >"$third/redisc/go.mod"
+rm -rf third_party
+mv "$third" third_party

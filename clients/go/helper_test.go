@@ -234,6 +234,16 @@ func TestCostAndNeverAdmissible(t *testing.T) {
 		if r.RetryAfter != slidingwindow.Never || r.Allowed {
 			t.Fatalf("a cost above max: %+v", r)
 		}
+		// Printed, a Result says what Never is; a wait that ends prints as a Duration.
+		d := must(t)(e.sw.AllowWith(ctx, k, ls, slidingwindow.Cost(6), slidingwindow.Detail()))
+		want := fmt.Sprintf("{Allowed:false Count:%d Remaining:%d RetryAfter:never ResetAfter:%v Limit:0 BindingKey:%s BindingLimit:5 per 10s Limits:[{Key:%s Limit:5 per 10s Count:%[1]d Remaining:%[2]d RetryAfter:never ResetAfter:%[3]v}] Now:%[6]v}",
+			d.Count, d.Remaining, d.ResetAfter, k, k, d.Now)
+		if got := fmt.Sprint(d); got != want || fmt.Sprintf("%+v", d) != want {
+			t.Fatalf("printed %s\nwant    %s", got, want)
+		}
+		if got := fmt.Sprint(must(t)(e.sw.AllowWith(ctx, k, ls, slidingwindow.Cost(3), slidingwindow.Detail()))); !strings.Contains(got, "RetryAfter:") || strings.Contains(got, "never") {
+			t.Fatalf("a wait that ends printed %s", got)
+		}
 	})
 }
 

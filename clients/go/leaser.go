@@ -31,8 +31,14 @@ type LeaseConfig struct {
 type LeaserStats struct {
 	// Leases is the lease calls admitted, Refused those refused.
 	Leases, Refused int64
-	// Exact is the calls made for one request each: after a refused lease, or for a lease
-	// whose reply came after its end.
+	// Permits is the permits the admitted lease calls took (Size, or what was left of a
+	// window when a whole lease was refused).
+	Permits int64
+	// Peeks is the PEEK calls sent to learn the wait once no permit was left; Remembered the
+	// requests refused from a refusal remembered from one, without a Redis call.
+	Peeks, Remembered int64
+	// Exact is the calls made for one request each, for a lease whose reply came after its
+	// end.
 	Exact int64
 	// Leased is the permits handed out from leases.
 	Leased int64
@@ -49,13 +55,15 @@ type LeaserStats struct {
 // hands out no permit after the lease's end, and returns the unused ones with Refund at the
 // lease's end (the end of now + Duration, on the clock the call used).
 //
-// It is safe for concurrent use: a mutex guards its state, and one lease call at most is in
-// flight. A caller that finds no permit sends that call; the callers arriving meanwhile wait
-// for its answer (or for their context) and then take from the new lease. A refused lease
-// switches the Leaser to one exact call per request (no lease, no waiting: they run
-// concurrently), so that near the limit every last permit is still handed out; it tries a
-// lease again once the refusal's RetryAfter has passed, or as soon as an exact call shows room
-// for a whole lease in every limit.
+// It is safe for concurrent use: a mutex guards its state, and the Redis calls of one request
+// at most are in flight. A caller that finds no permit sends them; the callers arriving
+// meanwhile wait for its answer (or for their context) and then take from the new lease. A
+// refused lease is followed by a lease of what is left in every limit, if anything is, so that
+// near the limit every last permit is still handed out. Once no permit is left, a PEEK learns
+// the wait, and that refusal is remembered until its RetryAfter has passed (on the clock the
+// lease uses): the requests meanwhile are refused from memory, without a Redis call, so a full
+// key costs Redis about one call per lease rather than one per request. The Leaser's own
+// refunds forget it (permits given back may fit at once).
 type Leaser struct {
 	sw     *Limiter
 	key    string
@@ -66,7 +74,10 @@ type Leaser struct {
 	mu         sync.Mutex
 	cur        *lease    // the lease permits come from; nil when none is live
 	flight     *flight   // the lease call in flight; nil when none is
-	exactUntil time.Time // after a refused lease, exact calls until then
+	exactUntil time.Time // after a lease whose reply came after its end, exact calls until then
+	full       wait      // the last lease reply left no permit, and no whole lease fits for full.d
+	refused    *refusal  // a refused PEEK, remembered for its RetryAfter
+	refunds    int64     // bumped when one of its refunds starts and when it ends
 	closed     bool
 	stats      LeaserStats
 	// pending counts refunds owed and lease timers set, for Close to wait on.
@@ -83,6 +94,19 @@ type lease struct {
 }
 
 type flight struct{ done chan struct{} }
+
+// wait is d from a call sent at `sent` with now `now` (ms), on the clock the lease uses.
+type wait struct {
+	sent time.Time
+	now  int64
+	d    time.Duration
+}
+
+// refusal is a refused PEEK's reply and how long it holds.
+type refusal struct {
+	r Result
+	wait
+}
 
 // unused is permits to refund at the end of their lease.
 type unused struct{ n, at int64 }
@@ -148,6 +172,14 @@ func (l *Leaser) Allow(ctx context.Context) (Result, error) {
 			l.mu.Lock()
 			continue
 		}
+		if rf := l.refused; rf != nil && back.n == 0 {
+			if elapsed := l.since(rf.wait); elapsed < rf.d {
+				l.stats.Remembered++
+				l.mu.Unlock()
+				return rf.at(elapsed), nil
+			}
+			l.refused = nil
+		}
 		if time.Now().Before(l.exactUntil) {
 			l.stats.Exact++
 			l.mu.Unlock()
@@ -163,35 +195,71 @@ func (l *Leaser) Allow(ctx context.Context) (Result, error) {
 	}
 }
 
-// renew sends the lease call of flight f and answers this caller from it.
+// renew sends the calls of flight f and answers this caller from them: a PEEK first when the
+// last lease left no permit and no whole lease fits yet, then a lease of Size, then one of what
+// is left, then a PEEK to learn the wait.
 func (l *Leaser) renew(ctx context.Context, f *flight) (Result, error) {
-	opts := []Option{Cost(l.c.Size), Lease(l.c.Duration), Detail()}
+	defer func() {
+		l.mu.Lock()
+		l.flight = nil
+		close(f.done)
+		l.mu.Unlock()
+	}()
+	l.mu.Lock()
+	full := l.full.d > 0 && l.since(l.full) < l.full.d
+	l.mu.Unlock()
+	if full {
+		if r, err := l.peek(ctx); err != nil || !r.Allowed {
+			return r, err
+		}
+	}
+	r, done, err := l.take(ctx, l.c.Size)
+	if done || err != nil {
+		return r, err
+	}
+	if left := least(r.Limits); left >= 1 {
+		if r, done, err = l.take(ctx, left); done || err != nil {
+			return r, err
+		}
+	}
+	r, err = l.peek(ctx)
+	if err != nil || !r.Allowed {
+		return r, err
+	}
+	// Room appeared since the refused lease: a lease of one.
+	r, _, err = l.take(ctx, 1)
+	return r, err
+}
+
+// take sends a lease call of n permits. Admitted (done), it answers this caller with the
+// lease's first permit; refused, with the refusal.
+func (l *Leaser) take(ctx context.Context, n int64) (Result, bool, error) {
+	opts := []Option{Cost(n), Lease(l.c.Duration), Detail()}
 	if l.c.Clock != nil {
 		opts = append(opts, Now(l.c.Clock()))
 	}
 	// Taken before sending: the server reads its clock after it.
 	sent := time.Now()
 	r, err := l.sw.AllowWith(ctx, l.key, l.limits, opts...)
-	l.mu.Lock()
-	l.flight = nil
-	close(f.done)
 	if err != nil {
-		l.mu.Unlock()
-		return Result{}, err
+		return Result{}, true, err
+	}
+	if r.RetryAfter < 0 {
+		return Result{}, true, fmt.Errorf("%w: a lease of %d never fits the limits of %s", ErrLease, n, l.key)
+	}
+	l.mu.Lock()
+	l.full = wait{sent: sent, now: r.Now.UnixMilli()}
+	if least(r.Limits) == 0 {
+		l.full.d = r.RetryAfter
 	}
 	if !r.Allowed {
 		l.stats.Refused++
-		l.stats.Exact++
-		wait := r.RetryAfter
-		if wait < 0 {
-			wait = l.c.Duration
-		}
-		l.exactUntil = time.Now().Add(wait)
 		l.mu.Unlock()
-		return l.exact(ctx)
+		return r, false, nil
 	}
 	l.stats.Leases++
-	ls := &lease{r: r, left: l.c.Size, sent: sent, now: r.Now.UnixMilli()}
+	l.stats.Permits += n
+	ls := &lease{r: r, left: n, sent: sent, now: r.Now.UnixMilli()}
 	l.cur = ls
 	own, ok, back := l.takeLocked()
 	if !ok {
@@ -201,14 +269,78 @@ func (l *Leaser) renew(ctx context.Context, f *flight) (Result, error) {
 		l.exactUntil = time.Now().Add(l.c.Duration)
 		l.mu.Unlock()
 		l.refundLater(back)
-		return l.exact(ctx)
+		r, err := l.exact(ctx)
+		return r, true, err
 	}
 	if l.cur == ls {
 		l.pending.Add(1)
 		ls.timer = time.AfterFunc(l.until(ls), func() { l.expire(ls) })
 	}
 	l.mu.Unlock()
-	return own, nil
+	return own, true, nil
+}
+
+// peek asks whether one permit fits now, changing nothing; a refusal with a wait that ends is
+// remembered, unless one of the Leaser's refunds overlapped the call.
+func (l *Leaser) peek(ctx context.Context) (Result, error) {
+	opts := []Option{Detail()}
+	if l.c.Clock != nil {
+		opts = append(opts, Now(l.c.Clock()))
+	}
+	l.mu.Lock()
+	refunds := l.refunds
+	l.full = wait{}
+	l.stats.Peeks++
+	l.mu.Unlock()
+	sent := time.Now()
+	r, err := l.sw.PeekWith(ctx, l.key, l.limits, opts...)
+	if err != nil {
+		return r, err
+	}
+	l.mu.Lock()
+	if !r.Allowed && r.RetryAfter > 0 && l.refunds == refunds {
+		l.refused = &refusal{r: r, wait: wait{sent: sent, now: r.Now.UnixMilli(), d: r.RetryAfter}}
+	}
+	l.mu.Unlock()
+	return r, nil
+}
+
+// since is the time since w's call, on the clock the lease uses.
+func (l *Leaser) since(w wait) time.Duration {
+	if l.c.Clock == nil {
+		// The server read now after the call was sent.
+		return time.Since(w.sent)
+	}
+	return l.c.Clock().Sub(time.UnixMilli(w.now))
+}
+
+// at is the refusal's Result elapsed after its call: its waits run down, Now moved on (whole
+// ms).
+func (rf *refusal) at(elapsed time.Duration) Result {
+	elapsed = elapsed.Truncate(time.Millisecond)
+	r := rf.r
+	r.RetryAfter, r.ResetAfter = less(r.RetryAfter, elapsed), less(r.ResetAfter, elapsed)
+	r.Limits = make([]LimitState, len(rf.r.Limits))
+	for i, s := range rf.r.Limits {
+		s.RetryAfter, s.ResetAfter = less(s.RetryAfter, elapsed), less(s.ResetAfter, elapsed)
+		r.Limits[i] = s
+	}
+	r.Now = r.Now.Add(elapsed)
+	return r
+}
+
+// least is the fewest remaining of any limit.
+func least(states []LimitState) int64 {
+	if len(states) == 0 {
+		return 0
+	}
+	n := states[0].Remaining
+	for _, s := range states[1:] {
+		if s.Remaining < n {
+			n = s.Remaining
+		}
+	}
+	return n
 }
 
 // until is the time left in lease ls, by its clock, plus a ms for the ms clock's rounding.
@@ -317,26 +449,13 @@ func less(wait, elapsed time.Duration) time.Duration {
 	return wait - elapsed
 }
 
-// exact is one call for one request. When it shows room for a whole lease in every limit, the
-// next request may lease again.
+// exact is one call for one request.
 func (l *Leaser) exact(ctx context.Context) (Result, error) {
 	opts := []Option{Detail()}
 	if l.c.Clock != nil {
 		opts = append(opts, Now(l.c.Clock()))
 	}
-	r, err := l.sw.AllowWith(ctx, l.key, l.limits, opts...)
-	if err != nil || !r.Allowed {
-		return r, err
-	}
-	for _, s := range r.Limits {
-		if s.Remaining < l.c.Size {
-			return r, nil
-		}
-	}
-	l.mu.Lock()
-	l.exactUntil = time.Time{}
-	l.mu.Unlock()
-	return r, nil
+	return l.sw.AllowWith(ctx, l.key, l.limits, opts...)
 }
 
 // refundLater refunds u in a goroutine of its own.
@@ -363,8 +482,12 @@ func (l *Leaser) refundWith(ctx context.Context, u unused, report bool) error {
 		return nil
 	}
 	defer l.pending.Done()
+	l.mu.Lock()
+	l.forgetLocked()
+	l.mu.Unlock()
 	n, err := l.sw.Refund(ctx, l.key, u.n, time.UnixMilli(u.at))
 	l.mu.Lock()
+	l.forgetLocked()
 	l.stats.Refunds++
 	if err != nil {
 		l.stats.Lost += u.n
@@ -379,6 +502,13 @@ func (l *Leaser) refundWith(ctx context.Context, u unused, report bool) error {
 		}
 	}
 	return err
+}
+
+// forgetLocked drops what the Leaser remembers of refusals: a refund of its own may make room.
+func (l *Leaser) forgetLocked() {
+	l.refunds++
+	l.refused = nil
+	l.full = wait{}
 }
 
 // Close ends the Leaser: it waits for a lease call in flight, ends the live lease, refunds

@@ -46,7 +46,8 @@ func handout(count, remaining, retryMs, resetMs, nowMs int64, k string, l slidin
 
 // One key at 10 a minute, leases of 4 for 100 ms on the caller's clock: permits from memory,
 // a new lease (after refunding the old one's unused permit) once the first ends, then near the
-// limit a refused lease and exact calls that hand out every last permit.
+// limit a refused lease and a lease of the 3 left that hands out every last permit, then a
+// PEEK's refusal remembered until its wait.
 func TestLeaserHandsOutFromMemoryThenExactlyToTheLast(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
 		k := key()
@@ -83,28 +84,38 @@ func TestLeaserHandsOutFromMemoryThenExactlyToTheLast(t *testing.T) {
 		// The last permit: no more held, so the wait the lease gave for another (4 more need the
 		// first of T+100 gone).
 		step(nowMs+101, 3, handout(7, 3, 59_999, 60_100, nowMs+101, k, ten))
-		// 7 + 4 > 10: the lease is refused, and an exact call admits (then two more).
-		exact := func(count, remaining int64) slidingwindow.Result {
+		// 7 + 4 > 10: the lease is refused, and a lease of the 3 left admits (its permits at
+		// T+201 too). Its last permit's wait is the one for 3 more: the first lease's permits
+		// gone.
+		last := func(count, remaining int64) slidingwindow.Result {
 			r := handout(count, remaining, 0, 60_100, nowMs+101, k, ten)
 			if remaining == 0 {
 				r.RetryAfter, r.Limits[0].RetryAfter = 59_999*time.Millisecond, 59_999*time.Millisecond
 			}
 			return r
 		}
-		step(nowMs+101, 5, exact(8, 2))
-		step(nowMs+101, 6, exact(9, 1))
-		step(nowMs+101, 7, exact(10, 0))
-		refused := exact(10, 0)
+		step(nowMs+101, 5, last(8, 2))
+		step(nowMs+101, 5, last(9, 1))
+		step(nowMs+101, 5, last(10, 0))
+		// None left: a PEEK's refusal (the wait for one more), then the same from memory, its
+		// waits running down, until it has passed.
+		refused := last(10, 0)
 		refused.Allowed = false
-		step(nowMs+101, 8, refused)
+		step(nowMs+101, 6, refused)
+		step(nowMs+101, 6, refused)
+		later := refused
+		later.RetryAfter, later.ResetAfter = time.Millisecond, 102*time.Millisecond
+		later.Limits = []slidingwindow.LimitState{{Key: k, Limit: ten, Count: 10, RetryAfter: later.RetryAfter, ResetAfter: later.ResetAfter}}
+		later.Now = time.UnixMilli(nowMs + 60_099)
+		step(nowMs+60_099, 6, later)
 		if n := integer(t, e.s, "ZCARD", k); n != 10 {
 			t.Fatalf("%d logged, want every last permit of 10", n)
 		}
 		if err := lsr.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		want := slidingwindow.LeaserStats{Leases: 2, Refused: 1, Exact: 4, Leased: 7, Refunds: 1, Refunded: 1}
-		if st := lsr.Stats(); st != want || calls.Load() != 8 {
+		want := slidingwindow.LeaserStats{Leases: 3, Refused: 1, Permits: 11, Peeks: 1, Remembered: 2, Leased: 10, Refunds: 1, Refunded: 1}
+		if st := lsr.Stats(); st != want || calls.Load() != 6 {
 			t.Fatalf("stats %+v after %d calls, want %+v", st, calls.Load(), want)
 		}
 		if _, err := lsr.Allow(ctx); !errors.Is(err, slidingwindow.ErrClosed) {
@@ -180,10 +191,38 @@ func TestLeaserReturnsWhatItDidNotHandOut(t *testing.T) {
 			if _, scores := members(t, e.s, k); !r.Allowed || len(scores) != 1 || scores[0] != r.Now.UnixMilli() {
 				t.Fatalf("%+v; scores %v", r, scores)
 			}
-			if st := lsr.Stats(); st != (slidingwindow.LeaserStats{Leases: 1, Exact: 1, Refunds: 1, Refunded: 4}) {
+			if st := lsr.Stats(); st != (slidingwindow.LeaserStats{Leases: 1, Permits: 4, Exact: 1, Refunds: 1, Refunded: 4}) {
 				t.Fatalf("%+v", st)
 			}
 		})
+	})
+}
+
+// A lease leaving no permit makes the next request PEEK first; its own refund at the lease's
+// end forgets that: the next request leases at once (5 refused, then the 4 left).
+func TestLeaserForgetsWhatItKnewOnItsOwnRefund(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		k := key()
+		ten := []slidingwindow.Limit{{Window: time.Minute, Max: 10}}
+		must(t)(e.sw.AllowN(ctx, k, 5, ten...))
+		do(t, e.s, "SCRIPT", "LOAD", slidingwindow.Script) // no NOSCRIPT round trip in the count
+		var calls atomic.Int64
+		sw := slidingwindow.NewLimiter(counted(redigo.Pool(e.s.Pool()), &calls))
+		lsr, err := sw.NewLeaser(k, ten, slidingwindow.LeaseConfig{Size: 5, Duration: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lsr.Close(ctx)
+		if r := must(t)(lsr.Allow(ctx)); !r.Allowed {
+			t.Fatalf("%+v", r)
+		}
+		waitUntil(t, "the refund of 4", func() bool { return integer(t, e.s, "ZCARD", k) == 6 })
+		if r := must(t)(lsr.Allow(ctx)); !r.Allowed {
+			t.Fatalf("%+v", r)
+		}
+		if st := lsr.Stats(); st.Peeks != 0 || st.Leases != 2 || st.Refused != 1 || st.Permits != 9 || calls.Load() != 4 {
+			t.Fatalf("%+v after %d calls", st, calls.Load())
+		}
 	})
 }
 
@@ -246,11 +285,11 @@ func moduleInfo(t *testing.T, s *testredis.Server, field string) int64 {
 // duration (50 a second a node, leases of 5 for 50 ms): every window of the handouts' times (each permit's
 // Now, on the clock its lease uses) holds at most max, on the server's clock and on the
 // callers' own with the server's lateness covering their disorder. One lease call at most is
-// in flight per Leaser; every unused permit is refunded; near the limit exact calls hand out
-// what no lease could take.
+// in flight per Leaser; every unused permit is refunded; near the limit leases of what is left
+// hand out what no whole lease could take.
 func TestLeasersNeverExceedMax(t *testing.T) {
 	const (
-		max     = 42 // not a multiple of the lease, so that leases leave a remainder to exact calls
+		max     = 42 // not a multiple of the lease, so that leases leave a remainder
 		size    = 5
 		windows = 3
 		perNode = 8
@@ -352,22 +391,22 @@ func TestLeasersNeverExceedMax(t *testing.T) {
 		}
 		closing, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		var leases, leased, refused int64
+		var leases, leased, refused, permits int64
 		for i, n := range nodes {
 			if err := n.lsr.Close(closing); err != nil {
 				t.Fatal(err)
 			}
 			st := n.lsr.Stats()
-			if st.Leases*size-st.Leased != st.Refunded || st.Lost != 0 {
-				t.Fatalf("node %d: %d permits leased, %d handed out, %d refunded: %+v", i, st.Leases*size, st.Leased, st.Refunded, st)
+			if st.Permits-st.Leased != st.Refunded || st.Lost != 0 {
+				t.Fatalf("node %d: %d permits leased, %d handed out, %d refunded: %+v", i, st.Permits, st.Leased, st.Refunded, st)
 			}
 			if n.most.Load() != 1 {
 				t.Fatalf("node %d: %d lease calls in flight at once", i, n.most.Load())
 			}
-			leases, leased, refused = leases+st.Leases, leased+st.Leased, refused+st.Refused
+			leases, leased, refused, permits = leases+st.Leases, leased+st.Leased, refused+st.Refused, permits+st.Permits
 		}
-		if leases == 0 || refused == 0 || int64(len(times)) == leased {
-			t.Fatalf("%d leases, %d refused, %d of %d handouts from leases: no exact call near the limit", leases, refused, leased, len(times))
+		if leases == 0 || refused == 0 || permits == leases*size {
+			t.Fatalf("%d leases of %d permits, %d refused: no lease of what was left near the limit", leases, permits, refused)
 		}
 		if e.name == "module" {
 			admitted := moduleInfo(t, e.s, "admitted_requests") - admittedBefore
@@ -383,4 +422,132 @@ func TestLeasersNeverExceedMax(t *testing.T) {
 	t.Run("own clock, lateness 1s", func(t *testing.T) {
 		late(t, time.Second, func(t *testing.T, e env) { run(t, e, true) })
 	})
+}
+
+// A Leaser under overload: limit 100 a second, leases of 10 for 100 ms, 8 goroutines offering
+// about 10 times the limit for 5 s on one key. Once the key is full its refusals come from
+// memory: at most one Redis call per 20 requests; no 1 s window of the scores logged above the
+// limit; the logged permits exactly those handed out.
+func TestLeaserUnderOverloadRemembersRefusals(t *testing.T) {
+	const (
+		max  = 100
+		run  = 5 * time.Second
+		gors = 8
+	)
+	// Each goroutine's pause between requests: together about ten times what the limit admits.
+	pause := time.Duration(gors) * time.Second / (10 * max)
+	both(t, func(t *testing.T, e env) {
+		k := key()
+		do(t, e.s, "SCRIPT", "LOAD", slidingwindow.Script) // no NOSCRIPT round trip in the count
+		var calls atomic.Int64
+		sw := slidingwindow.NewLimiter(counted(redigo.Pool(e.s.Pool()), &calls))
+		lsr, err := sw.NewLeaser(k, []slidingwindow.Limit{slidingwindow.PerSecond(max)}, slidingwindow.LeaseConfig{Size: 10, Duration: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		logged := watch(t, e.s, k, stop)
+		var requests, admitted atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, gors)
+		end := time.Now().Add(run)
+		for g := 0; g < gors; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ; time.Now().Before(end); time.Sleep(pause) {
+					r, err := lsr.Allow(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					requests.Add(1)
+					if r.Allowed {
+						admitted.Add(1)
+					} else if r.RetryAfter <= 0 || r.Remaining != 0 {
+						errs <- fmt.Errorf("a refusal without its wait: %+v", r)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if err := lsr.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		scores := <-logged
+		st := lsr.Stats()
+		n, c, a := requests.Load(), calls.Load(), admitted.Load()
+		t.Logf("%s: %d requests, %d calls (%.4f a request), %d admitted (%.0f%% of what the limit allows): %+v",
+			e.name, n, c, float64(c)/float64(n), a, 100*float64(a)/(max*run.Seconds()), st)
+		if n < 5*max*int64(run/time.Second) {
+			t.Fatalf("%d requests: less than 5x the limit offered", n)
+		}
+		if c*20 > n {
+			t.Fatalf("%d calls for %d requests", c, n)
+		}
+		if int64(len(scores)) != a {
+			t.Fatalf("%d permits logged, %d handed out", len(scores), a)
+		}
+		for i, s := range scores {
+			j := sort.Search(len(scores), func(j int) bool { return scores[j] > s-1000 })
+			if i-j+1 > max {
+				t.Fatalf("%d logged in the second ending at %d (max %d)", i-j+1, s, max)
+			}
+		}
+	})
+}
+
+// watch snapshots key's members (TIME and ZRANGE in one MULTI) every 50 ms until stop, then
+// sends every score the key held, sorted: a member gone while still inside its window (score >
+// now - 1 s; these tests' windows are 1 s) was refunded and is not counted.
+func watch(t *testing.T, s *testredis.Server, key string, stop chan struct{}) chan []int64 {
+	out := make(chan []int64, 1)
+	conn := s.Pool().Get()
+	t.Cleanup(func() { conn.Close() })
+	logged := map[string]int64{}
+	snapshot := func() {
+		conn.Send("MULTI")
+		conn.Send("TIME")
+		conn.Send("ZRANGE", key, 0, -1, "WITHSCORES")
+		v, err := redis.Values(conn.Do("EXEC"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		clock, _ := redis.Int64s(v[0], nil)
+		now := clock[0]*1000 + clock[1]/1000
+		held, _ := redis.Int64Map(v[1], nil)
+		for m, score := range logged {
+			if _, ok := held[m]; !ok && score > now-1000 {
+				delete(logged, m)
+			}
+		}
+		for m, score := range held {
+			logged[m] = score
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-stop:
+				snapshot()
+				scores := make([]int64, 0, len(logged))
+				for _, score := range logged {
+					scores = append(scores, score)
+				}
+				sort.Slice(scores, func(i, j int) bool { return scores[i] < scores[j] })
+				out <- scores
+				return
+			case <-time.After(50 * time.Millisecond):
+				snapshot()
+			}
+		}
+	}()
+	return out
 }

@@ -7,6 +7,8 @@ import (
 )
 
 // Never is RetryAfter for a request whose cost exceeds a limit's max: no wait admits it.
+// RetryAfter is a time.Duration (as in redis_rate), so Never alone prints as -1ns; a Result or
+// a LimitState prints it as "never" (their String methods).
 const Never time.Duration = -1
 
 // Result is one reply, for the binding limit: the limit with the least remaining (ties: the
@@ -38,6 +40,12 @@ type Result struct {
 	Now time.Time
 }
 
+// String is the Result as %+v would print it, with RetryAfter's Never as "never".
+func (r Result) String() string {
+	return fmt.Sprintf("{Allowed:%t Count:%d Remaining:%d RetryAfter:%s ResetAfter:%v Limit:%d BindingKey:%s BindingLimit:%v Limits:%v Now:%v}",
+		r.Allowed, r.Count, r.Remaining, waitText(r.RetryAfter), r.ResetAfter, r.Limit, r.BindingKey, r.BindingLimit, r.Limits, r.Now)
+}
+
 // LimitState is one limit's state after a call, as the binding limit's is in Result.
 type LimitState struct {
 	Key   string
@@ -47,6 +55,20 @@ type LimitState struct {
 	// RetryAfter is the wait until a request of the same cost fits this limit (Never if it
 	// never can); ResetAfter the wait until its window is empty.
 	RetryAfter, ResetAfter time.Duration
+}
+
+// String is the LimitState as %+v would print it, with RetryAfter's Never as "never".
+func (s LimitState) String() string {
+	return fmt.Sprintf("{Key:%s Limit:%v Count:%d Remaining:%d RetryAfter:%s ResetAfter:%v}",
+		s.Key, s.Limit, s.Count, s.Remaining, waitText(s.RetryAfter), s.ResetAfter)
+}
+
+// waitText prints a wait: "never" for Never, else as a Duration.
+func waitText(d time.Duration) string {
+	if d == Never {
+		return "never"
+	}
+	return d.String()
 }
 
 // named is one limit sent, with its key: the reply's binding index points into a list of them.

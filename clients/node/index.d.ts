@@ -87,7 +87,7 @@ export declare class UnavailableError extends SlidingWindowError {}
 export declare class Lease {
   /** Permits held in memory now. */
   readonly permits: number;
-  /** One request: a permit from memory, from a new lease, or from an exact call. */
+  /** One request: a permit from memory or from a new lease, the answer of a call, or a refusal remembered from a PEEK until its wait. */
   allow(): Promise<Result>;
   /** Gives the unused permits back; resolves to how many the server took back. */
   close(): Promise<number>;

@@ -393,12 +393,18 @@ class Lease {
   #taken = 0; // performance.now() when the lease call was sent
   #end = 0; // after it, no permit of the lease is handed out
   #refundAt = 0; // the lease's now + ms on the server's clock: its members' score
-  #leaseAgain = 0; // after a refused lease: when to try a whole one again
-  #taking = null; // the lease call in flight
+  // Until then the last lease reply showed no permit left and no whole lease fitting: a PEEK
+  // learns the wait first.
+  #fullUntil = 0;
+  // A refused PEEK: its reply, when it was sent, and until when it holds.
+  #refused = null;
+  #refunds = 0; // bumped when one of its refunds starts and when it ends
+  #calling = null; // the Redis calls of one request in flight
   #timer = null;
 
   constructor(sw, key, limits, { size, durationMs } = {}) {
-    if (!(Number.isInteger(size) && size >= 1)) throw new TypeError('size must be an integer >= 1');
+    const smallest = Math.min(...toLimits(limits).map((l) => l.max));
+    if (!(Number.isInteger(size) && size >= 1 && size <= smallest)) throw new TypeError(`size must be an integer between 1 and the smallest max, ${smallest}`);
     if (!(Number.isInteger(durationMs) && durationMs >= 1)) throw new TypeError('durationMs must be an integer >= 1 (ms)');
     Object.assign(this, { sw, key, limits, size, durationMs });
   }
@@ -408,7 +414,10 @@ class Lease {
     return performance.now() < this.#end ? this.#left : 0;
   }
 
-  /** One request: a permit from memory, from a new lease, or from an exact call. */
+  /**
+   * One request: a permit from memory or from a new lease, the answer of a call, or a refusal
+   * remembered from a PEEK. One caller at a time calls Redis; the others wait for it.
+   */
   async allow() {
     for (;;) {
       const t = performance.now();
@@ -416,35 +425,70 @@ class Lease {
         this.#left--;
         return this.#fromMemory(t);
       }
-      if (this.#taking !== null) {
-        await this.#taking;
+      if (this.#calling !== null) {
+        await this.#calling;
         continue;
       }
-      const unused = this.#drop();
-      if (t < this.#leaseAgain) {
-        this.#refund(unused).catch(() => {});
-        return this.sw.allow(this.key, this.limits, { detail: true });
+      if (this.#refused !== null) {
+        const { r, sent, until } = this.#refused;
+        if (t < until) return runDown(r, t - sent);
+        this.#refused = null;
       }
       let done;
-      this.#taking = new Promise((resolve) => {
+      this.#calling = new Promise((resolve) => {
         done = resolve;
       });
       try {
-        await this.#refund(unused).catch(() => {});
-        const r = await this.sw.allow(this.key, this.limits, { cost: this.size, lease: this.durationMs, detail: true });
-        if (r.error !== undefined) return r; // unchecked (onError 'open'): no lease was taken
-        if (r.allowed) {
-          this.#start(t, r);
-          this.#left--;
-          return this.#fromMemory(t);
-        }
-        this.#leaseAgain = r.retryAfterMs < 0 ? Infinity : t + r.retryAfterMs;
+        await this.#refund(this.#drop()).catch(() => {});
+        return await this.#decide(t);
       } finally {
-        this.#taking = null;
+        this.#calling = null;
         done();
       }
-      return this.sw.allow(this.key, this.limits, { detail: true });
     }
+  }
+
+  /** The calls of a request that found no permit: a lease, what is left, or a PEEK. */
+  async #decide(t) {
+    if (t < this.#fullUntil) {
+      const r = await this.#peek();
+      if (!r.allowed || r.error !== undefined) return r;
+    }
+    let r = await this.#take(t, this.size);
+    if (r.allowed || r.error !== undefined || r.confirmed !== undefined) return r;
+    const fits = Math.min(...r.states.map((s) => s.remaining));
+    if (fits >= 1) {
+      r = await this.#take(performance.now(), fits);
+      if (r.allowed) return r;
+    }
+    r = await this.#peek();
+    // Room appeared since the refused lease: a lease of one.
+    if (r.allowed && r.error === undefined) r = await this.#take(performance.now(), 1);
+    return r;
+  }
+
+  /** A lease of n permits; admitted, its first permit. */
+  async #take(t, n) {
+    const sent = performance.now();
+    const r = await this.sw.allow(this.key, this.limits, { cost: n, lease: this.durationMs, detail: true });
+    if (r.error !== undefined) return r; // unchecked (onError 'open'): no lease was taken
+    if (r.retryAfterMs < 0) throw new SlidingWindowError(`a lease of ${n} never fits the limits of ${this.key}`);
+    const full = Math.min(...r.states.map((s) => s.remaining)) === 0;
+    this.#fullUntil = full ? sent + r.retryAfterMs : 0;
+    if (!r.allowed) return r;
+    this.#start(t, r, n);
+    this.#left--;
+    return this.#fromMemory(t);
+  }
+
+  /** Whether one permit fits now, changing nothing: a refusal with a wait that ends is remembered. */
+  async #peek() {
+    const refunds = this.#refunds;
+    const sent = performance.now();
+    const r = await this.sw.peek(this.key, this.limits, { detail: true });
+    this.#fullUntil = 0;
+    if (!r.allowed && r.retryAfterMs > 0 && this.#refunds === refunds) this.#refused = { r, sent, until: sent + r.retryAfterMs };
+    return r;
   }
 
   /** Gives the unused permits back now; resolves to how many the server took back. */
@@ -452,13 +496,12 @@ class Lease {
     return this.#refund(this.#drop());
   }
 
-  #start(t, r) {
+  #start(t, r, n) {
     this.#reply = r;
     this.#taken = t;
-    this.#left = this.size;
+    this.#left = n;
     this.#end = t + this.durationMs;
     this.#refundAt = r.now + this.durationMs;
-    this.#leaseAgain = 0;
     this.#timer = setTimeout(() => this.#refund(this.#drop()).catch(() => {}), this.durationMs);
     this.#timer.unref();
   }
@@ -475,8 +518,21 @@ class Lease {
 
   // Redis away: the permits stay logged until their window passes (capacity held back, never
   // admitted twice).
+  // The lease object's own refund forgets its refusals, when it starts and when it ends.
   async #refund(unused) {
-    return unused === null ? 0 : this.sw.refund(this.key, unused.n, { at: unused.at });
+    if (unused === null) return 0;
+    this.#forget();
+    try {
+      return await this.sw.refund(this.key, unused.n, { at: unused.at });
+    } finally {
+      this.#forget();
+    }
+  }
+
+  #forget() {
+    this.#refunds++;
+    this.#refused = null;
+    this.#fullUntil = 0;
   }
 
   /** The lease's reply as of now: its held permits count as free, its waits run down. */
@@ -495,6 +551,14 @@ class Lease {
     });
     return { ...r, allowed: true, count, remaining, retryAfterMs, resetAfterMs, states, now: r.now + elapsed };
   }
+}
+
+/** A remembered refusal `sinceMs` after its call: its waits run down. */
+function runDown(r, sinceMs) {
+  const elapsed = Math.floor(sinceMs);
+  const less = (ms) => Math.max(0, ms - elapsed);
+  const states = r.states?.map((s) => ({ ...s, retryAfterMs: less(s.retryAfterMs), resetAfterMs: less(s.resetAfterMs) }));
+  return { ...r, retryAfterMs: less(r.retryAfterMs), resetAfterMs: less(r.resetAfterMs), states, now: r.now === undefined ? undefined : r.now + elapsed };
 }
 
 // The rate-limit headers of a result, byte for byte as examples/http-gateway sends them (IETF

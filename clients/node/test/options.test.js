@@ -28,6 +28,18 @@ async function poll(condition, what, deadlineMs = 10_000) {
   }
 }
 
+/** The module's (or the script's) calls since CONFIG RESETSTAT, by command. */
+async function calls(c) {
+  const stats = await c.info('commandstats');
+  const named = {};
+  let script = 0;
+  for (const [, name, n] of stats.matchAll(/cmdstat_(slidingwindow\.\w+|evalsha|eval):calls=(\d+)/g)) {
+    if (name.startsWith('slidingwindow.')) named[name.slice('slidingwindow.'.length)] = Number(n);
+    else script += Number(n);
+  }
+  return script ? { script } : named;
+}
+
 /** The most times in any window (a, a + windowMs]. */
 function busiest(times, windowMs) {
   let most = 0;
@@ -116,17 +128,23 @@ for (const path of ['module', 'lua']) {
       });
     }
 
-    test('a lease hands out exactly max, then exact calls', async () => {
+    test('a lease hands out exactly max, the last permits from a smaller lease', async () => {
       const sw = fresh();
       const lease = sw.lease(key, [60, 10], { size: 4, durationMs: 60_000 });
+      await c.config('RESETSTAT');
       const got = [];
-      for (let i = 0; i < 12; i++) got.push(await lease.allow());
-      assert.deepEqual(got.map((r) => r.allowed), [...Array(10).fill(true), false, false]);
+      for (let i = 0; i < 13; i++) got.push(await lease.allow());
+      assert.deepEqual(got.map((r) => r.allowed), [...Array(10).fill(true), false, false, false]);
       assert.equal(await c.zcard(key), 10);
       assert.deepEqual(got.slice(0, 4).map((r) => [r.count, r.remaining]), [[1, 9], [2, 8], [3, 7], [4, 6]]);
-      const leased = (await scores(c, key)).filter((s) => s >= got[0].now + 60_000);
-      assert.equal(leased.length, 8);
-      assert.ok(got[11].retryAfterMs > 0 && got.every((r) => r.states.length === 1));
+      // Two leases of 4, then one of the 2 left: all logged at their lease's end, a minute on.
+      const ends = [got[0], got[4], got[8]].map((r) => r.now + 60_000);
+      assert.deepEqual(await scores(c, key), [...Array(4).fill(ends[0]), ...Array(4).fill(ends[1]), ...Array(2).fill(ends[2])]);
+      // The first refusal is a PEEK's, remembered: the next ones come from memory, their wait
+      // running down.
+      assert.ok(got[10].retryAfterMs >= got[12].retryAfterMs && got[12].retryAfterMs > 0 && got[12].remaining === 0);
+      assert.ok(got.every((r) => r.states.length === 1));
+      assert.deepEqual(await calls(c), path === 'module' ? { allow: 4, peek: 1 } : { script: 5 });
       assert.equal(await lease.close(), 0);
     });
 
@@ -145,16 +163,42 @@ for (const path of ['module', 'lua']) {
       assert.equal(short.permits, 0);
     });
 
-    test('a lease that never fits falls back to one exact call per request', async () => {
+    test('a lease remembers a refusal until its wait', async () => {
       const sw = fresh();
+      // A lease of 5 can never fit a max of 3: an error, not a fallback.
+      assert.throws(() => sw.lease(key, [[60, 5], [60, 3]], { size: 5, durationMs: 1000 }), /smallest max, 3/);
+      await sw.allow(key, [1, 10], { cost: 8 });
+      const lease = sw.lease(key, [1, 10], { size: 5, durationMs: 60_000 });
       await c.config('RESETSTAT');
-      const lease = sw.lease(key, [60, 3], { size: 5, durationMs: 1000 });
+      // The lease of 5 is refused, one of the 2 left is taken; a PEEK then finds none left.
       const got = [];
-      for (let i = 0; i < 4; i++) got.push((await lease.allow()).allowed);
-      assert.deepEqual(got, [true, true, true, false]);
-      const stats = await c.info('commandstats');
-      const calls = [...stats.matchAll(/cmdstat_(?:slidingwindow\.allow|evalsha):calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
-      assert.equal(calls, 5);
+      for (let i = 0; i < 3; i++) got.push(await lease.allow());
+      assert.deepEqual(got.map((r) => r.allowed), [true, true, false]);
+      // Until its wait has passed, every request is refused from memory.
+      for (let i = 0; i < 50; i++) {
+        const r = await lease.allow();
+        assert.ok(!r.allowed && r.retryAfterMs > 0 && r.retryAfterMs <= got[2].retryAfterMs && r.remaining === 0);
+      }
+      assert.deepEqual(await calls(c), path === 'module' ? { allow: 2, peek: 1 } : { script: 3 });
+      // After the wait (the 8 exact permits leave a second after they were logged), leases again.
+      await poll(async () => (await lease.allow()).allowed, 'a lease once the wait has passed', 5000);
+      assert.ok(lease.permits >= 1);
+      await lease.close();
+    });
+
+    test('a lease forgets what it knew on its own refund', async () => {
+      const sw = fresh();
+      await sw.allow(key, [60, 10], { cost: 5 });
+      const lease = sw.lease(key, [60, 10], { size: 5, durationMs: 200 });
+      await c.config('RESETSTAT');
+      // A lease of the 5 left: no whole lease fits after it for a minute.
+      assert.ok((await lease.allow()).allowed);
+      await poll(async () => (await c.zcard(key)) === 6, 'the 4 unused refunded at the end of the lease');
+      // That refund made room: the next request leases at once (5 refused, then the 4 left),
+      // without a PEEK first.
+      assert.ok((await lease.allow()).allowed && lease.permits === 3);
+      assert.deepEqual(await calls(c), path === 'module' ? { allow: 3, refund: 1 } : { script: 4 });
+      await lease.close();
     });
 
     test('500 concurrent callers share a lease and never exceed the limit', async () => {

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
-from .results import Key, LimitState, Result
+from .results import Key, LimitState, Result, SlidingWindowError
 
 if TYPE_CHECKING:
     from .limiter import Limits, SlidingWindow
@@ -19,16 +18,21 @@ class Lease:
 
     ``allow()`` hands out a permit from memory while the lease is live and has one; otherwise it
     takes a new lease (``ALLOW key ... COST size LEASE duration_ms DETAIL`` on the server's clock),
-    whose members are logged at the lease's end so that no limit is ever exceeded. When a lease
-    is refused it makes one exact call per request (so that near the limit every last permit is
-    still handed out) until the refusal's wait for a whole lease has passed. Unused permits go
-    back (``REFUND key unused AT now+ms``) when the lease ends and on ``close()``. Safe to share
-    between threads.
+    whose members are logged at the lease's end so that no limit is ever exceeded. When a whole
+    lease is refused but some permits remain, it leases those (so that near the limit every last
+    permit is still handed out). When none remain, a ``PEEK`` learns how long until one does,
+    and that refusal is remembered until its ``retry_after_ms``: the requests meanwhile are
+    refused from memory, without a Redis call. The lease object's own refunds forget it. Unused
+    permits go back (``REFUND key unused AT now+ms``) when the lease ends and on ``close()``.
+    Safe to share between threads (one Redis call at a time).
     """
 
     def __init__(self, sw: "SlidingWindow", key: Key, limits: "Limits", size: int, duration_ms: int) -> None:
-        if not (isinstance(size, int) and size >= 1):
-            raise ValueError("size must be an integer >= 1")
+        from .limiter import limit_list
+
+        smallest = min(l.max for l in limit_list(limits))
+        if not (isinstance(size, int) and 1 <= size <= smallest):
+            raise ValueError(f"size must be an integer between 1 and the smallest max, {smallest}")
         if not (isinstance(duration_ms, int) and duration_ms >= 1):
             raise ValueError("duration_ms must be an integer >= 1 (ms)")
         self.sw, self.key, self.limits = sw, key, limits
@@ -39,33 +43,73 @@ class Lease:
         self._taken = 0.0  # monotonic time the lease call was sent
         self._end = 0.0  # monotonic time after which no permit of it is handed out
         self._refund_at = 0  # the lease's now + ms on the server's clock: its members' score
-        self._lease_again = 0.0  # after a refused lease: monotonic time to try a whole one again
+        # Monotonic time until which the last lease reply showed no permit left and no whole
+        # lease fitting: before it, a PEEK learns the wait first.
+        self._full_until = 0.0
+        # A refused PEEK: its reply, the monotonic time it was sent, and until when it holds.
+        self._refused: Optional[Tuple[Result, float, float]] = None
+        self._refunds = 0  # bumped when one of its refunds starts and when it ends
         self._timer: Optional[threading.Timer] = None
         self._generation = 0
 
     def allow(self) -> Result:
-        """One request: a permit from memory, from a new lease, or from an exact call."""
+        """One request: a permit from memory or from a new lease, the answer of a call, or a
+        refusal remembered from a PEEK."""
         with self._lock:
             t = time.monotonic()
             if self._left > 0 and t < self._end:
                 self._left -= 1
                 return self._from_memory(t)
-            unused = self._drop()
-            leasing = t >= self._lease_again
-            if leasing:
-                self._refund(unused)
-                unused = None
-                r = self.sw.allow(self.key, self.limits, cost=self.size, lease=self.duration_ms, detail=True)
-                if r.allowed and r.error is None:
-                    self._start(t, r)
-                    self._left -= 1
-                    return self._from_memory(t)
-                if r.error is not None:
-                    return r  # unchecked (on_error="open"): no lease was taken
-                wait = r.retry_after_ms
-                self._lease_again = math.inf if wait < 0 else t + wait / 1000
-        self._refund(unused)
-        return self.sw.allow(self.key, self.limits, detail=True)
+            self._refund_locked(self._drop())
+            if self._refused is not None:
+                r, sent, until = self._refused
+                if t < until:
+                    return self._run_down(r, t - sent)
+                self._refused = None
+            if t < self._full_until:
+                r = self._peek()
+                if not r.allowed or r.error is not None:
+                    return r
+            r = self._take(t, self.size)
+            if r.allowed or r.error is not None or r.confirmed is not None:
+                return r
+            fits = least(r)
+            if fits >= 1:
+                r = self._take(time.monotonic(), fits)
+                if r.allowed:
+                    return r
+            r = self._peek()
+            if r.allowed and r.error is None:
+                # Room appeared since the refused lease: a lease of one.
+                r = self._take(time.monotonic(), 1)
+            return r
+
+    def _take(self, t: float, n: int) -> Result:
+        """A lease of ``n`` permits; admitted, its first permit (under the lock)."""
+        sent = time.monotonic()
+        r = self.sw.allow(self.key, self.limits, cost=n, lease=self.duration_ms, detail=True)
+        if r.error is not None:
+            return r  # unchecked (on_error="open"): no lease was taken
+        if r.retry_after_ms < 0:
+            raise SlidingWindowError(f"a lease of {n} never fits the limits of {self.key!r}")
+        full = least(r) == 0
+        self._full_until = sent + r.retry_after_ms / 1000 if full else 0.0
+        if not r.allowed:
+            return r
+        self._start(t, r, n)
+        self._left -= 1
+        return self._from_memory(t)
+
+    def _peek(self) -> Result:
+        """Whether one permit fits now, changing nothing: a refusal with a wait that ends is
+        remembered and answered (under the lock)."""
+        refunds = self._refunds
+        sent = time.monotonic()
+        r = self.sw.peek(self.key, self.limits, detail=True)
+        self._full_until = 0.0
+        if not r.allowed and r.retry_after_ms > 0 and self._refunds == refunds:
+            self._refused = (r, sent, sent + r.retry_after_ms / 1000)
+        return r
 
     def close(self) -> int:
         """Gives the unused permits back now; answers how many the server took back. A later
@@ -86,13 +130,12 @@ class Lease:
         with self._lock:
             return self._left if time.monotonic() < self._end else 0
 
-    def _start(self, t: float, r: Result) -> None:
+    def _start(self, t: float, r: Result, n: int) -> None:
         assert r.now is not None
         self._reply, self._taken = r, t
-        self._left = self.size
+        self._left = n
         self._end = t + self.duration_ms / 1000
         self._refund_at = r.now + self.duration_ms
-        self._lease_again = 0.0
         self._generation += 1
         timer = threading.Timer(self.duration_ms / 1000, self._ended, args=(self._generation,))
         timer.daemon = True
@@ -103,6 +146,8 @@ class Lease:
         """The timer at the lease's end: its unused permits go back."""
         with self._lock:
             unused = self._drop() if self._generation == generation else None
+            if unused is not None:
+                self._forget()
         self._refund(unused)
 
     def _drop(self) -> Optional[Tuple[int, int]]:
@@ -115,9 +160,31 @@ class Lease:
             self._timer = None
         return unused
 
+    def _forget(self) -> None:
+        """A refund of this object's: its refusals may no longer hold (under the lock)."""
+        self._refunds += 1
+        self._refused = None
+        self._full_until = 0.0
+
+    def _refund_locked(self, unused: Optional[Tuple[int, int]]) -> None:
+        """Gives ``unused`` back while holding the lock (no call of this object overlaps it)."""
+        if unused is not None:
+            self._forget()
+            self._send_refund(unused, quiet=True)
+            self._forget()
+
     def _refund(self, unused: Optional[Tuple[int, int]], quiet: bool = True) -> int:
         if unused is None:
             return 0
+        with self._lock:
+            self._forget()
+        try:
+            return self._send_refund(unused, quiet)
+        finally:
+            with self._lock:
+                self._forget()
+
+    def _send_refund(self, unused: Tuple[int, int], quiet: bool) -> int:
         n, at = unused
         try:
             return self.sw.refund(self.key, n, at=at)
@@ -146,3 +213,23 @@ class Lease:
             retry_after_ms=binding.retry_after_ms, reset_after_ms=binding.reset_after_ms,
             states=states, now=None if r.now is None else r.now + elapsed,
         )
+
+    @staticmethod
+    def _run_down(r: Result, since: float) -> Result:
+        """A remembered refusal as of ``since`` seconds after its call: its waits run down."""
+        elapsed = int(since * 1000)
+
+        def state(s: LimitState) -> LimitState:
+            return s._replace(retry_after_ms=max(0, s.retry_after_ms - elapsed),
+                              reset_after_ms=max(0, s.reset_after_ms - elapsed))
+
+        return dataclasses.replace(
+            r, retry_after_ms=max(0, r.retry_after_ms - elapsed), reset_after_ms=max(0, r.reset_after_ms - elapsed),
+            states=None if r.states is None else tuple(state(s) for s in r.states),
+            now=None if r.now is None else r.now + elapsed,
+        )
+
+
+def least(r: Result) -> int:
+    """The fewest permits left in any limit of a reply."""
+    return min(s.remaining for s in r.states) if r.states else r.remaining

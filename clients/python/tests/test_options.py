@@ -120,19 +120,33 @@ def test_lease_hands_out_exactly_max(path, key):
     c = path[1].client()
     sw = SlidingWindow(c)
     lease = sw.lease(key, Limit(60, 10), size=4, duration_ms=60_000)
-    got = [lease.allow() for _ in range(12)]
-    assert [r.allowed for r in got] == [True] * 10 + [False] * 2
-    # Two leases of 4, then a third refused (2 left): exact calls take the last two.
+    c.config_resetstat()
+    got = [lease.allow() for _ in range(13)]
+    assert [r.allowed for r in got] == [True] * 10 + [False] * 3
+    # Two leases of 4, then a third refused (2 left): a lease of 2 takes the last two. All are
+    # logged at their lease's end, a minute on.
     assert c.zcard(key) == 10
-    # The leased permits are logged at their lease's end, a minute on; the exact calls at their now.
-    leased = [s for s in scores(c, key) if s >= got[0].now + 60_000]
-    assert len(leased) == 8 and got[10].now < got[0].now + 60_000
+    ends = scores(c, key)
+    assert ends == [got[0].now + 60_000] * 4 + [got[4].now + 60_000] * 4 + [got[8].now + 60_000] * 2
     # From memory: remaining counts the permits still held as free.
     assert [r.remaining for r in got[:4]] == [9, 8, 7, 6]
     assert [r.count for r in got[:4]] == [1, 2, 3, 4]
     assert all(r.now is not None and len(r.states) == 1 for r in got)
-    assert got[11].retry_after_ms > 0
+    # The first refusal is a PEEK's, remembered: the next ones come from memory, their wait
+    # running down.
+    assert got[10].retry_after_ms > 0 and got[10].remaining == 0
+    assert got[10].retry_after_ms >= got[12].retry_after_ms > 0
+    assert calls(c) == ({"allow": 4, "peek": 1} if path[0] == "module" else {"script": 5})
     assert lease.close() == 0
+
+
+def calls(c: redis.Redis):
+    """The module's (or the script's) calls since CONFIG RESETSTAT, by command."""
+    stats = c.info("commandstats")
+    script = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+    named = {k[len("cmdstat_slidingwindow."):]: v["calls"] for k, v in stats.items()
+             if k.startswith("cmdstat_slidingwindow.")}
+    return named if not script else {"script": script}
 
 
 def test_lease_gives_back_what_it_did_not_hand_out(path, key):
@@ -155,18 +169,45 @@ def test_lease_gives_back_what_it_did_not_hand_out(path, key):
     assert lease.permits == 0
 
 
-def test_lease_refused_falls_back_to_exact_calls(path, key):
+def test_lease_refusals_are_remembered_until_their_wait(path, key):
     c = path[1].client()
     sw = SlidingWindow(c)
+    # A lease of 5 can never fit a max of 3: an error, not a fallback.
+    with pytest.raises(ValueError, match="smallest max, 3"):
+        sw.lease(key, [Limit(60, 5), Limit(60, 3)], size=5, duration_ms=1_000)
+    sw.allow(key, Limit(1, 10), cost=8)
+    lease = sw.lease(key, Limit(1, 10), size=5, duration_ms=60_000)
     c.config_resetstat()
-    lease = sw.lease(key, Limit(60, 3), size=5, duration_ms=1_000)
-    # A lease of 5 can never fit a max of 3: one exact call per request, no lease tried again.
-    got = [lease.allow() for _ in range(4)]
-    assert [r.allowed for r in got] == [True, True, True, False]
-    assert c.zcard(key) == 3
-    stats = c.info("commandstats")
-    calls = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_slidingwindow.allow", "cmdstat_evalsha"))
-    assert calls == 5  # the refused lease, then four exact calls
+    # The lease of 5 is refused, one of the 2 left is taken; a PEEK then finds none left.
+    got = [lease.allow() for _ in range(3)]
+    assert [r.allowed for r in got] == [True, True, False]
+    refused = got[2]
+    # Until its wait has passed, every request is refused from memory.
+    for _ in range(50):
+        r = lease.allow()
+        assert not r.allowed and 0 < r.retry_after_ms <= refused.retry_after_ms and r.remaining == 0
+    want = {"allow": 2, "peek": 1} if path[0] == "module" else {"script": 3}
+    assert calls(c) == want
+    # After the wait (the 8 exact permits leave a second after they were logged), leases again.
+    poll(lambda: lease.allow().allowed, "a lease once the wait has passed", 5.0)
+    assert lease.permits >= 1
+    lease.close()
+
+
+def test_lease_forgets_what_it_knew_on_its_own_refund(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    sw.allow(key, Limit(60, 10), cost=5)
+    lease = sw.lease(key, Limit(60, 10), size=5, duration_ms=200)
+    c.config_resetstat()
+    # A lease of the 5 left: no whole lease fits after it for a minute.
+    assert lease.allow().allowed
+    poll(lambda: c.zcard(key) == 6, "the 4 unused refunded at the lease's end")
+    # That refund made room: the next request leases at once (5 refused, then the 4 left),
+    # without a PEEK first.
+    assert lease.allow().allowed and lease.permits == 3
+    assert calls(c) == ({"allow": 3, "refund": 1} if path[0] == "module" else {"script": 4})
+    lease.close()
 
 
 def test_lease_shared_by_threads_never_exceeds(path, key):
