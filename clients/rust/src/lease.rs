@@ -421,9 +421,9 @@ impl Lease {
     }
 
     /// Without waiting: a permit from memory, a refusal from memory, the lease call to wait for
-    /// (started here if none is in flight), or exact. `at_ms`, with [`Clock::Own`]: the time to hand the permit out at,
-    /// a reading of that clock the caller uses for the rest of the request (its other keys' `now`);
-    /// `None` reads the clock. Ignored with [`Clock::Server`].
+    /// (started here if none is in flight), or exact. `at_ms`, with [`Clock::Own`]: the time to
+    /// hand the permit out at, a reading of that clock the caller uses for the rest of the
+    /// request (its other keys' `now`); `None` reads the clock. Ignored with [`Clock::Server`].
     pub fn try_take(&self, at_ms: Option<u64>) -> Take {
         let inner = &self.inner;
         let mut st = inner.lock();

@@ -2,6 +2,8 @@
 //! port, a real HTTP client and its replies, upstreams, and Redis's state.
 #![allow(dead_code)]
 
+pub mod poller;
+
 use crate::common::{STARTUP_DEADLINE, Server, wait_until};
 use std::collections::BTreeMap;
 use std::fs;
@@ -261,27 +263,6 @@ pub fn scores(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
         .arg("WITHSCORES")
         .query(con)
         .unwrap()
-}
-
-/// Every score the key holds, sorted, on either storage (a compact key is converted to a sorted
-/// set first, which keeps every timestamp); empty for a missing key.
-pub fn logged(redis: &Server, key: &str) -> Vec<u64> {
-    let mut con = redis.client();
-    let exists: i64 = redis::cmd("EXISTS").arg(key).query(&mut con).unwrap();
-    if exists == 0 {
-        return Vec::new();
-    }
-    let _: i64 = redis::cmd("SLIDINGWINDOW.CONVERT")
-        .arg(key)
-        .arg("zset")
-        .query(&mut con)
-        .unwrap();
-    let mut times: Vec<u64> = scores(&mut con, key)
-        .into_iter()
-        .map(|(_, t)| u64::try_from(t).unwrap())
-        .collect();
-    times.sort_unstable();
-    times
 }
 
 pub fn zcard(redis: &Server, key: &str) -> i64 {
