@@ -60,6 +60,8 @@ const PAIR_LEASED: Shape = Shape {
 const IDENTITY_MAX: u64 = 20;
 const RUN: Duration = Duration::from_secs(10);
 const CLIENTS: usize = 48;
+/// Each client stops after this many requests, should the run's time not end it first.
+const MOST: u64 = 200_000;
 
 /// One run at a time: they share the machine's CPUs, and the load must be several times the
 /// limit.
@@ -111,7 +113,8 @@ async fn client(gateways: Arc<Vec<SocketAddr>>, first: usize, until: Instant) ->
     let mut counts = Counts::default();
     let mut at = first;
     let mut rng = 0x9e37_79b9_7f4a_7c15 ^ (first as u64 + 1);
-    'connect: while Instant::now() < until {
+    let mut sent = 0u64;
+    'connect: while Instant::now() < until && sent < MOST {
         let addr = gateways[at % gateways.len()];
         let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
             counts.errors += 1;
@@ -126,7 +129,8 @@ async fn client(gateways: Arc<Vec<SocketAddr>>, first: usize, until: Instant) ->
             continue;
         };
         tokio::spawn(conn);
-        while Instant::now() < until {
+        while Instant::now() < until && sent < MOST {
+            sent += 1;
             let n = next(&mut rng);
             // One identity in ten is the same hot one, far over its own limit.
             let who = if n.is_multiple_of(10) {
