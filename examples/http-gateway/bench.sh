@@ -45,7 +45,7 @@ free_port() {
 for _ in 1 2 3 4 5; do
     redis_port=$(free_port)
     redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
-        --loadmodule "$module" --slidingwindow.lateness 1000 --logfile "$dir/redis.log" &
+        --loadmodule "$module" --logfile "$dir/redis.log" &
     redis_pid=$!
     for _ in $(seq 100); do
         redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break

@@ -4,8 +4,13 @@
 //! - While its lease is live and has permits, a call takes one from memory (no Redis call).
 //! - Otherwise one call at a time asks for a new lease of `size` permits; callers that arrive
 //!   meanwhile wait for that one answer, then take from it.
-//! - A lease refused (too little room) makes every caller send one exact ALLOW of its own until
-//!   the refusal's retry time has passed: near the limit every last permit is still handed out.
+//! - A refusal is remembered until its retry time (see [`crate::refusal`]): a lease refused with
+//!   room for fewer permits than a lease lets that many callers through to one exact ALLOW each
+//!   (near the limit every last permit is still handed out), then answers every caller from
+//!   memory, refused, until a lease fits again; an exact call refused does the same until a
+//!   request fits. A full key so costs Redis about one call per lease, not one per request.
+//!   A refusal that never fits (`-1`) is not remembered. The object's own refunds forget it
+//!   (they make room).
 //! - No permit is handed out after the lease's end: with the caller's clock, while that clock
 //!   reads before `now + ms`; with `*`, until `ms` after the call was sent (monotonic clock) —
 //!   the server read its `now` after that.
@@ -15,6 +20,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::limit::{Limit, MAX_EXACT, Now, unix_ms};
+use crate::refusal::{Refusal, ms_between};
 use crate::reply::{Reply, RetryAfter};
 use crate::request::{Call, Check, CheckAll, Keyed, Refund};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,18 +147,20 @@ pub enum Take {
     Permit(LeaseReply),
     /// A lease call is in flight (perhaps started by this call): wait for it, then try again.
     Wait(Pending),
-    /// Make an exact call of your own: the key is quiet (`when_busy`), a lease was refused and
-    /// its retry time has not passed, or the object is closed.
+    /// Make an exact call of your own: the key is quiet (`when_busy`), a lease was refused with
+    /// room for some requests still, or the object is closed.
     Exact,
+    /// Refused from memory, without a call: a refusal remembered until its retry time.
+    Refused(LeaseReply),
 }
 
 /// The lease call a [`Take::Wait`] waits for.
 pub struct Pending(watch::Receiver<Option<Round>>);
 
 impl Pending {
-    /// Until the lease call has answered: `Ok(true)` if it was granted (try again), `Ok(false)`
-    /// if the caller should make an exact call (refused, granted too late to use, or closed),
-    /// the call's error if it failed.
+    /// Until the lease call has answered: `Ok(true)` if it was granted or refused (try again:
+    /// the object then answers from what it learned), `Ok(false)` if the caller should make an
+    /// exact call (granted too late to use, or closed), the call's error if it failed.
     pub async fn wait(mut self) -> Result<bool, Error> {
         // A round that ended without a word (its task was dropped): go exact.
         match self
@@ -162,7 +170,7 @@ impl Pending {
             .ok()
             .and_then(|r| r.clone())
         {
-            Some(Round::Granted) => Ok(true),
+            Some(Round::Granted | Round::Refused) => Ok(true),
             Some(Round::Failed(e)) => Err(e),
             Some(Round::Exact) | None => Ok(false),
         }
@@ -204,6 +212,8 @@ pub struct Stats {
     pub exact_calls: u64,
     /// Permits handed out from memory.
     pub from_memory: u64,
+    /// Requests refused from memory (a remembered refusal), without a call.
+    pub refused_from_memory: u64,
     /// Exact calls admitted.
     pub exact_admitted: u64,
     pub refund_calls: u64,
@@ -223,6 +233,7 @@ pub(crate) struct Counters {
     leases_refused: AtomicU64,
     exact_calls: AtomicU64,
     from_memory: AtomicU64,
+    refused_from_memory: AtomicU64,
     exact_admitted: AtomicU64,
     refund_calls: AtomicU64,
     refunded: AtomicU64,
@@ -268,8 +279,8 @@ struct State {
     next: Option<Grant>,
     /// The lease call in flight: its outcome, once known.
     round: Option<watch::Receiver<Option<Round>>>,
-    /// After a refusal: exact calls until then.
-    exact_until: Option<Instant>,
+    /// The last refusal, until its retry time.
+    refused: Option<Refusal>,
     closed: bool,
     /// Refunds taken out of the state and not yet answered.
     refunding: usize,
@@ -301,7 +312,9 @@ struct Grant {
 pub(crate) enum Round {
     /// A lease is live: take from it.
     Granted,
-    /// Refused (or granted too late to use): send an exact call.
+    /// Refused: the object remembers it.
+    Refused,
+    /// Granted too late to use, or closed: send an exact call.
     Exact,
     Failed(Error),
 }
@@ -380,7 +393,8 @@ impl Lease {
         })
     }
 
-    /// One request: a permit from memory, from a new lease, or from an exact call.
+    /// One request: a permit from memory, from a new lease, or from an exact call; or refused,
+    /// from memory (a remembered refusal) or by the exact call.
     pub async fn allow(&self) -> Result<LeaseReply, Error> {
         match self.take().await? {
             Some(r) => Ok(r),
@@ -389,12 +403,13 @@ impl Lease {
     }
 
     /// A permit from a lease: from memory, or after waiting for the lease call in flight (which
-    /// this call may start). `None`: make an exact call of your own (see [`Take::Exact`]), for
-    /// instance as part of a call that checks other keys too.
+    /// this call may start); or a refusal from memory (`allowed` false, no charge). `None`: make
+    /// an exact call of your own (see [`Take::Exact`]), for instance as part of a call that
+    /// checks other keys too.
     pub async fn take(&self) -> Result<Option<LeaseReply>, Error> {
         loop {
             match self.try_take(None) {
-                Take::Permit(r) => return Ok(Some(r)),
+                Take::Permit(r) | Take::Refused(r) => return Ok(Some(r)),
                 Take::Exact => return Ok(None),
                 Take::Wait(p) => {
                     if !p.wait().await? {
@@ -405,10 +420,10 @@ impl Lease {
         }
     }
 
-    /// Without waiting: a permit from memory, the lease call to wait for (started here if none
-    /// is in flight), or exact. `at_ms`, with [`Clock::Own`]: the time to hand the permit out at,
-    /// a reading of that clock the caller uses for the rest of the request (its other keys' `now`);
-    /// `None` reads the clock. Ignored with [`Clock::Server`].
+    /// Without waiting: a permit from memory, a refusal from memory, the lease call to wait for
+    /// (started here if none is in flight), or exact. `at_ms`, with [`Clock::Own`]: the time to
+    /// hand the permit out at, a reading of that clock the caller uses for the rest of the
+    /// request (its other keys' `now`); `None` reads the clock. Ignored with [`Clock::Server`].
     pub fn try_take(&self, at_ms: Option<u64>) -> Take {
         let inner = &self.inner;
         let mut st = inner.lock();
@@ -427,6 +442,28 @@ impl Lease {
                     let _ = this.refund(old.left, old.end_ms).await;
                 });
             }
+        }
+        if !st.closed
+            && let Some(r) = st.refused.as_mut()
+        {
+            if r.live(now) {
+                if r.spend() {
+                    return Take::Exact;
+                }
+                bump(&inner.stats.refused_from_memory, 1);
+                let (reply, decided_ms) = r.answer(now);
+                let at_ms = match &inner.clock {
+                    Clock::Own(f) => at_ms.unwrap_or_else(|| f()),
+                    Clock::Server => decided_ms,
+                };
+                return Take::Refused(LeaseReply {
+                    reply,
+                    at_ms,
+                    source: Source::Memory,
+                    charge: None,
+                });
+            }
+            st.refused = None;
         }
         if !inner.leasing(&mut st, now) {
             return Take::Exact;
@@ -501,6 +538,12 @@ impl Lease {
         }
     }
 
+    /// Remembers the refusal of an exact call made for this object's key and limits elsewhere
+    /// (by its lease map), as its own exact calls' are.
+    pub(crate) fn remember(&self, reply: &Reply, at_ms: u64) {
+        self.inner.remember(reply, at_ms);
+    }
+
     /// This object's counters (for an object of a lease map, the map's, shared by its objects).
     pub fn stats(&self) -> Stats {
         self.inner.stats.snapshot()
@@ -557,6 +600,7 @@ impl Counters {
             leases_refused: get(&s.leases_refused),
             exact_calls: get(&s.exact_calls),
             from_memory: get(&s.from_memory),
+            refused_from_memory: get(&s.refused_from_memory),
             exact_admitted: get(&s.exact_admitted),
             refund_calls: get(&s.refund_calls),
             refunded: get(&s.refunded),
@@ -636,7 +680,7 @@ impl Inner {
     fn prefetch(self: &Arc<Self>, st: &mut State) {
         let ahead = st.ahead.max(self.size / 4);
         let low = st.grant.as_ref().is_some_and(|g| g.left <= ahead);
-        let waiting = st.exact_until.is_some_and(|t| Instant::now() < t);
+        let waiting = st.refused.as_ref().is_some_and(|r| r.live(Instant::now()));
         if low
             && !st.closed
             && !waiting
@@ -710,11 +754,6 @@ impl Inner {
         if st.closed {
             return false;
         }
-        match st.exact_until {
-            Some(t) if now < t => return false,
-            Some(_) => st.exact_until = None,
-            None => {}
-        }
         if self.when_busy && !st.hot {
             let (start, calls) = st.period.get_or_insert((now, 0));
             if now.saturating_duration_since(*start) >= Duration::from_millis(self.ms) {
@@ -750,12 +789,21 @@ impl Inner {
                 kind: ChargeKind::Exact { at_ms },
             }
         });
+        self.remember(&reply, at_ms);
         Ok(LeaseReply {
             reply,
             at_ms,
             source: Source::Exact,
             charge,
         })
+    }
+
+    /// Remembers an exact call's refusal (decided at `at_ms`) until its retry time; an admission
+    /// or a refusal that never fits changes nothing.
+    pub(crate) fn remember(&self, reply: &Reply, at_ms: u64) {
+        if let Some(r) = Refusal::new(reply, at_ms, Instant::now()) {
+            self.lock().refused = Some(r);
+        }
     }
 
     /// The lease call, in its own task so that a caller that stops waiting does not lose its
@@ -817,14 +865,27 @@ impl Inner {
                         Round::Granted
                     }
                 }
-                Ok(reply) => {
+                Ok(mut reply) => {
                     bump(&self.stats.leases_refused, 1);
-                    // Exact calls until a lease fits again. (Never does not happen: a lease is
-                    // within every max, checked at construction.)
-                    let wait = Duration::from_millis(reply.retry_after.ms().unwrap_or(0));
-                    let now = Instant::now();
-                    st.exact_until = Some(now.checked_add(wait).unwrap_or(now));
-                    Round::Exact
+                    let now_ms = match now {
+                        Now::Ms(t) => t,
+                        Now::Server => reply.detail.take().map_or(0, |d| d.now_ms),
+                    };
+                    // A lease is within every max (checked at construction): a lease that never
+                    // fits means the limits are not what this object was made for.
+                    match Refusal::new(&reply, now_ms, Instant::now()) {
+                        Some(r) => {
+                            st.refused = Some(r);
+                            Round::Refused
+                        }
+                        None => {
+                            bump(&self.stats.errors, 1);
+                            Round::Failed(Error::Reply(format!(
+                                "a lease of {} never fits these limits (retry_after -1)",
+                                self.size
+                            )))
+                        }
+                    }
                 }
                 Err(e) => {
                     bump(&self.stats.errors, 1);
@@ -883,12 +944,15 @@ impl Inner {
         if let (Ok(_), Some(hook)) = (&result, &self.on_refund) {
             self.target.keys().for_each(|k| hook(k));
         }
-        self.lock().refunding -= 1;
+        {
+            let mut st = self.lock();
+            st.refunding -= 1;
+            if result.is_ok() {
+                // The room this refund made may admit what was refused.
+                st.refused = None;
+            }
+        }
         self.refunds_done.notify_waiters();
         result.map(|_| n)
     }
-}
-
-fn ms_between(from: Instant, to: Instant) -> u64 {
-    u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(u64::MAX)
 }

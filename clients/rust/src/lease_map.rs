@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::lease::{Charge, Clock, Counters, Lease, LeaseConfig, LeaseReply, Source, Stats, Take};
 use crate::limit::{Limit, Now};
 use crate::lru::Lru;
+use crate::reply::Reply;
 use crate::request::{Call, Check, Refund};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -168,12 +169,12 @@ impl LeaseMap {
         Ok(take)
     }
 
-    /// As [`Lease::take`] on `key`'s object: a permit from a lease, or `None` for an exact call
-    /// of the caller's own.
+    /// As [`Lease::take`] on `key`'s object: a permit from a lease, a refusal from memory, or
+    /// `None` for an exact call of the caller's own.
     pub async fn take(&self, key: &[u8], limits: &[Limit]) -> Result<Option<LeaseReply>, Error> {
         loop {
             match self.try_take(key, limits, None)? {
-                Take::Permit(r) => return Ok(Some(r)),
+                Take::Permit(r) | Take::Refused(r) => return Ok(Some(r)),
                 Take::Exact => return Ok(None),
                 Take::Wait(p) => {
                     if !p.wait().await? {
@@ -184,8 +185,9 @@ impl LeaseMap {
         }
     }
 
-    /// One request on `key`: a permit from its lease, else one exact ALLOW (on the objects'
-    /// clock), the same typed reply either way.
+    /// One request on `key`: a permit from its lease or a refusal from memory, else one exact
+    /// ALLOW (on the objects' clock, its refusal then remembered by the key's object), the same
+    /// typed reply either way.
     pub async fn allow(&self, key: &[u8], limits: &[Limit]) -> Result<LeaseReply, Error> {
         if let Some(r) = self.take(key, limits).await? {
             return Ok(r);
@@ -209,12 +211,31 @@ impl LeaseMap {
             stats.bump_exact_admitted();
             Charge::exact(at_ms)
         });
+        self.remember(key, limits, &reply, at_ms);
         Ok(LeaseReply {
             reply,
             at_ms,
             source: Source::Exact,
             charge,
         })
+    }
+
+    /// Remembers the refusal of an exact call on `key` with these limits, decided at `at_ms`
+    /// (the `now` sent, or DETAIL's), in the key's object: its requests are then refused from
+    /// memory until the reply's retry time (or a refund of the object's). For a caller whose own
+    /// exact call (after [`Take::Exact`]) was on this key and limits alone; an admission, a
+    /// refusal that never fits, or a key without an object changes nothing.
+    pub fn remember(&self, key: &[u8], limits: &[Limit], reply: &Reply, at_ms: u64) {
+        let lease = self
+            .inner
+            .lock()
+            .lru
+            .peek(key)
+            .filter(|e| e.lease.has_limits(limits))
+            .map(|e| e.lease.clone());
+        if let Some(lease) = lease {
+            lease.remember(reply, at_ms);
+        }
     }
 
     /// Gives an admitted request's permit on `key` back: into the live lease it came from (no

@@ -10,6 +10,7 @@ mod lease;
 mod lease_map;
 mod limit;
 mod lru;
+mod refusal;
 mod reply;
 mod request;
 mod sentinel;

@@ -1,14 +1,15 @@
 //! Our extension `lease: {size, duration_ms}`: a busy descriptor takes permits in bulk
 //! (`ALLOW key ... COST size LEASE duration_ms`) and the service hands them out from memory, as
 //! the HTTP gateway's `--lease` does, through the crate's lease maps (one per lease spec of the
-//! config). A key is leased only while its traffic fills a lease within its duration; a quieter
-//! one keeps its place in the request's one exact ALLOWALL.
+//! config), on Redis's clock (`*` with DETAIL: no lateness needed, however many services). A
+//! key is leased only while its traffic fills a lease within its duration; a quieter one keeps
+//! its place in the request's one exact ALLOWALL, as does a key whose lease refuses from memory
+//! (the request's statuses come from that call).
 
 use crate::config::LeaseSpec;
 use crate::plan::{Action, Mode};
 use slidingwindow_client::{
-    Client, Clock, Error, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply, Limit, MapStats, Take,
-    unix_ms,
+    Client, Error, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply, Limit, MapStats, Take,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -43,9 +44,7 @@ impl Leases {
             let map = match old.and_then(|o| o.maps.get(&spec)) {
                 Some(m) => m.clone(),
                 None => {
-                    let lease = LeaseConfig::new(spec.size, spec.duration_ms)
-                        .clock(Clock::system())
-                        .when_busy(true);
+                    let lease = LeaseConfig::new(spec.size, spec.duration_ms).when_busy(true);
                     let cfg = LeaseMapConfig::new(spec.size, spec.duration_ms).lease(lease);
                     LeaseMap::new(client.clone(), cfg)?
                 }
@@ -76,33 +75,31 @@ impl Leases {
             .collect()
     }
 
-    /// A permit for each busy leased descriptor, all at one reading of the service's clock,
-    /// which the request's exact call then passes as `now` (answered with the permits). A
-    /// descriptor given a permit becomes [`Mode::Leased`]. A key whose lease call is in flight is
-    /// waited for, and the permits taken meanwhile go back first, so that the permits and the
-    /// exact call share one time; a lease refused puts its key in the exact call. Only enforced
-    /// descriptors of cost 1 are leased, and none in a request a zero limit refuses.
-    pub async fn take(&self, actions: &mut [Action]) -> Result<(u64, Vec<Taken>), Error> {
+    /// A permit for each busy leased descriptor. A descriptor given a permit becomes
+    /// [`Mode::Leased`]. A key whose lease call is in flight is waited for, and the permits taken
+    /// meanwhile go back first (a permit is only good until its lease's end: none is held while
+    /// waiting); a lease refused (or refusing from memory) puts its key in the exact call. Only
+    /// enforced descriptors of cost 1 are leased, and none in a request a zero limit refuses.
+    pub async fn take(&self, actions: &mut [Action]) -> Result<Vec<Taken>, Error> {
         if self.maps.is_empty() || actions.iter().any(Action::refuses_all) {
-            return Ok((unix_ms(), Vec::new()));
+            return Ok(Vec::new());
         }
         let deadline = Instant::now() + LEASE_WAIT;
         let mut exact = vec![false; actions.len()];
         loop {
-            let now = unix_ms();
             let mut taken = Vec::new();
             let mut wait = None;
             for (i, a) in actions.iter().enumerate() {
                 let Some((map, key, limit)) = self.leasable(a).filter(|_| !exact[i]) else {
                     continue;
                 };
-                match map.try_take(key, &[limit], Some(now)) {
+                match map.try_take(key, &[limit], None) {
                     Ok(Take::Permit(reply)) => taken.push(Taken {
                         index: i,
                         reply,
                         map: map.clone(),
                     }),
-                    Ok(Take::Exact) => {}
+                    Ok(Take::Exact | Take::Refused(_)) => {}
                     Ok(Take::Wait(w)) => {
                         wait = Some((i, w));
                         break;
@@ -119,10 +116,11 @@ impl Leases {
                         *mode = Mode::Leased;
                     }
                 }
-                return Ok((now, taken));
+                return Ok(taken);
             };
             give_back(actions, taken).await;
             match tokio::time::timeout_at(deadline.into(), w.wait()).await {
+                // Granted, or refused: the next pass takes a permit or finds the refusal.
                 Ok(Ok(true)) => {}
                 // Refused (or too late to use): this descriptor goes in the exact call.
                 Ok(Ok(false)) => exact[i] = true,
@@ -176,6 +174,18 @@ pub async fn close(maps: Vec<LeaseMap>) -> Result<u64, Error> {
         Some(e) => Err(e),
         None => Ok(back),
     }
+}
+
+/// Whether a permit's lease ended at or before the `now` of a call that charged the same request
+/// (`charged`: descriptor, `now`): handed out too late for that request.
+pub fn late(taken: &[Taken], charged: &[(usize, u64)]) -> bool {
+    let Some(latest) = charged.iter().map(|&(_, now)| now).max() else {
+        return false;
+    };
+    taken
+        .iter()
+        .filter_map(|t| t.reply.charge.as_ref())
+        .any(|c| c.logged_at() <= latest)
 }
 
 /// Permits of a request that is not admitted go back into their leases (no call while the lease

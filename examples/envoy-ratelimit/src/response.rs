@@ -207,6 +207,7 @@ mod tests {
             refused: true,
             seen: vec![Some(ROOM), Some(FULL), Some(FULL), None, None],
             round_trips: 1,
+            charged: Vec::new(),
         };
         let (rows, refused) = rows(&acts, Some(&o), OnRedisError::Open);
         let overs: Vec<bool> = rows.iter().map(|r| r.over).collect();
@@ -241,6 +242,7 @@ mod tests {
             refused: true,
             seen: vec![Some(never)],
             round_trips: 1,
+            charged: Vec::new(),
         };
         let (rows, _) = rows(&acts, Some(&o), OnRedisError::Open);
         assert_eq!(

@@ -10,7 +10,7 @@ use crate::response::{self, HeaderForms};
 use crate::store::{Outcome, Seen, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use slidingwindow_client::{ErrorLog, MapStats, unix_ms};
+use slidingwindow_client::{ErrorLog, MapStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -141,14 +141,34 @@ impl Shared {
             &req.descriptors,
         )
         .map_err(|e| Status::invalid_argument(e.0))?;
-        // The service's clock, passed to every call: the refunds' AT and the statuses use it too.
-        // The leases hand their permits out at that reading. A lease call that failed leaves
-        // every descriptor to the exact call, whose own failure (if Redis is down) decides.
-        let (now, taken) = leases
-            .take(&mut actions)
-            .await
-            .unwrap_or_else(|_| (unix_ms(), Vec::new()));
-        let outcome = match self.store.run(&actions, now, &self.metrics).await {
+        // Every call on Redis's clock. A lease call that failed leaves every descriptor to the
+        // exact call, whose own failure (if Redis is down) decides.
+        let mut taken = leases.take(&mut actions).await.unwrap_or_default();
+        let mut result = self.store.run(&actions, &self.metrics).await;
+        if let Ok(o) = &result
+            && !o.refused
+            && leases::late(&taken, &o.charged)
+        {
+            // A permit is good until its lease's end, and the request's exact call was decided at
+            // or after it: everything goes back and exact calls alone decide the request.
+            let charged = o.charged.clone();
+            let indexes: Vec<usize> = taken.iter().map(|t| t.index).collect();
+            leases::give_back(&actions, std::mem::take(&mut taken)).await;
+            for i in indexes {
+                if let Some(Action::Count { mode, .. }) = actions.get_mut(i) {
+                    *mode = Mode::Charge;
+                }
+            }
+            result = match self
+                .store
+                .take_back(&actions, &charged, &self.metrics)
+                .await
+            {
+                Ok(()) => self.store.run(&actions, &self.metrics).await,
+                Err(e) => Err(e),
+            };
+        }
+        let outcome = match result {
             Ok(mut o) => {
                 if o.round_trips > 0 {
                     self.failures.succeeded();

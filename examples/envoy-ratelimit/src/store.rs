@@ -1,8 +1,10 @@
-//! The Redis side of one request, all at the service's `now`: usually one call, the request's
-//! `SLIDINGWINDOW.ALLOWALL ... DETAIL`, whose reply holds every descriptor's state. Looks
-//! (hits_addend 0), shadow and quota descriptors, refunds, and requests that need several
-//! ALLOWALLs add their calls to the same MULTI/EXEC; a request refused after some of its charges
-//! were admitted takes them back in a second one.
+//! The Redis side of one request, every call on Redis's clock (`now` = `*`, so that any number of
+//! services stays exact with the module's default `slidingwindow.lateness 0`): usually one call,
+//! the request's `SLIDINGWINDOW.ALLOWALL ... * DETAIL`, whose reply holds every descriptor's
+//! state and the `now` Redis used. Looks (hits_addend 0), shadow and quota descriptors, refunds,
+//! and requests that need several ALLOWALLs add their calls to the same MULTI/EXEC; a request
+//! refused after some of its charges were admitted takes them back in a second one, each
+//! `REFUND ... AT` the `now` its charge was logged at.
 
 use crate::metrics::Metrics;
 use crate::plan::{self, Action, Mode};
@@ -38,6 +40,8 @@ pub struct Outcome {
     pub seen: Vec<Option<Seen>>,
     /// Redis round trips made.
     pub round_trips: usize,
+    /// What the request's calls charged and kept (descriptor, the `now` it was logged at).
+    pub charged: Vec<(usize, u64)>,
 }
 
 pub struct Store {
@@ -81,18 +85,13 @@ impl Store {
             .map(drop)
     }
 
-    /// Runs the request's calls at `now` (ms).
-    pub async fn run(
-        &self,
-        actions: &[Action],
-        now: u64,
-        metrics: &Metrics,
-    ) -> Result<Outcome, Error> {
+    /// Runs the request's calls on Redis's clock.
+    pub async fn run(&self, actions: &[Action], metrics: &Metrics) -> Result<Outcome, Error> {
         #[cfg(feature = "bench-floor")]
         if actions.iter().any(|a| matches!(a, Action::Count { .. })) {
             return self.floor(actions).await;
         }
-        let at = Now::Ms(now);
+        let at = Now::Server;
         let known_refusal = actions.iter().any(Action::refuses_all);
         let groups = if known_refusal {
             Vec::new()
@@ -155,7 +154,8 @@ impl Store {
                 Mode::Charge if limit.shadow || (limit.quota && !known_refusal) => {
                     let check = Check::new(key, std::slice::from_ref(l))
                         .now(at)
-                        .cost(clamp(*cost));
+                        .cost(clamp(*cost))
+                        .detail(true);
                     calls.push((Slot::Own(i), Some(Call::allow(&check)?)));
                 }
                 // Nothing is charged when a zero limit refuses the request: the others' logs
@@ -174,6 +174,7 @@ impl Store {
             refused: false,
             seen: vec![None; actions.len()],
             round_trips: 0,
+            charged: Vec::new(),
         };
         let answers = self
             .send(actions, &calls, at, metrics, &mut outcome)
@@ -204,6 +205,8 @@ impl Store {
                     }
                     if r.allowed {
                         admitted_groups.push(g);
+                        let now = logged_at(&r)?;
+                        outcome.charged.extend(members.iter().map(|&m| (m, now)));
                     }
                 }
                 (Slot::Own(i), Answer::Reply(r)) => {
@@ -217,8 +220,12 @@ impl Store {
                         r.count
                     };
                     outcome.seen[i] = Some(seen(state(&r), before, !r.allowed));
-                    if r.allowed && actions[i].limit().is_some_and(|l| !l.shadow) {
-                        own_admitted.push(i);
+                    if r.allowed {
+                        let now = logged_at(&r)?;
+                        outcome.charged.push((i, now));
+                        if actions[i].limit().is_some_and(|l| !l.shadow) {
+                            own_admitted.push((i, now));
+                        }
                     }
                 }
                 (_, Answer::Removed(_)) => {
@@ -235,13 +242,17 @@ impl Store {
         );
         if outcome.refused {
             // All or nothing: what was charged for this request is taken back.
-            let mut undo: Vec<usize> = admitted_groups
+            let mut undo: Vec<(usize, u64)> = outcome
+                .charged
                 .iter()
-                .flat_map(|&g| groups[g].1.iter().copied())
+                .filter(|(m, _)| admitted_groups.iter().any(|&g| groups[g].1.contains(m)))
+                .copied()
                 .collect();
             undo.extend(own_admitted);
+            // What stays charged: shadow descriptors' own calls.
+            outcome.charged.retain(|c| !undo.contains(c));
             if !undo.is_empty() {
-                self.undo(actions, &limits, &undo, at, metrics, &mut outcome)
+                self.undo(actions, &limits, &undo, metrics, &mut outcome)
                     .await?;
             }
         }
@@ -270,6 +281,7 @@ impl Store {
             refused: false,
             seen,
             round_trips: 1,
+            charged: Vec::new(),
         })
     }
 
@@ -313,25 +325,40 @@ impl Store {
         result
     }
 
-    /// Takes back the charges of `undo` (REFUND AT now) and reads their logs again.
+    /// Takes back what a request charged (each `REFUND ... AT` the `now` it was logged at), in
+    /// one MULTI/EXEC.
+    pub async fn take_back(
+        &self,
+        actions: &[Action],
+        charged: &[(usize, u64)],
+        metrics: &Metrics,
+    ) -> Result<(), Error> {
+        if charged.is_empty() {
+            return Ok(());
+        }
+        let mut batch = Batch::transaction();
+        refunds(&mut batch, actions, charged)?;
+        let started = Instant::now();
+        let answers = self.client.exec(&batch).await;
+        metrics.redis_latency.observe(started.elapsed());
+        answers?.into_iter().try_for_each(|a| a.map(drop))
+    }
+
+    /// Takes back the charges of `undo` (REFUND AT the `now` each was logged at) and reads their
+    /// logs again.
     async fn undo(
         &self,
         actions: &[Action],
         limits: &[Option<Limit>],
-        undo: &[usize],
-        at: Now,
+        undo: &[(usize, u64)],
         metrics: &Metrics,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
         let mut batch = Batch::transaction();
-        for &m in undo {
-            if let Action::Count { key, cost, .. } = &actions[m] {
-                batch.refund(&Refund::new(key, clamp(*cost)).at(at))?;
-            }
-        }
-        for &m in undo {
+        refunds(&mut batch, actions, undo)?;
+        for &(m, _) in undo {
             if let (Action::Count { key, cost, .. }, Some(l)) = (&actions[m], limits[m]) {
-                batch.call(as_is(key, l, clamp(*cost), at)?);
+                batch.call(as_is(key, l, clamp(*cost), Now::Server)?);
             }
         }
         let started = Instant::now();
@@ -339,7 +366,7 @@ impl Store {
         let answers = self.client.exec(&batch).await;
         metrics.redis_latency.observe(started.elapsed());
         let mut answers = answers?.into_iter().skip(undo.len());
-        for &m in undo {
+        for &(m, _) in undo {
             let r = answers
                 .next()
                 .unwrap_or_else(|| Err(Error::Reply("fewer answers than calls".into())))?
@@ -353,6 +380,24 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// `REFUND key cost AT now` for each charge.
+fn refunds(batch: &mut Batch, actions: &[Action], charged: &[(usize, u64)]) -> Result<(), Error> {
+    for &(m, now) in charged {
+        if let Action::Count { key, cost, .. } = &actions[m] {
+            batch.refund(&Refund::new(key, clamp(*cost)).at(Now::Ms(now)))?;
+        }
+    }
+    Ok(())
+}
+
+/// The `now` an admitted call logged its request at: DETAIL's.
+fn logged_at(r: &Reply) -> Result<u64, Error> {
+    r.detail
+        .as_ref()
+        .map(|d| d.now_ms)
+        .ok_or_else(|| Error::Reply("no now in a DETAIL reply".into()))
 }
 
 /// Whether the request is refused: an enforced descriptor over its limit (a zero limit, a

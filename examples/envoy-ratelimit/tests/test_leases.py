@@ -56,9 +56,9 @@ def most_in_a_window(spans: list[tuple[int, int]], window_ms: int) -> int:
     return most
 
 
-def load(s: Service, seconds: float, threads: int, descriptors_of) -> tuple[list, list]:
-    """`threads` clients asking as fast as they can for `seconds`: each request's descriptors
-    from descriptors_of(thread, i). Answers [(sent_ms, answered_ms, descriptors, response)] and
+def load(s: Service, seconds: float, threads: int, descriptors_of, most: int = 100_000) -> tuple[list, list]:
+    """`threads` clients asking as fast as they can for `seconds` (each at most `most` times):
+    each request's descriptors from descriptors_of(thread, i). Answers [(sent_ms, answered_ms, descriptors, response)] and
     any failure."""
     answers, failures = [], []
     lock = threading.Lock()
@@ -69,7 +69,7 @@ def load(s: Service, seconds: float, threads: int, descriptors_of) -> tuple[list
         with grpc.insecure_channel(s.addr) as ch:
             stub = RateLimitServiceSyncStub(ch)
             i = 0
-            while time.monotonic() < stop:
+            while time.monotonic() < stop and i < most:
                 descs = descriptors_of(t, i)
                 i += 1
                 sent = math.floor(time.time() * 1000)

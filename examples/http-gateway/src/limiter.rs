@@ -1,17 +1,21 @@
 //! The verdict on each request. Its keys are the identity's (`--limit`), its tenant's
-//! (`--tenant-limit`) and the global one (`--global-limit`). With `--lease`, a busy tenant or
-//! global key gives its permit from memory first; the keys left go in one exact call
-//! (SLIDINGWINDOW.ALLOW on one key, ALLOWALL on several) at the same `now`, and if that call
-//! refuses, the permits go back into their leases: a request is charged to every key or to none.
-//! Then the deny cache, the admission log and the refunds.
+//! (`--tenant-limit`) and the global one (`--global-limit`). Every call is decided on Redis's
+//! clock (`now` = `*`, with DETAIL for the `now` it used), so any number of gateways stays exact
+//! with the module's default `slidingwindow.lateness 0`. With `--lease`, a busy tenant or global
+//! key gives its permit (or a remembered refusal) from memory first; the keys left go in one
+//! exact call (SLIDINGWINDOW.ALLOW on one key, ALLOWALL on several), and if that call refuses,
+//! the permits go back into their leases: a request is charged to every key or to none. A permit
+//! is only good until its lease's end: if the exact call was decided at or after it, the request
+//! is taken back and decided again by exact calls alone. Then the deny cache, the admission log
+//! and the refunds.
 
 use crate::abandoned::{Abandoned, Outcome};
 use crate::admissions::AdmissionLog;
 use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use slidingwindow_client::{
-    Call, Charge as Permit, Check, CheckAll, Client, Clock, Error, ErrorLog, Keyed, LeaseConfig,
-    LeaseMap, LeaseMapConfig, LeaseReply, Now, Options, Pending, Reply, Take, unix_ms,
+    Call, Charge as Permit, Check, CheckAll, Client, Error, ErrorLog, Keyed, LeaseConfig, LeaseMap,
+    LeaseMapConfig, LeaseReply, Now, Options, Pending, Reply, Take,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -145,13 +149,12 @@ impl Keys {
     }
 }
 
-/// What an admitted request cost: the keys its exact call logged at `now_ms` (the gateway's
-/// clock), and the permits it took from leases.
+/// What an admitted request cost: the keys its exact calls logged, each at the `now` its call
+/// used (Redis's clock, from DETAIL), and the permits it took from leases.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Charge {
     keys: Keys,
-    now_ms: u64,
-    exact: [bool; 3],
+    exact: [Option<u64>; 3],
     leased: [Option<Permit>; 3],
 }
 
@@ -180,12 +183,20 @@ pub struct Started {
     attempt: Attempt,
 }
 
-/// One pass over a request's leases: the permits taken at a time, or a lease call to wait for
-/// (the permits taken so far go back first), or an error.
+/// One pass over a request's leases: the permits taken, or a lease call to wait for, or a key's
+/// refusal from memory, or an error (in the last three, the permits taken so far go back first).
 enum Attempt {
-    Taken(u64, [Option<LeaseReply>; 3]),
+    Taken([Option<LeaseReply>; 3]),
     Wait([Option<LeaseReply>; 3], Part, Pending),
+    Refused([Option<LeaseReply>; 3], Part, Box<LeaseReply>),
     Failed([Option<LeaseReply>; 3], Error),
+}
+
+/// How [`Limiter::settle`] ended.
+enum Settled {
+    Done(Verdict),
+    /// A permit's lease ended before the exact call's `now`: everything was taken back.
+    Late,
 }
 
 pub struct Limiter {
@@ -247,8 +258,8 @@ impl Limiter {
             Some(spec) => {
                 // The leases' own refunds (unused permits at a lease's end) make room too.
                 let cache = deny.clone();
+                // On Redis's clock (the default): no lateness needed however many gateways.
                 let lease = LeaseConfig::new(spec.size, spec.duration_ms)
-                    .clock(Clock::system())
                     .when_busy(true)
                     .on_refund(Arc::new(move |key: &[u8]| {
                         if let Some(c) = &cache {
@@ -334,11 +345,11 @@ impl Limiter {
         }
     }
 
-    /// The exact call on `parts`' keys at `now_ms`: `SLIDINGWINDOW.ALLOW key w0 max0 now
-    /// [LIMIT w max]...` for one key, `SLIDINGWINDOW.ALLOWALL n key... now LIMIT keyno w max...`
-    /// for several.
-    fn call(&self, keys: &Keys, parts: &[Part], now_ms: u64) -> Result<Call, Error> {
-        let now = Now::Ms(now_ms);
+    /// The exact call on `parts`' keys at Redis's clock: `SLIDINGWINDOW.ALLOW key w0 max0 *
+    /// [LIMIT w max]... DETAIL` for one key, `SLIDINGWINDOW.ALLOWALL n key... * DETAIL LIMIT keyno
+    /// w max...` for several.
+    fn call(&self, keys: &Keys, parts: &[Part]) -> Result<Call, Error> {
+        let now = Now::Server;
         let empty: &[u8] = b"";
         let mut keyed = [Keyed::new(empty, &[]); 3];
         let mut n = 0;
@@ -347,8 +358,8 @@ impl Limiter {
             n += 1;
         }
         match &keyed[..n] {
-            [one] => Call::allow(&Check::new(one.key, one.limits).now(now)),
-            all => Call::allow_all(&CheckAll::new(all).now(now)),
+            [one] => Call::allow(&Check::new(one.key, one.limits).now(now).detail(true)),
+            all => Call::allow_all(&CheckAll::new(all).now(now).detail(true)),
         }
     }
 
@@ -381,19 +392,19 @@ impl Limiter {
             return Start::Done(self.failed(&"too many calls still waiting for Redis"));
         }
         let attempt = match &self.leases {
-            None => Attempt::Taken(unix_ms(), [None, None, None]),
+            None => Attempt::Taken([None, None, None]),
             Some(map) => self.try_leases(map, &keys, &[false; 3]),
         };
-        if let Attempt::Taken(now_ms, leased) = &attempt
+        if let Attempt::Taken(leased) = &attempt
             && !PARTS
                 .iter()
                 .any(|&p| keys.get(p).is_some() && leased[p as usize].is_none())
             && let Some(decision) = self.leased_decision(leased)
         {
-            let (now_ms, Attempt::Taken(_, leased)) = (*now_ms, attempt) else {
+            let Attempt::Taken(leased) = attempt else {
                 unreachable!("matched above")
             };
-            return Start::Done(self.admit(keys, now_ms, decision, [false; 3], leased));
+            return Start::Done(self.admit(keys, decision, [None; 3], leased));
         }
         Start::Pending(Box::new(Started { keys, at, attempt }))
     }
@@ -402,18 +413,36 @@ impl Limiter {
     pub async fn finish(&self, started: Box<Started>) -> Verdict {
         let Started { keys, at, attempt } = *started;
         let deadline = at + REQUEST_DEADLINE;
-        let (now_ms, mut leased) = match self.take_leased(&keys, deadline, attempt).await {
+        let leased = match self.take_leased(&keys, deadline, attempt).await {
             Ok(taken) => taken,
             Err(verdict) => return verdict,
         };
-        // What the leases gave, then the keys they did not cover: one exact call at the same now.
+        match self.settle(&keys, at, deadline, leased).await {
+            Settled::Done(verdict) => verdict,
+            // Without permits every key is in the exact calls: never late again.
+            Settled::Late => match self.settle(&keys, at, deadline, [None, None, None]).await {
+                Settled::Done(verdict) => verdict,
+                Settled::Late => unreachable!("no permit to be late for"),
+            },
+        }
+    }
+
+    /// What the leases gave, then the keys they did not cover: one exact call on Redis's clock
+    /// (two in a cluster, the global key's slot apart). A permit whose lease ended at or before
+    /// that call's `now` was handed out too late for it: everything is taken back ([`Settled::Late`]).
+    async fn settle(
+        &self,
+        keys: &Keys,
+        at: Instant,
+        deadline: Instant,
+        mut leased: [Option<LeaseReply>; 3],
+    ) -> Settled {
         let mut decision = self.leased_decision(&leased);
-        let mut exact = [false; 3];
+        let mut exact = [None; 3];
         let mut parts = [Part::Identity; 3];
         let mut n = 0;
         for p in PARTS {
             if keys.get(p).is_some() && leased[p as usize].is_none() {
-                exact[p as usize] = true;
                 parts[n] = p;
                 n += 1;
             }
@@ -426,33 +455,52 @@ impl Limiter {
             true => [&parts[n - 1..], &parts[..n - 1]],
             false => [parts, &[]],
         };
-        let mut done: &[Part] = &[];
-        for group in groups.into_iter().filter(|g| !g.is_empty()) {
-            let reply = match self.exact(&keys, group, now_ms, deadline).await {
-                Ok(reply) => reply,
+        let mut done: [(&[Part], u64); 2] = [(&[], 0); 2];
+        for (g, group) in groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, g)| !g.is_empty())
+        {
+            let (reply, now_ms) = match self.exact(keys, group, deadline).await {
+                Ok(answer) => answer,
                 Err(verdict) => {
-                    Box::pin(self.undo(&keys, done, now_ms, &mut leased)).await;
-                    return verdict;
+                    Box::pin(self.undo(keys, &done, &mut leased)).await;
+                    return Settled::Done(verdict);
                 }
             };
             let d = self.decision(group, &reply);
             decision = Some(decision.map_or(d, |prev| prev.and(d)));
             if !reply.allowed {
-                Box::pin(self.undo(&keys, done, now_ms, &mut leased)).await;
+                Box::pin(self.undo(keys, &done, &mut leased)).await;
                 let d = decision.map_or(d, |all| Decision {
                     allowed: false,
                     ..all
                 });
-                self.remember(&keys, at, &d);
-                return Verdict::Refuse(d);
+                self.remember(keys, at, &d);
+                return Settled::Done(Verdict::Refuse(d));
             }
-            done = group;
+            done[g] = (group, now_ms);
+            for &p in group {
+                exact[p as usize] = Some(now_ms);
+            }
+        }
+        let latest = exact.iter().flatten().max().copied();
+        let late = latest.is_some_and(|now| {
+            leased
+                .iter()
+                .flatten()
+                .filter_map(|r| r.charge.as_ref())
+                .any(|c| c.logged_at() <= now)
+        });
+        if late {
+            Box::pin(self.undo(keys, &done, &mut leased)).await;
+            return Settled::Late;
         }
         let Some(decision) = decision else {
             // No key at all: the layer is only installed with limits.
-            return Verdict::Unchecked;
+            return Settled::Done(Verdict::Unchecked);
         };
-        self.admit(keys, now_ms, decision, exact, leased)
+        Settled::Done(self.admit(keys.clone(), decision, exact, leased))
     }
 
     /// The part of a request's answer its leases' permits give.
@@ -468,65 +516,76 @@ impl Limiter {
         decision
     }
 
-    /// An admitted request: its line in the admission log, and what it cost.
+    /// An admitted request: its line in the admission log (at its exact call's `now`, else at the
+    /// latest of its permits' handout times: Redis's clock), and what it cost.
     fn admit(
         &self,
         keys: Keys,
-        now_ms: u64,
         decision: Decision,
-        exact: [bool; 3],
+        exact: [Option<u64>; 3],
         leased: [Option<LeaseReply>; 3],
     ) -> Verdict {
         if let Some(log) = &self.admissions {
-            log.admitted(now_ms, keys.first());
+            let at_ms = exact
+                .iter()
+                .flatten()
+                .copied()
+                .max()
+                .or_else(|| leased.iter().flatten().map(|r| r.at_ms).max())
+                .unwrap_or(0);
+            log.admitted(at_ms, keys.first());
         }
         Verdict::Admit(
             decision,
             Charge {
                 keys,
-                now_ms,
                 exact,
                 leased: leased.map(|r| r.and_then(|r| r.charge)),
             },
         )
     }
 
-    /// One pass over the busy shared keys' leases (those not in `exact`), handing out every
-    /// permit at one reading of the gateway's clock.
+    /// One pass over the busy shared keys' leases (those not in `exact`).
     fn try_leases(&self, map: &LeaseMap, keys: &Keys, exact: &[bool; 3]) -> Attempt {
-        let now_ms = unix_ms();
         let mut taken: [Option<LeaseReply>; 3] = [None, None, None];
         for p in SHARED {
             let Some(key) = keys.get(p).filter(|_| !exact[p as usize]) else {
                 continue;
             };
-            match map.try_take(key, self.limits_of(p), Some(now_ms)) {
+            match map.try_take(key, self.limits_of(p), None) {
                 Ok(Take::Permit(r)) => taken[p as usize] = Some(r),
                 Ok(Take::Exact) => {}
                 Ok(Take::Wait(w)) => return Attempt::Wait(taken, p, w),
+                Ok(Take::Refused(r)) => return Attempt::Refused(taken, p, Box::new(r)),
                 Err(e) => return Attempt::Failed(taken, e),
             }
         }
-        Attempt::Taken(now_ms, taken)
+        Attempt::Taken(taken)
     }
 
-    /// A permit from the lease of each busy shared key, all handed out at one reading of the
-    /// gateway's clock, which the request's exact call then passes as `now`. A key whose lease
-    /// call is in flight is waited for (within the request's deadline), and every permit taken
-    /// meanwhile goes back first, so that the permits and the exact call share one time.
+    /// A permit from the lease of each busy shared key. A key whose lease call is in flight is
+    /// waited for (within the request's deadline), and every permit taken meanwhile goes back
+    /// first (a permit is only good until its lease's end: none is held while waiting). A key
+    /// refused from memory refuses the request, without a call.
     async fn take_leased(
         &self,
         keys: &Keys,
         deadline: Instant,
         mut attempt: Attempt,
-    ) -> Result<(u64, [Option<LeaseReply>; 3]), Verdict> {
+    ) -> Result<[Option<LeaseReply>; 3], Verdict> {
         let mut exact = [false; 3];
         loop {
             let (p, w) = match attempt {
-                Attempt::Taken(now_ms, taken) => return Ok((now_ms, taken)),
+                Attempt::Taken(taken) => return Ok(taken),
                 Attempt::Failed(mut taken, e) => {
                     Box::pin(self.give_back(keys, &mut taken)).await;
                     return Err(self.failed(&e));
+                }
+                Attempt::Refused(mut taken, p, r) => {
+                    Box::pin(self.give_back(keys, &mut taken)).await;
+                    let mut d = Decision::from(&r.reply);
+                    d.limit += self.offsets[p as usize];
+                    return Err(Verdict::Refuse(d));
                 }
                 Attempt::Wait(mut taken, p, w) => {
                     Box::pin(self.give_back(keys, &mut taken)).await;
@@ -543,7 +602,7 @@ impl Limiter {
                 }
             }
             let Some(map) = &self.leases else {
-                return Ok((unix_ms(), [None, None, None]));
+                return Ok([None, None, None]);
             };
             attempt = self.try_leases(map, keys, &exact);
         }
@@ -562,18 +621,16 @@ impl Limiter {
         }
     }
 
-    /// The exact call on `parts`, waited for until the request's deadline; a call abandoned then
-    /// goes on in the background and is refunded if it turns out admitted.
+    /// The exact call on `parts`, waited for until the request's deadline: its reply and the
+    /// `now` Redis used. A call abandoned then goes on in the background and is refunded (at its
+    /// `now`) if it turns out admitted.
     async fn exact(
         &self,
         keys: &Keys,
         parts: &[Part],
-        now_ms: u64,
         deadline: Instant,
-    ) -> Result<Reply, Verdict> {
-        let call = self
-            .call(keys, parts, now_ms)
-            .map_err(|e| self.failed(&e))?;
+    ) -> Result<(Reply, u64), Verdict> {
+        let call = self.call(keys, parts).map_err(|e| self.failed(&e))?;
         let client = self.client.clone();
         let mut call = Box::pin(async move { client.call(&call).await });
         let reply = match tokio::time::timeout_at(deadline.into(), &mut call).await {
@@ -585,7 +642,10 @@ impl Limiter {
                     .collect();
                 self.abandoned.watch(self.client.clone(), async move {
                     match call.await {
-                        Ok(r) if r.allowed => Outcome::Admitted(charged, now_ms),
+                        Ok(r) if r.allowed => match r.detail {
+                            Some(d) => Outcome::Admitted(charged, d.now_ms),
+                            None => Outcome::Unknown,
+                        },
                         Ok(_) => Outcome::NotCharged,
                         // The link failed: the command may or may not have run.
                         Err(e) if e.may_have_run() => Outcome::Unknown,
@@ -598,29 +658,32 @@ impl Limiter {
             }
         };
         match reply {
-            Ok(r) => {
+            Ok(mut r) => {
                 self.log.succeeded();
-                Ok(r)
+                // DETAIL was asked for: the reply parser checked it is there.
+                let now_ms = r.detail.take().map_or(0, |d| d.now_ms);
+                Ok((r, now_ms))
             }
             Err(e) => Err(self.failed(&e)),
         }
     }
 
     /// A request that will not be admitted after all: its leases' permits go back, and the keys
-    /// an earlier exact call of it charged (`done`) are refunded at its `now`.
+    /// its exact calls charged (`done`: each call's keys and `now`) are refunded at that `now`.
     async fn undo(
         &self,
         keys: &Keys,
-        done: &[Part],
-        now_ms: u64,
+        done: &[(&[Part], u64)],
         leased: &mut [Option<LeaseReply>; 3],
     ) {
         self.give_back(keys, leased).await;
-        let charged: Vec<&[u8]> = done.iter().filter_map(|&p| keys.get(p)).collect();
-        if !charged.is_empty()
-            && let Err(e) = self.client.refund_all(&charged, 1, Now::Ms(now_ms)).await
-        {
-            eprintln!("gateway: refund failed: {e}");
+        for &(group, now_ms) in done {
+            let charged: Vec<&[u8]> = group.iter().filter_map(|&p| keys.get(p)).collect();
+            if !charged.is_empty()
+                && let Err(e) = self.client.refund_all(&charged, 1, Now::Ms(now_ms)).await
+            {
+                eprintln!("gateway: refund failed: {e}");
+            }
         }
     }
 
@@ -636,12 +699,12 @@ impl Limiter {
         }
     }
 
-    /// Takes an admitted request back: `REFUND key 1 AT now` on each key its exact call charged,
-    /// its leases' permits given back; the deny cache forgets what the charge may have caused.
+    /// Takes an admitted request back: `REFUND key 1 AT now` on each key its exact calls charged
+    /// (at that call's `now`), its leases' permits given back; the deny cache forgets what the
+    /// charge may have caused.
     pub async fn refund(&self, charge: Charge) {
         let Charge {
             keys,
-            now_ms,
             exact,
             mut leased,
         } = charge;
@@ -654,14 +717,15 @@ impl Limiter {
             }
         }
         // The global key apart: in a cluster it has a slot of its own.
+        // The identity's and the tenant's keys are always in one call: one `now`.
         for group in [&PARTS[..2], &PARTS[2..]] {
-            let charged: Vec<&[u8]> = group
+            let charged: Vec<(&[u8], u64)> = group
                 .iter()
-                .filter(|&&p| exact[p as usize])
-                .filter_map(|&p| keys.get(p))
+                .filter_map(|&p| Some((keys.get(p)?, exact[p as usize]?)))
                 .collect();
-            if !charged.is_empty()
-                && let Err(e) = self.client.refund_all(&charged, 1, Now::Ms(now_ms)).await
+            let names: Vec<&[u8]> = charged.iter().map(|&(k, _)| k).collect();
+            if let Some(&(_, now_ms)) = charged.first()
+                && let Err(e) = self.client.refund_all(&names, 1, Now::Ms(now_ms)).await
             {
                 eprintln!("gateway: refund failed: {e}");
             }
@@ -711,42 +775,6 @@ impl Limiter {
                 Err(e) => eprintln!("gateway: leases closed, a refund failed: {e}"),
             }
         }
-    }
-
-    /// Warns once, in the background, when Redis's `slidingwindow.lateness` does not cover the
-    /// disorder of the gateway's calls (stamped with its clock, sent concurrently): up to the
-    /// request deadline, or a lease's duration if longer.
-    pub fn check_lateness(self: &Arc<Self>, lease_ms: Option<u64>) {
-        let need = lease_ms
-            .unwrap_or(0)
-            .max(REQUEST_DEADLINE.as_millis() as u64);
-        let this = self.clone();
-        tokio::spawn(async move {
-            let mut cmd = slidingwindow_client::redis::cmd("INFO");
-            cmd.arg("slidingwindow");
-            let info = match this.client.command(&cmd, GLOBAL_KEY).await {
-                Ok(slidingwindow_client::redis::Value::BulkString(b)) => b,
-                Ok(slidingwindow_client::redis::Value::VerbatimString { text, .. }) => {
-                    text.into_bytes()
-                }
-                _ => return,
-            };
-            let text = String::from_utf8_lossy(&info);
-            let lateness = text.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.trim_start_matches("slidingwindow_")
-                    .eq("lateness")
-                    .then(|| v.trim().parse::<u64>().ok())?
-            });
-            if lateness.is_none_or(|g| g < need) {
-                eprintln!(
-                    "gateway: redis has slidingwindow.lateness {}: the gateway stamps its own clock \
-                     and its calls can reach Redis up to {need} ms out of order; set it to at least \
-                     {need} (plus the clock difference between gateways), see the README's \"Clock\"",
-                    lateness.map_or("unknown".to_string(), |g| format!("{g} ms"))
-                );
-            }
-        });
     }
 
     fn failed(&self, err: &dyn std::fmt::Display) -> Verdict {
@@ -869,13 +897,14 @@ mod tests {
         let keys = one.keys(b"k", None);
         assert_eq!(keys.first(), b"rl:{k}");
         assert_eq!(
-            text(one.call(&keys, &all(&keys), 1234).unwrap().cmd()),
+            text(one.call(&keys, &all(&keys)).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOW",
                 "rl:{k}",
                 "1",
                 "10",
-                "1234",
+                "*",
+                "DETAIL",
                 "LIMIT",
                 "60",
                 "100"
@@ -896,14 +925,15 @@ mod tests {
         assert_eq!(keys.get(Part::Tenant), Some(&b"rl:{acme}"[..]));
         assert_eq!(keys.get(Part::Global), Some(GLOBAL_KEY));
         assert_eq!(
-            text(both.call(&keys, &all(&keys), 99).unwrap().cmd()),
+            text(both.call(&keys, &all(&keys)).unwrap().cmd()),
             [
                 "SLIDINGWINDOW.ALLOWALL",
                 "3",
                 "rl:{acme}:k",
                 "rl:{acme}",
                 "rl:global",
-                "99",
+                "*",
+                "DETAIL",
                 "LIMIT",
                 "1",
                 "1",
@@ -939,8 +969,8 @@ mod tests {
         assert_eq!(keys.first(), b"rl:{acme}");
         assert_eq!(keys.get(Part::Identity), None);
         assert_eq!(
-            text(tenant_only.call(&keys, &all(&keys), 7).unwrap().cmd()),
-            ["SLIDINGWINDOW.ALLOW", "rl:{acme}", "1", "5", "7"]
+            text(tenant_only.call(&keys, &all(&keys)).unwrap().cmd()),
+            ["SLIDINGWINDOW.ALLOW", "rl:{acme}", "1", "5", "*", "DETAIL"]
         );
         let global_only = limiter(&["--global-limit", "5/1s"]);
         let keys = global_only.keys(b"k", None);

@@ -45,7 +45,6 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("gateway: no --limit given: requests are not rate limited");
     } else {
         let l = Arc::new(limiter::Limiter::new(&cfg)?);
-        l.check_lateness(cfg.lease.map(|l| l.duration_ms));
         app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg));
         limiter = Some(l);
     }

@@ -1,7 +1,8 @@
 //! End to end, `--global-limit` and `--lease`: a busy shared key leased and a quiet one exact,
 //! a tenant's permit taken from its lease only when the identity's own exact call admits (a
 //! request charged to every key or to none), a lease refused near the limit, unused permits
-//! back at each lease's end and on SIGTERM, the admission log, the lateness warning.
+//! back at each lease's end and on SIGTERM, the admission log on Redis's clock, no lateness
+//! needed (the module's defaults).
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -10,16 +11,9 @@ mod support;
 use common::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
 use support::*;
 
-/// A server whose lateness covers the gateway's disorder (its README's rule: the request
-/// deadline, 1 s, or the lease's duration if longer).
-fn redis_with(lateness_ms: u64) -> Server {
-    Server::builder()
-        .args(["--slidingwindow.lateness", &lateness_ms.to_string()])
-        .start()
-}
-
+/// A server with the module's defaults (lateness 0): the gateway decides on Redis's clock.
 fn redis() -> Server {
-    redis_with(60_000)
+    Server::start()
 }
 
 fn temp_path(name: &str) -> std::path::PathBuf {
@@ -121,8 +115,8 @@ fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
         "{text}"
     );
     let _ = std::fs::remove_file(&log);
-    // No lateness warning: the server's covers the gateway's disorder.
-    assert!(!gw.log().contains("slidingwindow.lateness"), "{}", gw.log());
+    // No lateness warning: the gateway needs none.
+    assert!(!gw.log().contains("lateness"), "{}", gw.log());
 }
 
 #[test]
@@ -203,7 +197,7 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
 }
 
 #[test]
-fn near_the_tenants_limit_its_lease_is_refused_and_requests_are_exact() {
+fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory() {
     let redis = redis();
     let gw = Gateway::start(
         &redis,
@@ -220,9 +214,11 @@ fn near_the_tenants_limit_its_lease_is_refused_and_requests_are_exact() {
     );
     let get = |who: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", who)]);
     let statuses: Vec<u16> = (0..8).map(|i| get(&format!("u{i}")).status).collect();
-    // Four exact, a lease of 5 that does not fit (4 + 5 > 6), so two more exact, then the tenant
-    // refuses: every last permit handed out, none twice, and refused requests charge no one.
+    // Four exact, a lease of 5 that does not fit (4 + 5 > 6) with room for 2, so two more exact,
+    // then the tenant's lease refuses from memory: every last permit handed out, none twice, and
+    // refused requests charge no one (and cost no call).
     assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 429, 429]);
+    assert_eq!(stat(&redis, "allow_calls"), 4 + 1 + 2);
     assert_eq!(zcard(&redis, "rl:{acme}"), 6);
     for i in 0..8 {
         assert_eq!(
@@ -233,15 +229,31 @@ fn near_the_tenants_limit_its_lease_is_refused_and_requests_are_exact() {
 }
 
 #[test]
-fn a_server_without_enough_lateness_is_warned_about() {
-    let plain = Server::start();
-    let gw = Gateway::start(&plain, &["--global-limit", "10/1s", "--lease", "5/100ms"]);
-    wait_until(STARTUP_DEADLINE, "the warning", || {
-        gw.log().contains(
-            "gateway: redis has slidingwindow.lateness 0 ms: the gateway stamps its own clock \
-             and its calls can reach Redis up to 1000 ms out of order; set it to at least 1000",
-        )
-    });
+fn every_call_is_on_redis_clock() {
+    let redis = redis();
+    let gw = Gateway::start(&redis, &["--global-limit", "10/60s", "--lease", "5/60s"]);
+    let before = server_time_ms(&mut redis.client());
+    for _ in 0..6 {
+        assert_eq!(gw.get(Some("x")).status, 200);
+    }
+    let after = server_time_ms(&mut redis.client());
+    // Four exact calls at Redis's `now`, then a lease logged at its end, Redis's `now` + 60 s.
+    let times: Vec<i64> = scores(&mut redis.client(), "rl:global")
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(times.len(), 9, "{times:?}");
+    assert!(
+        times[..4].iter().all(|&t| before <= t && t <= after),
+        "{times:?}"
+    );
+    assert!(
+        times[4..]
+            .iter()
+            .all(|&t| before + 60_000 <= t && t <= after + 60_000),
+        "{times:?}"
+    );
+    assert!(!gw.log().contains("lateness"), "{}", gw.log());
 }
 
 #[test]

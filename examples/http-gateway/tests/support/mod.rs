@@ -2,6 +2,8 @@
 //! port, a real HTTP client and its replies, upstreams, and Redis's state.
 #![allow(dead_code)]
 
+pub mod poller;
+
 use crate::common::{STARTUP_DEADLINE, Server, wait_until};
 use std::collections::BTreeMap;
 use std::fs;
