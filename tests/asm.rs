@@ -1,0 +1,684 @@
+//! Atomic slot migration (Valkey 9's `CLUSTER MIGRATESLOTS`) with the module loaded on every
+//! node of a 3-master, 3-replica cluster: slots holding keys of both storages (compact logs of
+//! over a million requests among them) move while a cluster client calls ALLOW, ALLOWALL and
+//! REFUND on them; a migration cancelled half-way leaves the source whole and the target as it
+//! was. On servers without atomic slot migration (Redis 7 and 8, Valkey 8) every test says so
+//! and passes without starting a cluster: the legacy `SETSLOT`/`MIGRATE` path is tests/cluster.rs's.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+mod common;
+#[path = "support/kit.rs"]
+mod kit;
+use testkit::model;
+use testkit::rng;
+
+use cluster::{CONVERGE_DEADLINE, Cluster, calls_of};
+use common::{Server, wait_until};
+use kit::{info_u64, ok, q, scores};
+use model::Model;
+use redis::Value;
+use redis::cluster::ClusterConnection;
+use rng::Rng;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The slots that move: all served by the first master `redis-cli --cluster create` makes.
+const RANGE: (u16, u16) = (0, 999);
+/// Explicit `now` of the calls that build and drive the logs (ms).
+const T0: u64 = 1_700_000_000_000;
+/// The big compact logs: this many keys, each built by `BIG_CALLS` calls of `COST` `BIG_COST`
+/// at distinct milliseconds: 4 * 20,000 * 13 = 1,040,000 requests.
+const BIG_KEYS: usize = 4;
+const BIG_CALLS: u64 = 20_000;
+const BIG_COST: u64 = 13;
+/// Their window (s) and max: nothing leaves the window or is refused while the tests run.
+const BIG_WINDOW: u64 = 86_400;
+const BIG_MAX: u64 = 10_000_000;
+/// Keys the traffic drives with its own clock, per storage; tags of ALLOWALL pairs, per storage.
+const SINGLES: usize = 6;
+const PAIRS: usize = 3;
+/// Keys called with `now = *` (window 1 s, max 3), for the over-admission check.
+const STARS: usize = 2;
+const STAR_MAX: u64 = 3;
+/// ALLOWALL's limits: the user key 5 a minute, the tenant key 8 a minute and 100 an hour.
+const PAIR_LIMITS: [(usize, u64, u64); 3] = [(0, 60, 5), (1, 60, 8), (1, 3600, 100)];
+
+/// Whether the servers under test have atomic slot migration (Valkey 9 and later); if not,
+/// says why the test does nothing there.
+fn has_asm(test: &str) -> bool {
+    let v = Server::start().version();
+    let yes = v.valkey_at_least(9);
+    if !yes {
+        eprintln!(
+            "{test}: skipped on {} {}: CLUSTER MIGRATESLOTS (atomic slot migration) is Valkey 9's; \
+             the legacy SETSLOT/MIGRATE path is tested by tests/cluster.rs",
+            if v.valkey { "Valkey" } else { "Redis" },
+            v.text
+        );
+    }
+    yes
+}
+
+/// A cluster whose first master owns `RANGE`, with the module set to `storage` on every master.
+struct Setup {
+    cluster: Cluster,
+    src: usize,
+    dst: usize,
+}
+
+impl Setup {
+    fn start() -> Setup {
+        let cluster = Cluster::start("compact");
+        let src = cluster.master_of_slot(RANGE.0);
+        assert_eq!(
+            cluster.master_of_slot(RANGE.1),
+            src,
+            "{RANGE:?} on one master"
+        );
+        let dst = *cluster
+            .masters()
+            .iter()
+            .find(|&&m| m != src)
+            .expect("another master");
+        let log = std::fs::read_to_string(cluster.nodes[src].log_path()).unwrap_or_default();
+        assert!(
+            log.contains("handles atomic slot migration"),
+            "the module did not opt in to atomic slot migration:\n{}",
+            cluster.nodes[src].log_tail()
+        );
+        Setup { cluster, src, dst }
+    }
+
+    fn storage(&self, storage: &str) {
+        for m in self.cluster.masters() {
+            ok(
+                &mut self.cluster.nodes[m].client(),
+                &["CONFIG", "SET", "slidingwindow.storage", storage],
+            );
+        }
+    }
+
+    /// `n` names `prefix<j>` whose slots are in `RANGE`.
+    fn names(&self, prefix: &str, n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut j = 0;
+        while out.len() < n {
+            let name = format!("{prefix}{j}");
+            if (RANGE.0..=RANGE.1).contains(&self.cluster.keyslot(&name)) {
+                out.push(name);
+            }
+            j += 1;
+        }
+        out
+    }
+
+    /// Builds the big compact logs on the source: pipelined ALLOWs at distinct milliseconds.
+    fn big_logs(&self) -> Vec<String> {
+        self.storage("compact");
+        let keys = self.names("big:", BIG_KEYS);
+        let mut con = self.cluster.nodes[self.src].client();
+        for key in &keys {
+            let mut p = redis::pipe();
+            for j in 0..BIG_CALLS {
+                p.cmd("SLIDINGWINDOW.ALLOW")
+                    .arg(key)
+                    .arg(BIG_WINDOW)
+                    .arg(BIG_MAX)
+                    .arg(T0 + j)
+                    .arg("COST")
+                    .arg(BIG_COST)
+                    .ignore();
+            }
+            let () = p.query(&mut con).expect("build a big log");
+            let kind: String = q(&mut con, &["TYPE", key]);
+            assert_eq!(kind, "swcompact", "{key}");
+        }
+        keys
+    }
+
+    fn migrate(&self) {
+        let dst_id = self.cluster.id(self.dst);
+        let (a, b) = (RANGE.0.to_string(), RANGE.1.to_string());
+        ok(
+            &mut self.cluster.nodes[self.src].client(),
+            &[
+                "CLUSTER",
+                "MIGRATESLOTS",
+                "SLOTSRANGE",
+                &a,
+                &b,
+                "NODE",
+                &dst_id,
+            ],
+        );
+    }
+
+    /// Waits until the source's export job reaches one of `states`; returns it (a failed job
+    /// fails the test with its message).
+    fn wait_export(&self, states: &[&str]) -> String {
+        let mut last = String::new();
+        wait_until(
+            Duration::from_secs(120),
+            &format!("the export job to reach {states:?}"),
+            || {
+                let job = job(&self.cluster.nodes[self.src], "EXPORT");
+                last = job.get("state").cloned().unwrap_or_default();
+                assert!(
+                    last != "failed" || states.contains(&"failed"),
+                    "the migration failed: {job:?}\nsource log:\n{}\ntarget log:\n{}",
+                    self.cluster.nodes[self.src].log_tail(),
+                    self.cluster.nodes[self.dst].log_tail()
+                );
+                states.contains(&last.as_str())
+            },
+        );
+        last
+    }
+
+    /// Keys in `RANGE` on node `i`.
+    fn keys_in_range(&self, i: usize) -> u64 {
+        let mut con = self.cluster.nodes[i].client();
+        (RANGE.0..=RANGE.1)
+            .map(|s| q::<u64>(&mut con, &["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]))
+            .sum()
+    }
+}
+
+/// The newest slot migration job of `kind` (`EXPORT` or `IMPORT`) on `node`, as a map.
+fn job(node: &Server, kind: &str) -> HashMap<String, String> {
+    let jobs: Vec<HashMap<String, String>> =
+        q(&mut node.client(), &["CLUSTER", "GETSLOTMIGRATIONS"]);
+    jobs.into_iter()
+        .find(|j| j.get("operation").map(String::as_str) == Some(kind))
+        .unwrap_or_default()
+}
+
+/// (`compact_keys`, `compact_bytes`) of INFO.
+fn gauges(s: &Server) -> (u64, u64) {
+    (
+        info_u64(s, "slidingwindow", "slidingwindow_compact_keys"),
+        info_u64(s, "slidingwindow", "slidingwindow_compact_bytes"),
+    )
+}
+
+/// How many compact logs `s` holds, counted by `SCAN ... TYPE swcompact`.
+fn compact_logs(s: &Server) -> u64 {
+    let mut con = s.client();
+    let mut cursor = "0".to_string();
+    let mut n = 0;
+    loop {
+        let (next, keys): (String, Vec<String>) = q(
+            &mut con,
+            &["SCAN", &cursor, "TYPE", "swcompact", "COUNT", "1000"],
+        );
+        n += keys.len() as u64;
+        if next == "0" {
+            return n;
+        }
+        cursor = next;
+    }
+}
+
+/// `DEBUG DIGEST-VALUE key` and `PEXPIRETIME key` on `s`.
+fn fingerprint(s: &Server, key: &str) -> (String, i64) {
+    let mut con = s.client();
+    let digest: Vec<String> = q(&mut con, &["DEBUG", "DIGEST-VALUE", key]);
+    let at: i64 = q(&mut con, &["PEXPIRETIME", key]);
+    (digest.concat(), at)
+}
+
+/// What the traffic drives: single keys and ALLOWALL pairs with the caller's own clock (each
+/// reply checked against its model), and keys called with `*`.
+#[derive(Clone)]
+struct Keys {
+    singles: Vec<String>,
+    /// Each pair: the user key `{tag}:u`, then the tenant key `{tag}`.
+    pairs: Vec<[String; 2]>,
+    stars: Vec<String>,
+}
+
+/// What the traffic saw, and the models of every key it drove.
+struct Seen {
+    singles: Vec<Model>,
+    pairs: Vec<[Model; 2]>,
+    /// Per star key, `(now, cost)` of each admitted call, `now` as DETAIL reported it.
+    stars: Vec<Vec<(u64, u64)>>,
+    calls: u64,
+    refunded: u64,
+    allowall_admitted: u64,
+}
+
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    calls: Arc<AtomicU64>,
+    handle: Option<thread::JoinHandle<Seen>>,
+}
+
+impl Traffic {
+    fn spawn(con: ClusterConnection, keys: Keys, seen: Seen, clocks: Vec<u64>) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(AtomicU64::new(0));
+        let (s, c) = (stop.clone(), calls.clone());
+        let handle = thread::spawn(move || drive(con, &keys, seen, clocks, &s, &c));
+        Traffic {
+            stop,
+            calls,
+            handle: Some(handle),
+        }
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Waits for `n` more answered calls; fails if the traffic died.
+    fn wait_more(&mut self, n: u64) {
+        let target = self.calls() + n;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.calls() < target {
+            if self.handle.as_ref().is_none_or(|h| h.is_finished()) {
+                self.stop();
+                unreachable!("the traffic ended by itself");
+            }
+            assert!(Instant::now() < deadline, "the traffic made no progress");
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn stop(&mut self) -> Seen {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.handle.take().expect("joined once").join() {
+            Ok(seen) => seen,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// Sequential calls through the cluster client (it follows `MOVED`); every reply is checked.
+fn drive(
+    mut con: ClusterConnection,
+    keys: &Keys,
+    mut seen: Seen,
+    mut clocks: Vec<u64>,
+    stop: &AtomicBool,
+    calls: &AtomicU64,
+) -> Seen {
+    let mut rng = Rng::new(0xA5A5);
+    let singles = keys.singles.len();
+    while !stop.load(Ordering::SeqCst) {
+        let op = rng.next() % 100;
+        let cost = if rng.chance(80) { 1 } else { rng.range(2, 4) };
+        if op < 70 {
+            let i = (rng.next() % singles as u64) as usize;
+            let now = tick(&mut rng, &mut clocks[i]);
+            if op < 55 {
+                let (window, max) = (3600, 4 + i as u64 % 3 * 5);
+                let got: Value = redis::cmd("SLIDINGWINDOW.ALLOW")
+                    .arg(&keys.singles[i])
+                    .arg(window)
+                    .arg(max)
+                    .arg(now)
+                    .arg("COST")
+                    .arg(cost)
+                    .query(&mut con)
+                    .unwrap_or_else(|e| panic!("ALLOW {}: {e}", keys.singles[i]));
+                let want = seen.singles[i].allow(window, max, now, cost);
+                assert_eq!(kit::five(&got), Some(want), "ALLOW {}", keys.singles[i]);
+            } else {
+                let got: u64 = redis::cmd("SLIDINGWINDOW.REFUND")
+                    .arg(&keys.singles[i])
+                    .arg(cost)
+                    .arg("AT")
+                    .arg(now)
+                    .query(&mut con)
+                    .unwrap_or_else(|e| panic!("REFUND {}: {e}", keys.singles[i]));
+                assert_eq!(
+                    got,
+                    seen.singles[i].refund(cost, Some(now)),
+                    "REFUND {}",
+                    keys.singles[i]
+                );
+                seen.refunded += got;
+            }
+        } else if op < 90 {
+            let p = (rng.next() % keys.pairs.len() as u64) as usize;
+            let now = tick(&mut rng, &mut clocks[singles + p]);
+            let mut cmd = redis::cmd("SLIDINGWINDOW.ALLOWALL");
+            cmd.arg(2)
+                .arg(&keys.pairs[p][..])
+                .arg(now)
+                .arg("COST")
+                .arg(cost);
+            for (k, w, m) in PAIR_LIMITS {
+                cmd.arg("LIMIT").arg(k + 1).arg(w).arg(m);
+            }
+            let got: Vec<i64> = cmd
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("ALLOWALL {:?}: {e}", keys.pairs[p]));
+            let want = Model::allow_all(&mut seen.pairs[p], &PAIR_LIMITS, now, cost);
+            assert_eq!(got, want, "ALLOWALL {:?} at {now}", keys.pairs[p]);
+            seen.allowall_admitted += u64::from(got[0] == 1);
+        } else {
+            let s = (rng.next() % keys.stars.len() as u64) as usize;
+            let got: Value = redis::cmd("SLIDINGWINDOW.ALLOW")
+                .arg(&keys.stars[s])
+                .arg(1)
+                .arg(STAR_MAX)
+                .arg("*")
+                .arg("COST")
+                .arg(cost)
+                .arg("DETAIL")
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("ALLOW {} *: {e}", keys.stars[s]));
+            let Value::Array(v) = &got else {
+                panic!("ALLOW * DETAIL: {got:?}")
+            };
+            let int = |x: &Value| match x {
+                Value::Int(n) => *n,
+                other => panic!("ALLOW * DETAIL: {other:?} in {got:?}"),
+            };
+            assert_eq!(v.len(), 8, "ALLOW * DETAIL: {got:?}");
+            if int(&v[0]) == 1 {
+                seen.stars[s].push((int(&v[7]) as u64, cost));
+            }
+        }
+        seen.calls += 1;
+        calls.store(seen.calls, Ordering::SeqCst);
+    }
+    seen
+}
+
+/// Moves a caller's clock on: mostly a few ms, sometimes past a window, now and then back.
+fn tick(rng: &mut Rng, clock: &mut u64) -> u64 {
+    *clock = match rng.next() % 100 {
+        0..75 => *clock + rng.range(0, 3000),
+        75..92 => *clock + rng.range(60_000, 200_000),
+        _ => clock.saturating_sub(rng.range(0, 4000)),
+    };
+    *clock
+}
+
+/// No window of `window_ms` ending at an admitted call's `now` holds more than `max` requests.
+fn assert_never_over(admitted: &[(u64, u64)], window_ms: u64, max: u64, key: &str) {
+    let mut calls = admitted.to_vec();
+    calls.sort_unstable();
+    for &(t, _) in &calls {
+        let held: u64 = calls
+            .iter()
+            .filter(|&&(u, _)| u + window_ms > t && u <= t)
+            .map(|&(_, c)| c)
+            .sum();
+        assert!(
+            held <= max,
+            "{key}: {held} requests in the window ending at {t}"
+        );
+    }
+}
+
+/// Creates the traffic's keys: singles and pairs half on each storage (the storage config
+/// decides a new key's), each by a first call its model records.
+fn traffic_keys(setup: &Setup, big: &[String]) -> (Keys, Seen, Vec<u64>) {
+    let mut keys = Keys {
+        singles: Vec::new(),
+        pairs: Vec::new(),
+        stars: setup.names("star:", STARS),
+    };
+    let mut seen = Seen {
+        singles: Vec::new(),
+        pairs: Vec::new(),
+        stars: vec![Vec::new(); STARS],
+        calls: 0,
+        refunded: 0,
+        allowall_admitted: 0,
+    };
+    let mut con = setup.cluster.client();
+    for storage in ["zset", "compact"] {
+        setup.storage(storage);
+        for key in setup.names(&format!("{storage}:s:"), SINGLES / 2) {
+            let mut m = Model::default();
+            let got: Value = q(
+                &mut con,
+                &["SLIDINGWINDOW.ALLOW", &key, "3600", "4", &T0.to_string()],
+            );
+            assert_eq!(kit::five(&got), Some(m.allow(3600, 4, T0, 1)));
+            keys.singles.push(key);
+            seen.singles.push(m);
+        }
+        for tag in setup.names(&format!("{storage}:t"), PAIRS) {
+            let pair = [format!("{{{tag}}}:u"), format!("{{{tag}}}")];
+            let mut models = [Model::default(), Model::default()];
+            for (key, m) in pair.iter().zip(&mut models) {
+                let got: Value = q(
+                    &mut con,
+                    &["SLIDINGWINDOW.ALLOW", key, "3600", "100", &T0.to_string()],
+                );
+                assert_eq!(kit::five(&got), Some(m.allow(3600, 100, T0, 1)));
+            }
+            keys.pairs.push(pair);
+            seen.pairs.push(models);
+        }
+    }
+    // Two of the big logs are driven too (the other two stay as built): their first trims
+    // remove hundreds of thousands of requests at once.
+    for key in &big[..2] {
+        let mut m = Model::default();
+        for j in 0..BIG_CALLS {
+            m.scores
+                .extend(std::iter::repeat_n(T0 + j, BIG_COST as usize));
+        }
+        keys.singles.push(key.clone());
+        seen.singles.push(m);
+    }
+    let clocks = vec![T0 + BIG_CALLS; keys.singles.len() + keys.pairs.len()];
+    (keys, seen, clocks)
+}
+
+#[test]
+fn slots_move_atomically_under_traffic() {
+    if !has_asm("slots_move_atomically_under_traffic") {
+        return;
+    }
+    let setup = Setup::start();
+    let big = setup.big_logs();
+    let (keys, seen, clocks) = traffic_keys(&setup, &big);
+    let (src, dst) = (
+        &setup.cluster.nodes[setup.src],
+        &setup.cluster.nodes[setup.dst],
+    );
+    // The big logs: the requests they hold, their fingerprints and the source's gauges.
+    let mut requests = 0;
+    for key in &big {
+        requests += scores(&mut src.client(), key).len();
+    }
+    assert!(requests >= 1_000_000, "{requests} requests in the big logs");
+    // The two logs the traffic leaves alone: their fingerprints on the source.
+    let untouched = &big[2..];
+    let before: Vec<_> = untouched.iter().map(|k| fingerprint(src, k)).collect();
+    assert_eq!(
+        gauges(src).0,
+        compact_logs(src),
+        "the source's compact_keys"
+    );
+    let dst_before = gauges(dst);
+    // Each key takes a while to snapshot, so calls land on keys during the snapshot.
+    ok(
+        &mut src.client(),
+        &["CONFIG", "SET", "rdb-key-save-delay", "50000"],
+    );
+
+    let mut traffic = Traffic::spawn(setup.cluster.client(), keys.clone(), seen, clocks);
+    traffic.wait_more(300);
+    setup.migrate();
+    setup.wait_export(&["snapshotting"]);
+    let at_snapshot = traffic.calls();
+    let state = setup.wait_export(&[
+        "replicating",
+        "waiting-to-pause",
+        "failover-paused",
+        "failover-granted",
+        "success",
+    ]);
+    let during_snapshot = traffic.calls() - at_snapshot;
+    assert!(
+        during_snapshot > 0,
+        "no call was answered while the snapshot ran (then {state})"
+    );
+    setup.wait_export(&["success"]);
+    traffic.wait_more(300);
+    let seen = traffic.stop();
+    eprintln!(
+        "migration: {} calls ({during_snapshot} during the snapshot), {} ALLOWALL admitted, {} refunded",
+        seen.calls, seen.allowall_admitted, seen.refunded
+    );
+    assert!(
+        seen.refunded > 0 && seen.allowall_admitted > 0,
+        "the traffic refunded {} and admitted {} ALLOWALL",
+        seen.refunded,
+        seen.allowall_admitted
+    );
+    let import = job(dst, "IMPORT");
+    assert_eq!(
+        import.get("state").map(String::as_str),
+        Some("success"),
+        "{import:?}"
+    );
+
+    setup.cluster.wait_stable();
+    for s in RANGE.0..=RANGE.1 {
+        assert_eq!(setup.cluster.master_of_slot(s), setup.dst, "slot {s}");
+    }
+    // Calls reached the target once it owned the slots.
+    assert!(
+        calls_of(dst, "slidingwindow.allow") > 0,
+        "no ALLOW ran on the target"
+    );
+    assert!(
+        calls_of(dst, "slidingwindow.allowall") > 0,
+        "no ALLOWALL ran on the target"
+    );
+
+    // Every driven key on its new owner holds what the model of the admitted calls says.
+    let mut t = dst.client();
+    for (key, m) in keys.singles.iter().zip(&seen.singles) {
+        assert_eq!(scores(&mut t, key), m.scores, "{key}");
+    }
+    for (pair, models) in keys.pairs.iter().zip(&seen.pairs) {
+        for (key, m) in pair.iter().zip(models) {
+            assert_eq!(scores(&mut t, key), m.scores, "{key}");
+        }
+    }
+    for (key, admitted) in keys.stars.iter().zip(&seen.stars) {
+        assert!(!admitted.is_empty(), "{key}: nothing admitted");
+        assert_never_over(admitted, 1000, STAR_MAX, key);
+    }
+    // Logs nobody wrote meanwhile are the source's, value and expiry.
+    for (key, want) in untouched.iter().zip(&before) {
+        assert_eq!(&fingerprint(dst, key), want, "{key} moved as it was");
+    }
+
+    // Nothing left on the source; its compact logs all moved, and its gauges say so.
+    wait_until(
+        CONVERGE_DEADLINE,
+        "the source to drop the moved keys",
+        || setup.keys_in_range(setup.src) == 0,
+    );
+    wait_until(
+        CONVERGE_DEADLINE,
+        "the source's gauges to reach zero",
+        || gauges(src) == (0, 0),
+    );
+    assert_eq!(
+        gauges(dst).0,
+        compact_logs(dst),
+        "the target's compact_keys"
+    );
+    assert!(gauges(dst).1 > dst_before.1, "the target's compact_bytes");
+    // The target's replica ends with the target's data (and gauges).
+    setup.cluster.assert_replicas_match();
+    let replica = &setup.cluster.nodes[setup.cluster.replica_of(setup.dst)];
+    assert_eq!(
+        gauges(replica).0,
+        gauges(dst).0,
+        "the target replica's compact_keys"
+    );
+    assert_eq!(setup.keys_in_range(setup.cluster.replica_of(setup.src)), 0);
+}
+
+#[test]
+fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
+    if !has_asm("a_cancelled_migration_leaves_source_and_target_as_they_were") {
+        return;
+    }
+    let setup = Setup::start();
+    let big = setup.big_logs();
+    let (keys, mut seen, _) = traffic_keys(&setup, &big);
+    let (src, dst) = (
+        &setup.cluster.nodes[setup.src],
+        &setup.cluster.nodes[setup.dst],
+    );
+    let all: Vec<String> = big
+        .iter()
+        .chain(&keys.singles)
+        .chain(keys.pairs.iter().flatten())
+        .cloned()
+        .collect();
+    let before: Vec<_> = all.iter().map(|k| fingerprint(src, k)).collect();
+    let (src_before, dst_before) = (gauges(src), gauges(dst));
+    let dst_replica = &setup.cluster.nodes[setup.cluster.replica_of(setup.dst)];
+    let dst_replica_before = gauges(dst_replica);
+    // Half a second a key: the cancel comes while the target holds part of the keys.
+    ok(
+        &mut src.client(),
+        &["CONFIG", "SET", "rdb-key-save-delay", "500000"],
+    );
+    setup.migrate();
+    wait_until(
+        Duration::from_secs(60),
+        "the target to load part of the keys",
+        || gauges(dst).0 > dst_before.0,
+    );
+    assert_eq!(setup.wait_export(&["snapshotting"]), "snapshotting");
+    ok(&mut src.client(), &["CLUSTER", "CANCELSLOTMIGRATIONS"]);
+    assert_eq!(setup.wait_export(&["cancelled"]), "cancelled");
+    ok(
+        &mut src.client(),
+        &["CONFIG", "SET", "rdb-key-save-delay", "0"],
+    );
+    wait_until(CONVERGE_DEADLINE, "the target to end its import", || {
+        matches!(
+            job(dst, "IMPORT").get("state").map(String::as_str),
+            Some("failed" | "cancelled")
+        )
+    });
+    // The target trimmed what it had loaded: no key, the gauges as before, on its replica too.
+    wait_until(
+        CONVERGE_DEADLINE,
+        "the target's gauges to come back",
+        || gauges(dst) == dst_before && gauges(dst_replica) == dst_replica_before,
+    );
+    assert_eq!(setup.keys_in_range(setup.dst), 0, "keys left on the target");
+    assert_eq!(compact_logs(dst), dst_before.0);
+
+    // The source still owns and serves every slot, every key as it was.
+    for s in RANGE.0..=RANGE.1 {
+        assert_eq!(setup.cluster.master_of_slot(s), setup.src, "slot {s}");
+    }
+    for (key, want) in all.iter().zip(&before) {
+        assert_eq!(&fingerprint(src, key), want, "{key} on the source");
+    }
+    assert_eq!(gauges(src), src_before, "the source's gauges");
+    let mut c = setup.cluster.client();
+    let (key, m) = (&keys.singles[0], &mut seen.singles[0]);
+    let now = T0 + 1;
+    let got: Value = q(
+        &mut c,
+        &["SLIDINGWINDOW.ALLOW", key, "3600", "4", &now.to_string()],
+    );
+    assert_eq!(kit::five(&got), Some(m.allow(3600, 4, now, 1)), "{key}");
+    assert_eq!(scores(&mut src.client(), key), m.scores);
+    setup.cluster.assert_replicas_match();
+}
