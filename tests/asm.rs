@@ -604,6 +604,14 @@ fn slots_move_atomically_under_traffic() {
         "no ALLOWALL ran on the target"
     );
 
+    // The snapshot rebuilt each compact log with APPLY commands of at most 512 (time, count)
+    // pairs: an untouched big log's 20,000 distinct times take 40 of them.
+    let batches = untouched.len() as u64 * BIG_CALLS.div_ceil(512);
+    let applied = calls_of(dst, "slidingwindow.apply");
+    assert!(
+        applied >= batches,
+        "{applied} APPLY on the target, {batches} expected at least"
+    );
     // Every driven key on its new owner holds what the model of the admitted calls says.
     assert_seen(dst, &keys, &seen);
     // The star keys' 1-s TTLs would run out between a replica's digest and its master's.
