@@ -541,6 +541,8 @@ fn slots_move_atomically_under_traffic() {
     // The two logs the traffic leaves alone: their fingerprints on the source.
     let untouched = &big[2..];
     let before: Vec<_> = untouched.iter().map(|k| fingerprint(src, k)).collect();
+    let mut src_events = kit::Events::watch(src, &untouched[0]);
+    let mut dst_events = kit::Events::watch(dst, &untouched[0]);
     assert_eq!(
         gauges(src).0,
         compact_logs(src),
@@ -652,6 +654,40 @@ fn slots_move_atomically_under_traffic() {
         || gauges(replica).0 == gauges(dst).0,
     );
     assert_eq!(setup.keys_in_range(setup.cluster.replica_of(setup.src)), 0);
+    // Keyspace events of a log nobody wrote: on the target, its loading (one
+    // `slidingwindow.add` per APPLY batch, then its expiry); on the source none, not even for
+    // the trim after the handover (Valkey tells modules only: the key moved, it was not deleted).
+    let _: u64 = q(&mut src.client(), &["PUBLISH", "marker", "moved"]);
+    let mut want = vec!["slidingwindow.add".to_string(); BIG_CALLS.div_ceil(512) as usize];
+    want.push("expire".to_string());
+    assert_eq!(
+        dst_events.until("moved"),
+        want,
+        "{} on the target",
+        untouched[0]
+    );
+    assert_eq!(
+        src_events.until("moved"),
+        Vec::<String>::new(),
+        "{} on the source",
+        untouched[0]
+    );
+}
+
+/// Of `keys`, the compact log in the lowest slot, which holds no other of `keys`.
+fn first_compact_log(setup: &Setup, keys: &[String]) -> String {
+    let mut con = setup.cluster.client();
+    let mut by_slot: Vec<(u16, &String)> =
+        keys.iter().map(|k| (setup.cluster.keyslot(k), k)).collect();
+    by_slot.sort();
+    by_slot
+        .iter()
+        .find(|(slot, key)| {
+            let kind: String = q(&mut con, &["TYPE", key]);
+            kind == "swcompact" && by_slot.iter().filter(|(s, _)| s == slot).count() == 1
+        })
+        .map(|(_, key)| (*key).clone())
+        .expect("a compact log alone in its slot")
 }
 
 #[test]
@@ -676,6 +712,11 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     let (src_before, dst_before) = (gauges(src), gauges(dst));
     let dst_replica = &setup.cluster.nodes[setup.cluster.replica_of(setup.dst)];
     let dst_replica_before = gauges(dst_replica);
+    // The compact log the snapshot sends first (the lowest slot, alone in it): its keyspace
+    // events on both nodes.
+    let first = first_compact_log(&setup, &all);
+    let mut src_events = kit::Events::watch(src, &first);
+    let mut dst_events = kit::Events::watch(dst, &first);
     // Half a second a key: the cancel comes while the target holds part of the keys.
     ok(
         &mut src.client(),
@@ -707,6 +748,23 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
         || gauges(dst) == dst_before && gauges(dst_replica) == dst_replica_before,
     );
     assert_eq!(setup.keys_in_range(setup.dst), 0, "keys left on the target");
+    // The target announced what it loaded, and its trim no deletion (Valkey tells modules only:
+    // the keys moved away, they were not deleted); the source, whose keys did not change,
+    // announced nothing.
+    let _: u64 = q(&mut src.client(), &["PUBLISH", "marker", "cancelled"]);
+    let on_dst = dst_events.until("cancelled");
+    assert!(
+        on_dst.first().map(String::as_str) == Some("slidingwindow.add")
+            && on_dst
+                .iter()
+                .all(|e| e == "slidingwindow.add" || e == "expire"),
+        "{first} on the target: {on_dst:?}"
+    );
+    assert_eq!(
+        src_events.until("cancelled"),
+        Vec::<String>::new(),
+        "{first} on the source"
+    );
     assert_eq!(compact_logs(dst), dst_before.0);
 
     // The source still owns and serves every slot, every key as it was.
