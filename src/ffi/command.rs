@@ -291,6 +291,15 @@ pub fn counted_handler<H: Handler>() -> CommandFn {
     counted_trampoline::<H>
 }
 
+/// Valkey's `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0 on):
+/// the module copes with keys of a slot arriving (through its types' `aof_rewrite` and its
+/// replicated commands) before the slot is the node's. Without it, `CLUSTER MIGRATESLOTS` is
+/// refused on every node that loads the module.
+const VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: u32 = 1 << 5;
+
+/// `RedisModule_GetServerVersion` of Valkey 9.0.0.
+const VALKEY_9_0_0: c_int = 0x0009_0000;
+
 /// The module's load context, for registration.
 pub struct Loader<'a> {
     ctx: &'a Context,
@@ -340,16 +349,59 @@ impl<'a> Loader<'a> {
 
     /// Only calls that change a key should wake WATCH (the commands signal those themselves),
     /// and a broken RDB or RESTORE payload must reach the type's loader as an error instead of
-    /// stopping the server.
+    /// stopping the server. On Valkey 9 and later, the module also declares that it handles
+    /// atomic slot migration (`CLUSTER MIGRATESLOTS`), and says so in the log.
     pub fn set_module_options(&self) -> Result<(), String> {
         // SAFETY: read once at load.
         let f = unsafe { raw::RedisModule_SetModuleOptions }
             .ok_or("this server cannot set module options")?;
-        let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+        let asm = self.is_valkey_9();
+        let mut options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
             | raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS;
+        if asm {
+            options |= VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION;
+        }
         // SAFETY: the load context.
         unsafe { f(self.raw(), options as c_int) };
+        if asm {
+            self.ctx.log_notice(
+                "slidingwindow: handles atomic slot migration (CLUSTER MIGRATESLOTS) on this Valkey",
+            );
+        }
         Ok(())
+    }
+
+    /// Whether the server is Valkey 9.0 or later: `server_name:valkey` in `INFO server` (Redis
+    /// has no such field) and `RedisModule_GetServerVersion` (Valkey's own version there, not its
+    /// `redis_version`) at 9.0.0 or above. Option bits past Redis's own mean other things, or
+    /// nothing, elsewhere: anything else answers false.
+    fn is_valkey_9(&self) -> bool {
+        // SAFETY: read once at load; all present since Redis 6.0.
+        let (info, field, free, version) = unsafe {
+            (
+                raw::RedisModule_GetServerInfo,
+                raw::RedisModule_ServerInfoGetFieldC,
+                raw::RedisModule_FreeServerInfo,
+                raw::RedisModule_GetServerVersion,
+            )
+        };
+        let (Some(info), Some(field), Some(free), Some(version)) = (info, field, free, version)
+        else {
+            return false;
+        };
+        // SAFETY: the load context; the data is freed below, after the last read of its field.
+        let valkey = unsafe {
+            let data = info(self.raw(), c"server".as_ptr());
+            if data.is_null() {
+                return false;
+            }
+            let name = field(data, c"server_name".as_ptr());
+            let valkey = !name.is_null() && CStr::from_ptr(name) == c"valkey";
+            free(self.raw(), data);
+            valkey
+        };
+        // SAFETY: no arguments; a number like 0x00090102 for 9.1.2.
+        valkey && unsafe { version() } >= VALKEY_9_0_0
     }
 
     /// Creates a command and declares its arity, docs, key spec, arguments and ACL categories

@@ -37,15 +37,28 @@ impl Cluster {
     /// Six nodes with the module loaded and `extra` arguments each, made into a cluster of
     /// 3 masters and 3 replicas; returns once every node agrees on a healthy topology.
     pub fn start(storage: &str) -> Cluster {
-        let nodes: Vec<Server> = (0..6)
-            .map(|_| {
-                Server::builder()
-                    .cluster()
-                    .args(NODE_ARGS)
-                    .storage(storage)
-                    .start()
-            })
-            .collect();
+        Cluster::of(|| {
+            Server::builder()
+                .cluster()
+                .args(NODE_ARGS)
+                .storage(storage)
+                .start()
+        })
+    }
+
+    /// The same cluster of servers without the module (to compare against plain Redis).
+    pub fn start_without_module() -> Cluster {
+        Cluster::of(|| {
+            Server::builder()
+                .cluster()
+                .args(NODE_ARGS)
+                .without_module()
+                .start()
+        })
+    }
+
+    fn of(node: impl Fn() -> Server) -> Cluster {
+        let nodes: Vec<Server> = (0..6).map(|_| node()).collect();
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))

@@ -58,9 +58,7 @@ impl NativeType for CompactLog {
     }
 
     fn rewrite(&self, out: &mut AofOut<'_>) {
-        for change in apply_batches(self) {
-            out.emit(c"SLIDINGWINDOW.APPLY", &change);
-        }
+        for_each_batch(self, |change| out.emit(c"SLIDINGWINDOW.APPLY", change));
     }
 
     fn digest(&self, out: &mut Digest<'_>) {
@@ -94,12 +92,20 @@ fn clamp(v: u64) -> i64 {
 /// `PAIRS_PER_COMMAND` pairs, each adding at most `APPLY_MAX_ADD` timestamps.
 pub fn apply_batches(log: &CompactLog) -> Vec<Vec<u8>> {
     let mut batches = Vec::new();
-    let mut pairs: Vec<(u64, u64)> = Vec::new();
+    for_each_batch(log, |change| batches.push(change.to_vec()));
+    batches
+}
+
+/// The batches of `apply_batches`, handed to `f` one at a time in one reused buffer: an AOF
+/// rewrite (or a slot migration's snapshot) of a large log holds one batch, not all of them.
+fn for_each_batch(log: &CompactLog, mut f: impl FnMut(&[u8])) {
+    let mut pairs: Vec<(u64, u64)> = Vec::with_capacity(PAIRS_PER_COMMAND);
+    let mut change = Vec::new();
     let mut added = 0;
     let mut flush = |pairs: &mut Vec<(u64, u64)>| {
-        let mut change = Vec::new();
+        change.clear();
         if write_change(&mut change, -1, 0, pairs).is_ok() {
-            batches.push(change);
+            f(&change);
         }
         pairs.clear();
     };
@@ -118,7 +124,6 @@ pub fn apply_batches(log: &CompactLog) -> Vec<Vec<u8>> {
     if !pairs.is_empty() {
         flush(&mut pairs);
     }
-    batches
 }
 
 /// Writes `log` into the empty `key` as a compact log, recorded in `fx`: sent on as `APPLY`s,
