@@ -48,11 +48,19 @@ pub struct Key<'a> {
     /// The module value last found in the key, with its type: a call reads its log several
     /// times, and asking Redis each time costs more than the log's own work.
     native: Option<(*mut raw::RedisModuleType, NonNull<c_void>)>,
-    /// A value Redis keeps as a word, rebuilt for a key opened for reading: dropped on close.
-    scratch: Option<Box<dyn std::any::Any>>,
-    /// Puts the key's value back into a word if it fits one, on close: set where a value that
-    /// may fit one was boxed in this key (a word opened for writing, a value written).
-    repack: Option<fn(&mut Key<'a>)>,
+    /// What a value kept as a word leaves to do on close (one field: one check on close).
+    on_close: Option<OnClose<'a>>,
+}
+
+/// What a key does on close for a value Redis keeps as a word.
+enum OnClose<'a> {
+    /// Put the key's value back into a word if it fits one: set where a value that may fit one
+    /// was boxed in this key (a word opened for writing, a value written).
+    Repack(fn(&mut Key<'a>)),
+    /// Drop the value rebuilt from the word for a key opened for reading.
+    Scratch(
+        #[expect(dead_code, reason = "held only to be dropped on close")] Box<dyn std::any::Any>,
+    ),
 }
 
 impl<'a> Key<'a> {
@@ -68,8 +76,7 @@ impl<'a> Key<'a> {
             name,
             mode,
             native: None,
-            scratch: None,
-            repack: None,
+            on_close: None,
         })
     }
 
@@ -132,7 +139,22 @@ impl<'a> Key<'a> {
     /// The key's value if it is a `T`, to read or change in place. A value kept as a word is
     /// boxed first: in the key itself when it is open for writing (put back into a word on
     /// close if it still fits one), else in a copy dropped on close.
+    #[inline]
     pub fn native<T: NativeType>(&mut self) -> Option<&mut T> {
+        // The value found before (a box: a word is never cached), as cheap as it was before
+        // words: a call reads its log several times.
+        if let Some((cached, value)) = self.native
+            && cached == T::slot().get()
+        {
+            // SAFETY: as below.
+            return Some(unsafe { value.cast::<T>().as_mut() });
+        }
+        self.find_native::<T>()
+    }
+
+    /// `native`'s first look at the key.
+    #[inline(never)]
+    fn find_native<T: NativeType>(&mut self) -> Option<&mut T> {
         let p = self.native_ptr::<T>()?;
         let mut value = match stored::<T>(p.as_ptr())? {
             Stored::Boxed(v) => v,
@@ -146,12 +168,14 @@ impl<'a> Key<'a> {
 
     /// Boxes the value a key keeps as `word`: the key's own value when it is open for writing,
     /// else a scratch copy.
+    #[cold]
+    #[inline(never)]
     fn unpack<T: NativeType>(&mut self, word: u64) -> Option<NonNull<T>> {
         let value = T::from_word(word)?;
         if self.mode == Mode::Read {
             let mut scratch: Box<dyn std::any::Any> = Box::new(value);
             let v = NonNull::from(scratch.downcast_mut::<T>()?);
-            self.scratch = Some(scratch);
+            self.on_close = Some(OnClose::Scratch(scratch));
             return Some(v);
         }
         let k = self.ptr?.as_ptr();
@@ -173,7 +197,7 @@ impl<'a> Key<'a> {
             return None;
         }
         T::gauge().resized(0, held);
-        self.repack = Some(Key::repack::<T>);
+        self.on_close = Some(OnClose::Repack(Key::repack::<T>));
         NonNull::new(boxed)
     }
 
@@ -209,7 +233,7 @@ impl<'a> Key<'a> {
     /// Asks for the key's `T` to be put back into a word on close if it fits one then.
     pub fn repack_on_close<T: NativeType>(&mut self) {
         if self.mode == Mode::Write {
-            self.repack = Some(Key::repack::<T>);
+            self.on_close = Some(OnClose::Repack(Key::repack::<T>));
         }
     }
 
@@ -222,7 +246,7 @@ impl<'a> Key<'a> {
         }
         let raw = into_raw(value);
         self.native = None;
-        self.repack = Some(Key::repack::<T>);
+        self.on_close = Some(OnClose::Repack(Key::repack::<T>));
         // SAFETY: an open key opened for writing; on success Redis owns the value and frees it
         // through the type's free callback.
         let r = unsafe { (self.ctx.api.module_type_set_value)(k, t, raw) };
@@ -353,12 +377,21 @@ impl<'a> Key<'a> {
         };
     }
 
-    fn close(&mut self) {
-        if let Some(repack) = self.repack.take() {
+    /// Repacks the value or drops the scratch copy (see `OnClose`).
+    #[cold]
+    #[inline(never)]
+    fn close_word(&mut self) {
+        if let Some(OnClose::Repack(repack)) = self.on_close.take() {
             repack(self);
         }
+    }
+
+    #[inline]
+    fn close(&mut self) {
+        if self.on_close.is_some() {
+            self.close_word();
+        }
         self.native = None;
-        self.scratch = None;
         if let Some(k) = self.ptr.take() {
             // SAFETY: an open key, closed once (the handle is taken).
             unsafe { (self.ctx.api.close_key)(k.as_ptr()) };

@@ -147,6 +147,7 @@ impl Blocks {
     }
 
     /// Timestamps at or before `t`.
+    #[inline]
     fn count_le(&self, t: u64) -> u64 {
         match self.tree.find_key(t) {
             Some((_, before, block)) => before + block.count_le(t) as u64,
@@ -340,6 +341,7 @@ impl Default for CompactLog {
 
 impl CompactLog {
     /// Logged requests.
+    #[inline]
     pub fn len(&self) -> u64 {
         match &self.repr {
             Repr::Small(s) => s.len() as u64,
@@ -352,6 +354,7 @@ impl CompactLog {
     }
 
     /// The `k`-th oldest timestamp, 1-based.
+    #[inline]
     pub fn kth_oldest(&self, k: u64) -> Option<u64> {
         let i = k.checked_sub(1).filter(|i| *i < self.len())?;
         match &self.repr {
@@ -360,6 +363,7 @@ impl CompactLog {
         }
     }
 
+    #[inline]
     pub fn newest(&self) -> Option<u64> {
         match &self.repr {
             Repr::Small(s) => s.newest(),

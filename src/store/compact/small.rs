@@ -104,6 +104,7 @@ impl Small {
     }
 
     /// Every timestamp, oldest first.
+    #[inline(never)]
     pub fn values(&self) -> Vec<u64> {
         let (len, w, bits) = self.parts();
         let mut out = Vec::with_capacity(len);
@@ -120,6 +121,7 @@ impl Small {
     }
 
     /// The `i`-th oldest (0-based).
+    #[inline(never)]
     pub fn get(&self, i: usize) -> Option<u64> {
         let (len, w, bits) = self.parts();
         if i >= len {
@@ -132,11 +134,13 @@ impl Small {
         Some(t)
     }
 
+    #[inline(never)]
     pub fn newest(&self) -> Option<u64> {
         self.get(self.len().checked_sub(1)?)
     }
 
     /// Timestamps at or before `t`.
+    #[inline(never)]
     pub fn count_le(&self, t: u64) -> usize {
         self.values().iter().take_while(|ts| **ts <= t).count()
     }
