@@ -57,10 +57,15 @@ enum OnClose<'a> {
     /// Put the key's value back into a word if it fits one: set where a value that may fit one
     /// was boxed in this key (a word opened for writing, a value written).
     Repack(fn(&mut Key<'a>)),
-    /// Drop the value rebuilt from the word for a key opened for reading.
-    Scratch(
-        #[expect(dead_code, reason = "held only to be dropped on close")] Box<dyn std::any::Any>,
-    ),
+    /// Drop the value rebuilt from the word for a key opened for reading (a box of the type
+    /// the function drops): plain data, so that a key needs no drop glue besides its close.
+    Scratch(NonNull<c_void>, fn(NonNull<c_void>)),
+}
+
+/// Drops a scratch value `Key::unpack` boxed.
+fn drop_scratch<T>(p: NonNull<c_void>) {
+    // SAFETY: a `T` boxed by `unpack` for this key, dropped once (its `OnClose` was taken).
+    drop(unsafe { Box::from_raw(p.cast::<T>().as_ptr()) });
 }
 
 impl<'a> Key<'a> {
@@ -173,9 +178,8 @@ impl<'a> Key<'a> {
     fn unpack<T: NativeType>(&mut self, word: u64) -> Option<NonNull<T>> {
         let value = T::from_word(word)?;
         if self.mode == Mode::Read {
-            let mut scratch: Box<dyn std::any::Any> = Box::new(value);
-            let v = NonNull::from(scratch.downcast_mut::<T>()?);
-            self.on_close = Some(OnClose::Scratch(scratch));
+            let v = NonNull::from(Box::leak(Box::new(value)));
+            self.on_close = Some(OnClose::Scratch(v.cast(), drop_scratch::<T>));
             return Some(v);
         }
         let k = self.ptr?.as_ptr();
@@ -381,8 +385,13 @@ impl<'a> Key<'a> {
     #[cold]
     #[inline(never)]
     fn close_word(&mut self) {
-        if let Some(OnClose::Repack(repack)) = self.on_close.take() {
-            repack(self);
+        match self.on_close.take() {
+            Some(OnClose::Repack(repack)) => repack(self),
+            Some(OnClose::Scratch(value, drop)) => {
+                self.native = None;
+                drop(value);
+            }
+            None => {}
         }
     }
 
