@@ -10,7 +10,7 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
-	bench-go go-script go-vendor dist test-dist test-monitoring measure-asm
+	bench-go bench-memory go-script go-vendor dist test-dist test-monitoring measure-asm
 
 all: build
 
@@ -197,6 +197,13 @@ lint: setup
 bench: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' REDIS_CELL_MODULE="$$(bash scripts/redis-cell.sh || true)" \
 		cargo run --release -p slidingwindow-bench
+
+# Memory alone (issue 36): compact bytes per request on eight arrival patterns of 1M requests
+# against the information bound, and bytes per key over 100,000 small keys for the compact log,
+# the sorted set, redis-cell's GCRA and an INCRBY+EXPIRE counter (bench/src/memory.rs).
+bench-memory: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' REDIS_CELL_MODULE="$$(bash scripts/redis-cell.sh || true)" \
+		BENCH_MEMORY=1 cargo run --release -p slidingwindow-bench
 
 # cargo-fuzz (installed on first use) with libFuzzer and ASan; runs on stable via RUSTC_BOOTSTRAP.
 fuzz:

@@ -5,7 +5,7 @@
 //! with LEASE against ALLOW without it, and the compact log's block edges, block openings,
 //! RESTOREs and bytes after removals (`churn`).
 //! Starts its own redis-server (and one for redis-cell). `BENCH_AB=a.so,b.so` compares module
-//! builds instead (see `ab`).
+//! builds instead (see `ab`); `BENCH_MEMORY=1` measures memory instead (see `memory`).
 
 mod ab;
 mod chart;
@@ -20,6 +20,7 @@ mod machine;
 mod markdown;
 mod measure;
 mod members;
+mod memory;
 mod paths;
 mod refund;
 mod report;
@@ -42,6 +43,10 @@ fn main() -> Result<()> {
     }
     let module = paths::module_path()?;
     println!("module: {}", module.display());
+    if std::env::var_os("BENCH_MEMORY").is_some() {
+        let main = server::Server::start(&module)?;
+        return memory::run(&main, start_cell().as_ref());
+    }
     let servers = server::Servers::new(server::Server::start(&module)?, start_cell())?;
     if !servers.allowall {
         println!("SLIDINGWINDOW.ALLOWALL: unknown to this module; `tenant` runs without it");

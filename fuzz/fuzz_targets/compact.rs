@@ -21,6 +21,9 @@ mod index;
 #[allow(dead_code)]
 #[path = "../../src/store/compact/log.rs"]
 mod log;
+#[allow(dead_code)]
+#[path = "../../src/store/compact/small.rs"]
+mod small;
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -40,6 +43,11 @@ fn next_ts(u: &mut Unstructured, ts: u64) -> Result<u64> {
 
 fn check(log: &CompactLog, model: &[u64], u: &mut Unstructured) -> Result<()> {
     assert_eq!(log.len(), model.len() as u64);
+    // A log kept as a word (copies of one timestamp) comes back whole from it.
+    if let Some(word) = log.word() {
+        assert!(word < 1 << 62);
+        assert_eq!(CompactLog::from_word(word).as_ref(), Some(log));
+    }
     assert_eq!(log.newest(), model.last().copied());
     let k: u64 = u.int_in_range(0..=model.len() as u64 + 1)?;
     let want = usize::try_from(k).ok().and_then(|k| k.checked_sub(1)).and_then(|i| model.get(i).copied());

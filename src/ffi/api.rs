@@ -75,6 +75,7 @@ table! {
     module_type_set_value = RedisModule_ModuleTypeSetValue: unsafe extern "C" fn(*mut RedisModuleKey, *mut RedisModuleType, *mut c_void) -> c_int;
     module_type_get_type = RedisModule_ModuleTypeGetType: unsafe extern "C" fn(*mut RedisModuleKey) -> *mut RedisModuleType;
     module_type_get_value = RedisModule_ModuleTypeGetValue: unsafe extern "C" fn(*mut RedisModuleKey) -> *mut c_void;
+    module_type_replace_value = RedisModule_ModuleTypeReplaceValue: unsafe extern "C" fn(*mut RedisModuleKey, *mut RedisModuleType, *mut c_void, *mut *mut c_void) -> c_int;
     save_unsigned = RedisModule_SaveUnsigned: unsafe extern "C" fn(*mut RedisModuleIO, u64);
     load_unsigned = RedisModule_LoadUnsigned: unsafe extern "C" fn(*mut RedisModuleIO) -> u64;
     save_string_buffer = RedisModule_SaveStringBuffer: unsafe extern "C" fn(*mut RedisModuleIO, *const c_char, usize);

@@ -105,6 +105,15 @@ pub trait NativeType: Sized + Clone + 'static {
     fn defrag(&mut self, d: &mut Defrag<'_>, cursor: u64) -> Option<u64>;
     /// How much work freeing takes; above 64, Redis frees the value off the main thread.
     fn free_effort(&self) -> usize;
+    /// The value as a word below 2^62 when it fits one: Redis then keeps the word in the
+    /// pointer's place (as it keeps a small integer, `OBJ_ENCODING_INT`), no allocation.
+    fn word(&self) -> Option<u64> {
+        None
+    }
+    /// The value `word` gave `word` for; None for any other word.
+    fn from_word(_word: u64) -> Option<Self> {
+        None
+    }
 }
 
 /// Bytes a value holds for its gauge: its box and its heap.
@@ -112,9 +121,48 @@ pub(super) fn held<T: NativeType>(v: &T) -> usize {
     std::mem::size_of::<T>() + v.heap_bytes()
 }
 
-/// Counts a value that is now Redis's to keep.
-pub(super) fn born<T: NativeType>(v: &T) {
-    T::gauge().born(held(v));
+/// What Redis holds for a value: the pointer to its box, or (an odd pointer) a word.
+pub(super) enum Stored<T> {
+    Boxed(NonNull<T>),
+    Word(u64),
+}
+
+/// What the value pointer `p` holds; None for a null one.
+pub(super) fn stored<T>(p: *const c_void) -> Option<Stored<T>> {
+    let bits = p as usize as u64;
+    if bits & 1 == 1 {
+        return Some(Stored::Word(bits >> 1));
+    }
+    NonNull::new(p.cast_mut().cast::<T>()).map(Stored::Boxed)
+}
+
+/// The pointer that holds `word` (below 2^62): odd, so that no box is ever taken for it.
+pub(super) fn word_ptr(word: u64) -> *mut c_void {
+    ((word << 1) | 1) as usize as *mut c_void
+}
+
+/// Hands `v` to Redis as a word when it fits one, else boxed; counted as a live value.
+pub(super) fn into_raw<T: NativeType>(v: T) -> *mut c_void {
+    match v.word() {
+        Some(word) => {
+            T::gauge().born(0);
+            word_ptr(word)
+        }
+        None => {
+            T::gauge().born(held(&v));
+            Box::into_raw(Box::new(v)).cast()
+        }
+    }
+}
+
+/// Runs `f` on the value behind a callback's pointer: the box's, or one rebuilt from the word.
+fn with_value<T: NativeType, R>(p: *const c_void, f: impl FnOnce(&T) -> R) -> Option<R> {
+    match stored::<T>(p)? {
+        // SAFETY: a `T` this module boxed (Redis passes back what we gave it), alive for the
+        // callback.
+        Stored::Boxed(v) => Some(f(unsafe { v.as_ref() })),
+        Stored::Word(w) => T::from_word(w).map(|v| f(&v)),
+    }
 }
 
 /// The RDB (or DUMP payload) being written.
@@ -222,14 +270,6 @@ impl Digest<'_> {
     }
 }
 
-/// Borrows the value behind a callback's pointer.
-///
-/// # Safety
-/// `value` must be a `T` created by this module (Redis passes back what we gave it).
-unsafe fn value<'v, T>(value: *const c_void) -> Option<&'v T> {
-    unsafe { value.cast::<T>().as_ref() }
-}
-
 extern "C" fn rdb_load<T: NativeType>(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     let Some(api) = api::get() else {
         return ptr::null_mut();
@@ -237,10 +277,7 @@ extern "C" fn rdb_load<T: NativeType>(io: *mut raw::RedisModuleIO, encver: c_int
     let loaded = catch_unwind(AssertUnwindSafe(|| T::load(&mut RdbIn { io, api }, encver)))
         .unwrap_or_else(|_| Err("a bug was caught while loading".into()));
     match loaded {
-        Ok(v) => {
-            born(&v);
-            Box::into_raw(Box::new(v)).cast()
-        }
+        Ok(v) => into_raw(v),
         Err(why) => {
             let why = format!(
                 "slidingwindow: refusing a {} value: {why}\0",
@@ -292,9 +329,10 @@ fn or_abort<T: NativeType>(api: &Api, what: &str, f: impl FnOnce()) {
 }
 
 extern "C" fn rdb_save<T: NativeType>(io: *mut raw::RedisModuleIO, v: *mut c_void) {
-    // SAFETY: Redis passes back a value of this type.
-    if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        or_abort::<T>(api, "rdb_save", || v.save(&mut RdbOut { io, api }));
+    if let Some(api) = api::get() {
+        or_abort::<T>(api, "rdb_save", || {
+            with_value(v, |v: &T| v.save(&mut RdbOut { io, api }));
+        });
     }
 }
 
@@ -303,23 +341,22 @@ extern "C" fn aof_rewrite<T: NativeType>(
     key: *mut raw::RedisModuleString,
     v: *mut c_void,
 ) {
-    // SAFETY: as in `rdb_save`.
-    if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
+    if let Some(api) = api::get() {
         or_abort::<T>(api, "aof_rewrite", || {
-            v.rewrite(&mut AofOut { io, key, api })
+            with_value(v, |v: &T| v.rewrite(&mut AofOut { io, key, api }));
         });
     }
 }
 
 extern "C" fn mem_usage<T: NativeType>(v: *const c_void) -> usize {
-    // SAFETY: as in `rdb_save`.
-    let (Some(api), Some(value)) = (api::get(), unsafe { value::<T>(v) }) else {
+    // A word holds no allocation.
+    let (Some(api), Some(Stored::Boxed(value))) = (api::get(), stored::<T>(v)) else {
         return 0;
     };
     // What the allocator really handed out for the value, and its buffers in size classes.
-    // SAFETY: the value comes from the module allocator (RedisModule_Alloc).
+    // SAFETY: the value comes from the module allocator (RedisModule_Alloc), a `T` we boxed.
     let own = unsafe { (api.malloc_size)(v.cast_mut()) };
-    own + value.heap_bytes()
+    own + unsafe { value.as_ref() }.heap_bytes()
 }
 
 /// The server's defragmenter during one value's turn: each buffer offered to it may move; it
@@ -450,7 +487,8 @@ extern "C" fn defrag<T: NativeType>(
     };
     let cursor = d.cursor();
     // SAFETY: Redis hands the slot holding our value; we may replace it with the moved copy.
-    let Some(slot) = (unsafe { value.as_mut() }) else {
+    // A word holds nothing to move.
+    let Some(slot) = (unsafe { value.as_mut() }).filter(|v| (**v as usize) & 1 == 0) else {
         return 0;
     };
     if cursor == 0
@@ -496,18 +534,29 @@ extern "C" fn defrag<T: NativeType>(
 }
 
 extern "C" fn digest<T: NativeType>(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
-    // SAFETY: as in `rdb_save`.
-    if let (Some(api), Some(v)) = (api::get(), unsafe { value::<T>(v) }) {
-        or_abort::<T>(api, "digest", || v.digest(&mut Digest { md, api }));
+    if let Some(api) = api::get() {
+        or_abort::<T>(api, "digest", || {
+            with_value(v, |v: &T| v.digest(&mut Digest { md, api }));
+        });
     }
 }
 
+/// Frees a value `into_raw` made that Redis did not take.
+pub(super) fn free_raw<T: NativeType>(v: *mut c_void) {
+    free::<T>(v);
+}
+
 extern "C" fn free<T: NativeType>(v: *mut c_void) {
-    if !v.is_null() {
-        // SAFETY: a value we boxed, handed back once to be freed (maybe on the lazy-free thread).
-        let v = unsafe { Box::from_raw(v.cast::<T>()) };
-        T::gauge().died(held(&*v));
-        drop(v);
+    match stored::<T>(v) {
+        Some(Stored::Boxed(v)) => {
+            // SAFETY: a value we boxed, handed back once to be freed (maybe on the lazy-free
+            // thread).
+            let v = unsafe { Box::from_raw(v.as_ptr()) };
+            T::gauge().died(held(&*v));
+            drop(v);
+        }
+        Some(Stored::Word(_)) => T::gauge().died(0),
+        None => {}
     }
 }
 
@@ -515,8 +564,7 @@ extern "C" fn free_effort<T: NativeType>(
     _key: *mut raw::RedisModuleString,
     v: *const c_void,
 ) -> usize {
-    // SAFETY: as in `rdb_save`.
-    unsafe { value::<T>(v) }.map_or(1, T::free_effort)
+    with_value(v, T::free_effort).unwrap_or(1)
 }
 
 extern "C" fn copy<T: NativeType>(
@@ -524,14 +572,8 @@ extern "C" fn copy<T: NativeType>(
     _to: *mut raw::RedisModuleString,
     v: *const c_void,
 ) -> *mut c_void {
-    // SAFETY: as in `rdb_save`.
-    let Some(v) = (unsafe { value::<T>(v) }) else {
-        return ptr::null_mut();
-    };
     catch_unwind(AssertUnwindSafe(|| {
-        let copy = v.clone();
-        born(&copy);
-        Box::into_raw(Box::new(copy)).cast()
+        with_value(v, |v: &T| into_raw(v.clone())).unwrap_or(ptr::null_mut())
     }))
     .unwrap_or(ptr::null_mut())
 }

@@ -4,7 +4,7 @@
 
 use super::call::Caller;
 use super::context::{Ctx, status};
-use super::datatype::NativeType;
+use super::datatype::{NativeType, Stored, held, into_raw, stored, word_ptr};
 use super::string::{OwnedString, RString};
 use crate::core::error::Error;
 use redis_module::raw;
@@ -48,6 +48,24 @@ pub struct Key<'a> {
     /// The module value last found in the key, with its type: a call reads its log several
     /// times, and asking Redis each time costs more than the log's own work.
     native: Option<(*mut raw::RedisModuleType, NonNull<c_void>)>,
+    /// What a value kept as a word leaves to do on close (one field: one check on close).
+    on_close: Option<OnClose<'a>>,
+}
+
+/// What a key does on close for a value Redis keeps as a word.
+enum OnClose<'a> {
+    /// Put the key's value back into a word if it fits one: set where a value that may fit one
+    /// was boxed in this key (a word opened for writing, a value written).
+    Repack(fn(&mut Key<'a>)),
+    /// Drop the value rebuilt from the word for a key opened for reading (a box of the type
+    /// the function drops): plain data, so that a key needs no drop glue besides its close.
+    Scratch(NonNull<c_void>, fn(NonNull<c_void>)),
+}
+
+/// Drops a scratch value `Key::unpack` boxed.
+fn drop_scratch<T>(p: NonNull<c_void>) {
+    // SAFETY: a `T` boxed by `unpack` for this key, dropped once (its `OnClose` was taken).
+    drop(unsafe { Box::from_raw(p.cast::<T>().as_ptr()) });
 }
 
 impl<'a> Key<'a> {
@@ -63,6 +81,7 @@ impl<'a> Key<'a> {
             name,
             mode,
             native: None,
+            on_close: None,
         })
     }
 
@@ -105,30 +124,121 @@ impl<'a> Key<'a> {
         }
     }
 
-    /// The key's value if it is a `T`.
-    fn native_ptr<T: NativeType>(&self) -> Option<NonNull<T>> {
+    /// The key's value pointer (a box, or an odd word) if it is a `T`.
+    fn native_ptr<T: NativeType>(&self) -> Option<NonNull<c_void>> {
         let t = T::slot().get();
         if let Some((cached, value)) = self.native {
-            return (cached == t).then(|| value.cast());
+            return (cached == t).then_some(value);
         }
         let k = self.ptr?.as_ptr();
-        // SAFETY: an open key; a module type pointer is only compared, its value only cast when
+        // SAFETY: an open key; a module type pointer is only compared, its value only read when
         // the type is `T`'s.
         unsafe {
             if t.is_null() || (self.ctx.api.module_type_get_type)(k) != t {
                 return None;
             }
-            NonNull::new((self.ctx.api.module_type_get_value)(k).cast::<T>())
+            NonNull::new((self.ctx.api.module_type_get_value)(k))
         }
     }
 
-    /// The key's value if it is a `T`, to read or change in place.
+    /// The key's value if it is a `T`, to read or change in place. A value kept as a word is
+    /// boxed first: in the key itself when it is open for writing (put back into a word on
+    /// close if it still fits one), else in a copy dropped on close.
+    #[inline]
     pub fn native<T: NativeType>(&mut self) -> Option<&mut T> {
-        let mut value = self.native_ptr::<T>()?;
+        // The value found before (a box: a word is never cached), as cheap as it was before
+        // words: a call reads its log several times.
+        if let Some((cached, value)) = self.native
+            && cached == T::slot().get()
+        {
+            // SAFETY: as below.
+            return Some(unsafe { value.cast::<T>().as_mut() });
+        }
+        self.find_native::<T>()
+    }
+
+    /// `native`'s first look at the key.
+    #[inline(never)]
+    fn find_native<T: NativeType>(&mut self) -> Option<&mut T> {
+        let p = self.native_ptr::<T>()?;
+        let mut value = match stored::<T>(p.as_ptr())? {
+            Stored::Boxed(v) => v,
+            Stored::Word(w) => self.unpack::<T>(w)?,
+        };
         self.native = Some((T::slot().get(), value.cast()));
-        // SAFETY: Redis owns the value until the key changes, which needs `&mut self` (and
-        // forgets the cached pointer), so the borrow cannot outlive it.
+        // SAFETY: Redis owns the value (or the scratch box does) until the key changes, which
+        // needs `&mut self` (and forgets the cached pointer), so the borrow cannot outlive it.
         Some(unsafe { value.as_mut() })
+    }
+
+    /// Boxes the value a key keeps as `word`: the key's own value when it is open for writing,
+    /// else a scratch copy.
+    #[cold]
+    #[inline(never)]
+    fn unpack<T: NativeType>(&mut self, word: u64) -> Option<NonNull<T>> {
+        let value = T::from_word(word)?;
+        if self.mode == Mode::Read {
+            let v = NonNull::from(Box::leak(Box::new(value)));
+            self.on_close = Some(OnClose::Scratch(v.cast(), drop_scratch::<T>));
+            return Some(v);
+        }
+        let k = self.ptr?.as_ptr();
+        let held = held(&value);
+        let boxed = Box::into_raw(Box::new(value));
+        // SAFETY: an open key opened for writing, holding a `T` (its word, which owns nothing,
+        // is dropped); on success Redis holds the box as the value.
+        let r = unsafe {
+            (self.ctx.api.module_type_replace_value)(
+                k,
+                T::slot().get(),
+                boxed.cast(),
+                std::ptr::null_mut(),
+            )
+        };
+        if r != raw::REDISMODULE_OK as c_int {
+            // SAFETY: Redis did not take it: it is still ours, freed once.
+            drop(unsafe { Box::from_raw(boxed) });
+            return None;
+        }
+        T::gauge().resized(0, held);
+        self.on_close = Some(OnClose::Repack(Key::repack::<T>));
+        NonNull::new(boxed)
+    }
+
+    /// Puts a boxed `T` that fits a word back into one (see `NativeType::word`).
+    fn repack<T: NativeType>(&mut self) {
+        let Some(p) = self.native_ptr::<T>() else {
+            return;
+        };
+        let (Some(k), Some(Stored::Boxed(value))) = (self.ptr, stored::<T>(p.as_ptr())) else {
+            return;
+        };
+        // SAFETY: the key's value, a `T` we boxed, not borrowed (this needs `&mut self`).
+        let Some(word) = unsafe { value.as_ref() }.word() else {
+            return;
+        };
+        // SAFETY: an open key (a repack is set only on one opened for writing) holding that
+        // box; on success the box is ours again, and freed once.
+        let r = unsafe {
+            (self.ctx.api.module_type_replace_value)(
+                k.as_ptr(),
+                T::slot().get(),
+                word_ptr(word),
+                std::ptr::null_mut(),
+            )
+        };
+        if r == raw::REDISMODULE_OK as c_int {
+            self.native = None;
+            let boxed = unsafe { Box::from_raw(value.as_ptr()) };
+            T::gauge().resized(held(&*boxed), 0);
+        }
+    }
+
+    /// Asks for the key's `T` to be put back into a word on close if it fits one then.
+    pub fn repack_on_close<T: NativeType>(&mut self) {
+        if self.mode == Mode::Write {
+            self.on_close = Some(OnClose::Repack(Key::repack::<T>));
+        }
     }
 
     /// Stores `value` in the key as a `T`, replacing whatever it held.
@@ -138,18 +248,18 @@ impl<'a> Key<'a> {
         if t.is_null() {
             return Err(Error::Server("an unregistered data type"));
         }
-        let held = super::datatype::held(&value);
-        let raw = Box::into_raw(Box::new(value));
+        let raw = into_raw(value);
         self.native = None;
+        self.on_close = Some(OnClose::Repack(Key::repack::<T>));
         // SAFETY: an open key opened for writing; on success Redis owns the value and frees it
         // through the type's free callback.
-        let r = unsafe { (self.ctx.api.module_type_set_value)(k, t, raw.cast()) };
+        let r = unsafe { (self.ctx.api.module_type_set_value)(k, t, raw) };
         if r != raw::REDISMODULE_OK as c_int {
-            // SAFETY: Redis did not take it: it is still ours, freed once.
-            drop(unsafe { Box::from_raw(raw) });
+            // SAFETY: Redis did not take it: it is still ours, freed once (through the same
+            // callback, which counts it out of the gauge as `into_raw` counted it in).
+            super::datatype::free_raw::<T>(raw);
             return Err(Error::Server("RedisModule_ModuleTypeSetValue"));
         }
-        T::gauge().born(held);
         Ok(())
     }
 
@@ -271,7 +381,25 @@ impl<'a> Key<'a> {
         };
     }
 
+    /// Repacks the value or drops the scratch copy (see `OnClose`).
+    #[cold]
+    #[inline(never)]
+    fn close_word(&mut self) {
+        match self.on_close.take() {
+            Some(OnClose::Repack(repack)) => repack(self),
+            Some(OnClose::Scratch(value, drop)) => {
+                self.native = None;
+                drop(value);
+            }
+            None => {}
+        }
+    }
+
+    #[inline]
     fn close(&mut self) {
+        if self.on_close.is_some() {
+            self.close_word();
+        }
         self.native = None;
         if let Some(k) = self.ptr.take() {
             // SAFETY: an open key, closed once (the handle is taken).

@@ -1,7 +1,8 @@
 //! The compact log itself, free of Redis: the timestamps of logged requests, oldest first.
 //!
-//! A few requests (up to `SMALL`) live inside the value itself, as 4-byte offsets from a base: a
-//! new key costs one small allocation. Past that, the log is a row of sorted blocks (`block`),
+//! A few requests (up to `small::MAX_LEN`) live bit-packed inside the value itself or in one
+//! small buffer (`small`), one timestamp's copies in a word the data type keeps in its pointer's
+//! place. Past that, the log is a row of sorted blocks (`block`),
 //! each with its own base and slot width, in an order-statistic B-tree (`index`) whose nodes keep
 //! their subtrees' counts and bytes.
 //!
@@ -20,12 +21,15 @@
 use super::block::{BLOCK_BYTES, Block, fits, size_class, width_for};
 pub use super::index::Mover;
 use super::index::{Item, Iter, Tree};
+use super::small::Small;
 
 /// Largest timestamp a log holds: every argument is at most 2^53.
 pub const MAX_TS: u64 = 1 << 53;
 
-/// Timestamps kept inside the value itself, before any block exists.
-const SMALL: usize = 11;
+/// A log in blocks goes back to a small form once it holds this many timestamps or fewer (and
+/// they fit one): half of `small::MAX_LEN`, so that one request coming and going at a form's
+/// edge does not move the log between the two each time.
+const BACK_TO_SMALL: usize = super::small::MAX_LEN / 2;
 
 impl Item for Block {
     fn count(&self) -> u64 {
@@ -115,7 +119,7 @@ impl Builder {
     }
 }
 
-/// The blocks of a log past `SMALL` requests, in their tree. At most one block is empty: the
+/// The blocks of a log too large for a small form, in their tree. At most one block is empty: the
 /// last, kept for the next append while the block before it is full.
 #[derive(Debug, Clone)]
 struct Blocks {
@@ -143,6 +147,7 @@ impl Blocks {
     }
 
     /// Timestamps at or before `t`.
+    #[inline]
     fn count_le(&self, t: u64) -> u64 {
         match self.tree.find_key(t) {
             Some((_, before, block)) => before + block.count_le(t) as u64,
@@ -305,82 +310,6 @@ impl Blocks {
     }
 }
 
-/// Up to `SMALL` timestamps inside the value: 4-byte offsets from `base`.
-#[derive(Debug, Clone, Copy, Default)]
-struct Small {
-    base: u64,
-    len: u8,
-    off: [u32; SMALL],
-}
-
-impl Small {
-    fn len(&self) -> usize {
-        usize::from(self.len).min(SMALL)
-    }
-
-    fn get(&self, i: usize) -> Option<u64> {
-        (i < self.len()).then(|| self.base + u64::from(self.off.get(i).copied().unwrap_or(0)))
-    }
-
-    fn values(&self) -> Vec<u64> {
-        (0..self.len()).filter_map(|i| self.get(i)).collect()
-    }
-
-    fn count_le(&self, t: u64) -> usize {
-        (0..self.len())
-            .take_while(|i| self.get(*i).is_some_and(|ts| ts <= t))
-            .count()
-    }
-
-    /// Adds `n` copies of `ts` if they fit; false leaves it untouched.
-    fn add(&mut self, ts: u64, n: u64) -> bool {
-        let len = self.len();
-        let Some(total) = usize::try_from(n).ok().and_then(|n| n.checked_add(len)) else {
-            return false;
-        };
-        let lo = self.get(0).map_or(ts, |f| f.min(ts));
-        let hi = self.get(len.wrapping_sub(1)).map_or(ts, |l| l.max(ts));
-        if total > SMALL || hi - lo > u64::from(u32::MAX) {
-            return false;
-        }
-        let mut ts_all = self.values();
-        let p = self.count_le(ts);
-        ts_all.splice(p..p, std::iter::repeat_n(ts, total - len));
-        *self = Small::of(&ts_all);
-        true
-    }
-
-    /// The small form of `ts` (sorted, at most `SMALL`, spanning under 2^32).
-    fn of(ts: &[u64]) -> Small {
-        let base = ts.first().copied().unwrap_or(0);
-        let mut small = Small {
-            base,
-            len: ts.len().min(SMALL) as u8,
-            off: [0; SMALL],
-        };
-        for (o, t) in small.off.iter_mut().zip(ts) {
-            *o = u32::try_from(t - base).unwrap_or(u32::MAX);
-        }
-        small
-    }
-
-    /// The small form of `ts` (sorted), if it fits: at most `SMALL`, spanning under 2^32.
-    fn fit(ts: &[u64]) -> Option<Small> {
-        let span = match (ts.first(), ts.last()) {
-            (Some(lo), Some(hi)) => hi - lo,
-            _ => 0,
-        };
-        (ts.len() <= SMALL && span <= u64::from(u32::MAX)).then(|| Small::of(ts))
-    }
-
-    fn remove(&mut self, a: usize, b: usize) {
-        let mut ts = self.values();
-        let b = b.min(ts.len());
-        ts.drain(a.min(b)..b);
-        *self = Small::of(&ts);
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Repr {
     Small(Small),
@@ -412,6 +341,7 @@ impl Default for CompactLog {
 
 impl CompactLog {
     /// Logged requests.
+    #[inline]
     pub fn len(&self) -> u64 {
         match &self.repr {
             Repr::Small(s) => s.len() as u64,
@@ -424,6 +354,7 @@ impl CompactLog {
     }
 
     /// The `k`-th oldest timestamp, 1-based.
+    #[inline]
     pub fn kth_oldest(&self, k: u64) -> Option<u64> {
         let i = k.checked_sub(1).filter(|i| *i < self.len())?;
         match &self.repr {
@@ -432,9 +363,10 @@ impl CompactLog {
         }
     }
 
+    #[inline]
     pub fn newest(&self) -> Option<u64> {
         match &self.repr {
-            Repr::Small(s) => s.get(s.len().checked_sub(1)?),
+            Repr::Small(s) => s.newest(),
             Repr::Blocks(b) => b.newest(),
         }
     }
@@ -466,7 +398,7 @@ impl CompactLog {
             Repr::Small(s) => s.remove(a as usize, b as usize),
             Repr::Blocks(blocks) => {
                 blocks.remove(a, b);
-                if blocks.len() as usize <= SMALL / 2 {
+                if blocks.len() as usize <= BACK_TO_SMALL {
                     let ts: Vec<u64> = blocks.iter().collect();
                     if let Some(small) = Small::fit(&ts) {
                         self.repr = Repr::Small(small);
@@ -514,10 +446,25 @@ impl CompactLog {
         }
     }
 
+    /// The log as one word below 2^60 when it holds copies of one timestamp (see `small`).
+    pub fn word(&self) -> Option<u64> {
+        match &self.repr {
+            Repr::Small(s) => s.word(),
+            Repr::Blocks(_) => None,
+        }
+    }
+
+    /// The log `word` gave, if it is one.
+    pub fn from_word(word: u64) -> Option<CompactLog> {
+        Some(CompactLog {
+            repr: Repr::Small(Small::from_word(word)?),
+        })
+    }
+
     /// Every timestamp, oldest first.
     pub fn iter(&self) -> Box<dyn Iterator<Item = u64> + '_> {
         match &self.repr {
-            Repr::Small(s) => Box::new((0..s.len()).filter_map(|i| s.get(i))),
+            Repr::Small(s) => Box::new(s.values().into_iter()),
             Repr::Blocks(b) => Box::new(b.iter()),
         }
     }
@@ -553,7 +500,7 @@ impl CompactLog {
     /// the allocator's size classes count them: O(1).
     pub fn heap_bytes(&self) -> usize {
         match &self.repr {
-            Repr::Small(_) => 0,
+            Repr::Small(s) => s.heap_bytes(),
             Repr::Blocks(b) => b.heap_bytes(),
         }
     }
@@ -561,7 +508,7 @@ impl CompactLog {
     /// Separate allocations the log owns besides the value itself: O(1).
     pub fn allocations(&self) -> usize {
         match &self.repr {
-            Repr::Small(_) => 0,
+            Repr::Small(s) => usize::from(s.heap_bytes() > 0),
             Repr::Blocks(b) => 1 + b.tree.allocs(),
         }
     }
@@ -569,8 +516,12 @@ impl CompactLog {
     /// Hands its heap allocations to `mover`, from block `from` on (0: all of them, the tree's
     /// box first), until the mover says to stop: then the block to resume from.
     pub fn move_buffers(&mut self, mover: &mut impl Mover, from: u64) -> Option<u64> {
-        let Repr::Blocks(b) = &mut self.repr else {
-            return None;
+        let b = match &mut self.repr {
+            Repr::Small(s) => {
+                s.move_buffer(mover);
+                return None;
+            }
+            Repr::Blocks(b) => b,
         };
         if from == 0 {
             mover.boxed(b);
@@ -663,7 +614,7 @@ impl CompactLog {
             assert!(values.windows(2).all(|w| w[0] <= w[1]), "out of order");
             assert_eq!(values.len() as u64, b.len());
             assert!(
-                b.len() as usize > SMALL / 2 || Small::fit(&values).is_none(),
+                b.len() as usize > BACK_TO_SMALL || Small::fit(&values).is_none(),
                 "a short log in blocks"
             );
         }
@@ -680,11 +631,23 @@ mod tests {
 
     #[test]
     fn a_small_log_lives_in_one_small_allocation() {
-        assert!(size_of::<CompactLog>() <= 64, "{}", size_of::<CompactLog>());
+        // 16 bytes: the allocator's class for the value's box is its size.
+        assert_eq!(size_of::<CompactLog>(), 16);
         let t = 1_700_000_000_000;
-        let log = CompactLog::of(&(0..SMALL as u64).map(|i| t + i * 1000).collect::<Vec<_>>());
-        assert_eq!((log.heap_bytes(), log.allocations()), (0, 0));
-        assert_eq!(log.len(), SMALL as u64);
+        let every_second = |n: u64| (0..n).map(|i| t + i * 1000).collect::<Vec<_>>();
+        let log = CompactLog::of(&every_second(5));
+        assert_eq!((log.heap_bytes(), log.allocations(), log.len()), (0, 0, 5));
+        assert_eq!(log.word(), None);
+        let log = CompactLog::of(&every_second(20));
+        assert_eq!(
+            (log.heap_bytes(), log.allocations(), log.len()),
+            (32, 1, 20)
+        );
+        // One timestamp's copies: a word.
+        let mut log = CompactLog::default();
+        log.add(t, 3);
+        let word = log.word().unwrap();
+        assert_eq!(CompactLog::from_word(word), Some(log));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod change;
 pub mod codec;
 mod index;
 pub mod log;
+mod small;
 
 use super::{Expire, Store, extend_expiry, replay_expiry};
 use crate::core::error::Error;
@@ -75,6 +76,14 @@ impl NativeType for CompactLog {
 
     fn defrag(&mut self, d: &mut Defrag<'_>, cursor: u64) -> Option<u64> {
         self.move_buffers(d, cursor)
+    }
+
+    fn word(&self) -> Option<u64> {
+        self.word()
+    }
+
+    fn from_word(word: u64) -> Option<Self> {
+        CompactLog::from_word(word)
     }
 
     fn free_effort(&self) -> usize {
@@ -253,12 +262,16 @@ impl<'k, 'a> CompactStore<'k, 'a> {
         self.key.native::<CompactLog>()
     }
 
-    /// Changes the log with `f`, keeping `compact_bytes` in step with its heap.
+    /// Changes the log with `f`, keeping `compact_bytes` in step with its heap; a log left
+    /// small enough for a word goes back into one when the key closes.
     fn change<R>(&mut self, f: impl FnOnce(&mut CompactLog) -> R) -> Option<R> {
         let log = self.log()?;
         let before = log.heap_bytes();
         let r = f(log);
         GAUGE.resized(before, log.heap_bytes());
+        if log.word().is_some() {
+            self.key.repack_on_close::<CompactLog>();
+        }
         Some(r)
     }
 
