@@ -90,7 +90,9 @@ function options({ lease, precision, detail } = {}) {
 function scoreOf(now, lease, precision) {
   const s = now + (lease ?? 0);
   const p = precision ?? 1;
-  return Math.ceil(s / p) * p;
+  // Whole numbers up to 2^53: % is exact where s / p would round.
+  const r = s % p;
+  return r === 0 ? s : s - r + p;
 }
 
 /**
