@@ -16,7 +16,7 @@ import (
 )
 
 // The Lua path against the module, on one server with the module loaded, as the Python and
-// Node.js suites do: the same seeded random call streams (COST, PEEK, LIMIT, LEASE, DETAIL, the
+// Node.js suites do: the same seeded random call streams (COST, PEEK, LIMIT, LEASE, PRECISION, DETAIL, the
 // options in any order, time going back, whole windows passing; ALLOWALL, PEEKALL, REFUND over
 // several keys) go to twin keys, one driven by the module, one by the script, and to a third
 // driven by either at random; at lateness 0 and at 20 s (the module's slidingwindow.lateness,
@@ -53,9 +53,9 @@ func lateTwins(t *testing.T, g time.Duration) twins {
 // lateness is each stream's two runs.
 var lateness = []time.Duration{0, 20 * time.Second}
 
-// leaseAndDetail are the groups `LEASE ms` (now + ms past 2^53 now and then) and `DETAIL`, each
-// drawn or not.
-func leaseAndDetail(r *rand.Rand, now int64) [][]any {
+// timesAndDetail are the groups `LEASE ms`, `PRECISION p` and `DETAIL`, each drawn or not; now
+// and then now + ms is past 2^53, or rounded up past it.
+func timesAndDetail(r *rand.Rand, now int64) [][]any {
 	spell := func(upper, lower string) string {
 		if r.Intn(4) == 0 {
 			return lower
@@ -63,10 +63,17 @@ func leaseAndDetail(r *rand.Rand, now int64) [][]any {
 		return upper
 	}
 	var groups [][]any
-	if roll := r.Intn(100); roll < 2 {
+	switch roll := r.Intn(100); {
+	case roll < 2:
 		groups = append(groups, []any{spell("LEASE", "lease"), int64(1)<<53 - now + 1})
-	} else if roll < 25 {
+	case roll < 4:
+		// 2^53 - 1 rounds up to 2^53 + 8.
+		groups = append(groups, []any{spell("LEASE", "lease"), int64(1)<<53 - 1 - now}, []any{spell("PRECISION", "precision"), 1000})
+	case roll < 25:
 		groups = append(groups, []any{spell("LEASE", "lease"), between(r, 1, 3_000)})
+	}
+	if r.Intn(100) < 30 && len(groups) < 2 {
+		groups = append(groups, []any{spell("PRECISION", "precision"), pick(r, []int64{1, 7, 1000, 60_000})})
 	}
 	if r.Intn(100) < 30 {
 		groups = append(groups, []any{spell("DETAIL", "detail")})
@@ -74,15 +81,16 @@ func leaseAndDetail(r *rand.Rand, now int64) [][]any {
 	return groups
 }
 
-// drawn counts what a stream exercised: calls admitted with a lease, DETAIL replies, and
-// errors naming LEASE.
-type drawn struct{ leased, detailed, leaseErrors int }
+// drawn counts what a stream exercised: calls admitted with a lease and with a precision, DETAIL
+// replies, and errors naming LEASE and PRECISION.
+type drawn struct{ leased, rounded, detailed, leaseErrors, precisionErrors int }
 
 func (d *drawn) add(args []any, reply any) {
-	leased := false
+	leased, rounded := false, false
 	for _, a := range args {
-		if s, ok := a.(string); ok && strings.EqualFold(s, "LEASE") {
-			leased = true
+		if s, ok := a.(string); ok {
+			leased = leased || strings.EqualFold(s, "LEASE")
+			rounded = rounded || strings.EqualFold(s, "PRECISION")
 		}
 	}
 	switch v := reply.(type) {
@@ -93,16 +101,22 @@ func (d *drawn) add(args []any, reply any) {
 		if leased && v[0] == int64(1) {
 			d.leased++
 		}
+		if rounded && v[0] == int64(1) {
+			d.rounded++
+		}
 	case string:
-		if strings.Contains(v, "LEASE") {
+		if strings.HasPrefix(v, "error: ERR LEASE") {
 			d.leaseErrors++
+		}
+		if strings.HasPrefix(v, "error: ERR PRECISION") {
+			d.precisionErrors++
 		}
 	}
 }
 
 func (d drawn) check(t *testing.T) {
 	t.Helper()
-	if d.leased == 0 || d.detailed == 0 || d.leaseErrors == 0 {
+	if d.leased == 0 || d.rounded == 0 || d.detailed == 0 || d.leaseErrors == 0 || d.precisionErrors == 0 {
 		t.Fatalf("the stream drew %+v", d)
 	}
 }
@@ -216,7 +230,7 @@ func TestScriptEqualsModuleOnStreams(t *testing.T) {
 					if r.Intn(100) < 30 {
 						command = "peek"
 					}
-					groups := leaseAndDetail(r, now)
+					groups := timesAndDetail(r, now)
 					if cost != 1 {
 						groups = append(groups, []any{"COST", cost})
 					}
@@ -352,7 +366,7 @@ func TestScriptEqualsModuleOverSeveralKeys(t *testing.T) {
 						} else if roll >= 7 {
 							cost = between(r, 2, 3)
 						}
-						groups := leaseAndDetail(r, now)
+						groups := timesAndDetail(r, now)
 						if cost != 1 {
 							groups = append(groups, []any{"COST", cost})
 						}
@@ -398,9 +412,9 @@ func TestScriptEqualsModuleOverSeveralKeys(t *testing.T) {
 // Malformed and odd argument lists: the same reply or the same error text, byte for byte.
 func TestScriptEqualsModuleOnAnyArguments(t *testing.T) {
 	tokens := []any{"", "0", "1", "01", "-1", "1.5", "inf", "*", "x", "9007199254740993", "9007199254740992",
-		"COST", "cost", "LEASE", "lease", "DETAIL", "detail", "FOO", []byte{0, 255}}
+		"COST", "cost", "LEASE", "lease", "PRECISION", "precision", "1000", "DETAIL", "detail", "FOO", []byte{0, 255}}
 	keyTokens := []any{"", "0", "1", "2", "3", "17", "-1", "1.5", "inf", "*", "x", "9007199254740993", "COST", "cost",
-		"LIMIT", "limit", "AT", "at", "LEASE", "lease", "DETAIL", "detail", "FOO", []byte{0, 255}, "k1", "k2"}
+		"LIMIT", "limit", "AT", "at", "LEASE", "lease", "PRECISION", "precision", "1000", "DETAIL", "detail", "FOO", []byte{0, 255}, "k1", "k2"}
 	for _, c := range []struct {
 		command string
 		pool    []any

@@ -14,6 +14,9 @@ var (
 	ErrNoKeys = errors.New("slidingwindow: at least one key is needed")
 	// ErrLease: a lease (the Lease option, a Leaser's LeaseConfig) the commands cannot take.
 	ErrLease = errors.New("slidingwindow: invalid lease")
+	// ErrPrecision: a Precision the commands cannot take (not a whole number of ms, under 1ms, or
+	// rounding now + lease up past 2^53 ms).
+	ErrPrecision = errors.New("slidingwindow: invalid precision")
 	// ErrLateness: WithLateness outside 0 to 24h, or not a whole number of ms.
 	ErrLateness = errors.New("slidingwindow: the lateness must be a whole number of ms from 0 to 24h")
 	// ErrClosed: a Leaser used after Close.

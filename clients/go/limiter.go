@@ -116,12 +116,12 @@ func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result
 	return l.PeekWith(ctx, key, limits)
 }
 
-// AllowWith is Allow with options (Cost, Now, Lease, Detail).
+// AllowWith is Allow with options (Cost, Now, Lease, Precision, Detail).
 func (l *Limiter) AllowWith(ctx context.Context, key string, limits []Limit, opts ...Option) (Result, error) {
 	return l.one(ctx, "allow", key, limits, newCall(opts))
 }
 
-// PeekWith is Peek with options (Cost, Now, Lease, Detail): what AllowWith would answer.
+// PeekWith is Peek with options (Cost, Now, Lease, Precision, Detail): what AllowWith would answer.
 func (l *Limiter) PeekWith(ctx context.Context, key string, limits []Limit, opts ...Option) (Result, error) {
 	return l.one(ctx, "peek", key, limits, newCall(opts))
 }

@@ -13,11 +13,13 @@ type Option func(*call)
 
 // call is what the options set: the arguments every form of the commands shares.
 type call struct {
-	cost   int64
-	now    any // "*" or Unix ms
-	lease  time.Duration
-	leased bool
-	detail bool
+	cost      int64
+	now       any // "*" or Unix ms
+	lease     time.Duration
+	leased    bool
+	precision time.Duration
+	rounded   bool
+	detail    bool
 }
 
 func newCall(opts []Option) call {
@@ -36,16 +38,24 @@ func (c call) head() []any {
 	return []any{c.now, "COST", c.cost}
 }
 
-// tail is `[LEASE ms] [DETAIL]`, after everything else; a lease the commands cannot take is
-// refused here, before anything is sent.
+// tail is `[LEASE ms] [PRECISION p] [DETAIL]`, after everything else; a lease or a precision
+// the commands cannot take is refused here, before anything is sent.
 func (c call) tail() ([]any, error) {
 	var out []any
+	var ms int64
 	if c.leased {
-		ms, err := leaseMs(c.lease, c.now)
-		if err != nil {
+		var err error
+		if ms, err = leaseMs(c.lease, c.now); err != nil {
 			return nil, err
 		}
 		out = append(out, "LEASE", ms)
+	}
+	if c.rounded {
+		p, err := precisionMs(c.precision, c.now, ms)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, "PRECISION", p)
 	}
 	if c.detail {
 		out = append(out, "DETAIL")
@@ -63,6 +73,21 @@ func leaseMs(d time.Duration, now any) (int64, error) {
 		return 0, fmt.Errorf("%w: now %d + %d ms is beyond 2^53 ms", ErrLease, at, ms)
 	}
 	return ms, nil
+}
+
+// precisionMs is d in whole ms, at least 1, rounding now + lease up to at most 2^53 when now is
+// the caller's own (ms). A time.Duration is below 2^53 ms.
+func precisionMs(d time.Duration, now any, lease int64) (int64, error) {
+	if d < time.Millisecond || d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("%w: %v is not a whole number of ms, at least 1ms", ErrPrecision, d)
+	}
+	p := int64(d / time.Millisecond)
+	if at, ok := now.(int64); ok && at >= 0 && at <= maxExact-lease {
+		if s := at + lease; s > maxExact/p*p {
+			return 0, fmt.Errorf("%w: now %d + %d ms rounded up to a multiple of %d ms is beyond 2^53 ms", ErrPrecision, at, lease, p)
+		}
+	}
+	return p, nil
 }
 
 // Cost makes the request weigh n (it adds n members to every key); the default is 1.
@@ -89,6 +114,15 @@ func Now(t time.Time) Option { return func(c *call) { c.now = t.UnixMilli() } }
 // learn now (Result.Now), and stop d after sending the call, by the monotonic clock. With Now(t),
 // t + d must not pass 2^53 ms (checked before sending). A Leaser does all of this.
 func Lease(d time.Duration) Option { return func(c *call) { c.lease, c.leased = d, true } }
+
+// Precision logs an admitted call's members at now (or now + d of Lease) rounded up to a
+// multiple of p, a whole number of ms (at least 1ms): the call is decided at now exactly as
+// without it (the contract's "Coarse times"). A key whose calls all pass it holds at most about
+// (longest window + lease + p) / p distinct times whatever the rate, which bounds its size on the
+// module's compact storage (a sorted set still holds one member per request); the price is that
+// a request counts up to p longer than it happened. Refund such a request at the rounded time.
+// With Now(t), t (+ d) rounded up must not pass 2^53 ms (checked before sending).
+func Precision(p time.Duration) Option { return func(c *call) { c.precision, c.rounded = p, true } }
 
 // Detail asks for every limit's state (Result.Limits) and the time the call was decided at
 // (Result.Now: the server's clock when the call passed "*"). The decision and the effects are

@@ -62,6 +62,11 @@ export interface CallOptions {
   now?: number;
   /** LEASE ms: an admitted call's members are logged at now + ms. */
   lease?: number;
+  /**
+   * PRECISION p (ms, 1 <= p <= 2^53, else a TypeError before sending): an admitted call's members
+   * are logged at now (or now + lease) rounded up to a multiple of p.
+   */
+  precision?: number;
   /** DETAIL: every limit's state and the now used. */
   detail?: boolean;
 }
@@ -105,8 +110,8 @@ export declare const SCRIPT: string;
 export declare const CROCKFORD: string;
 /** `::ffff:a.b.c.d` in any spelling (an IPv4 client on a dual-stack socket) as `a.b.c.d`; IPv6 compressed and lowercase; anything else as is. */
 export declare function canonicalIp(address: string): string;
-export declare function toArgs(limits: LimitLike | LimitLike[], cost?: number, now?: number, options?: { lease?: number; detail?: boolean }): (string | number)[];
-export declare function toKeyArgs(keyed: KeyedLimits, cost?: number, now?: number, options?: { lease?: number; detail?: boolean }): {
+export declare function toArgs(limits: LimitLike | LimitLike[], cost?: number, now?: number, options?: { lease?: number; precision?: number; detail?: boolean }): (string | number)[];
+export declare function toKeyArgs(keyed: KeyedLimits, cost?: number, now?: number, options?: { lease?: number; precision?: number; detail?: boolean }): {
   args: (string | number)[];
   named: { key: string; limit: Limit }[];
 };

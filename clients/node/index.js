@@ -15,6 +15,8 @@ const SCRIPT = fs.readFileSync(path.join(__dirname, 'slidingwindow.lua'), 'utf8'
 const SHA = crypto.createHash('sha1').update(SCRIPT).digest('hex');
 
 const MAX_LATENESS = 86_400_000;
+// 2^53, the largest time (ms) and count the commands take.
+const MAX_EXACT = 2 ** 53;
 
 /**
  * Turns the reply's integers into the typed result; `limit` is the binding limit's index. A reply
@@ -71,11 +73,31 @@ function toLimits(limits) {
 
 const nowArg = (now) => (now === undefined || now === null ? '*' : now);
 
-const options = ({ lease, detail } = {}) => [...(lease === undefined || lease === null ? [] : ['LEASE', lease]), ...(detail ? ['DETAIL'] : [])];
+const given = (v) => v !== undefined && v !== null;
+
+/** `[LEASE ms] [PRECISION p] [DETAIL]`; a precision the commands cannot take throws a TypeError. */
+function options({ lease, precision, detail } = {}) {
+  if (given(precision) && !(Number.isInteger(precision) && precision >= 1 && precision <= MAX_EXACT)) {
+    throw new TypeError(`precision must be an integer between 1 and ${MAX_EXACT} (ms), not ${precision}`);
+  }
+  return [...(given(lease) ? ['LEASE', lease] : []), ...(given(precision) ? ['PRECISION', precision] : []), ...(detail ? ['DETAIL'] : [])];
+}
 
 /**
- * `window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`; limits are {window, max}
- * or [window, max].
+ * The score an admitted call's members were logged at: now + lease rounded up to a multiple of
+ * the precision (what REFUND key n AT score takes back).
+ */
+function scoreOf(now, lease, precision) {
+  const s = now + (lease ?? 0);
+  const p = precision ?? 1;
+  // Whole numbers up to 2^53: % is exact where s / p would round.
+  const r = s % p;
+  return r === 0 ? s : s - r + p;
+}
+
+/**
+ * `window max now [COST n] [LIMIT window max]... [LEASE ms] [PRECISION p] [DETAIL]`; limits are
+ * {window, max} or [window, max].
  */
 function toArgs(limits, cost = 1, now = undefined, opts = {}) {
   const list = toLimits(limits);
@@ -217,18 +239,19 @@ class SlidingWindow {
 
   /**
    * Admits the request if it fits every limit (and logs it); `now` in Unix ms, default the server
-   * clock. `lease` (ms) logs an admitted call's members at now + ms (see `lease()`); `detail` adds
-   * every limit's state and the `now` used.
+   * clock. `lease` (ms) logs an admitted call's members at now + ms (see `lease()`); `precision`
+   * (ms) logs them at that time rounded up to a multiple of it (a key then holds a bounded number
+   * of distinct times, whatever the rate); `detail` adds every limit's state and the `now` used.
    */
-  async allow(key, limits, { cost = 1, now, lease, detail = false } = {}) {
-    const args = toArgs(limits, cost, now, { lease, detail: detail || this.confirm !== undefined });
-    return this.#decide('allow', [key], [key, ...args], args, { cost, lease, detail }, toResult, { key: undefined });
+  async allow(key, limits, { cost = 1, now, lease, precision, detail = false } = {}) {
+    const args = toArgs(limits, cost, now, { lease, precision, detail: detail || this.confirm !== undefined });
+    return this.#decide('allow', [key], [key, ...args], args, { cost, lease, precision, detail }, toResult, { key: undefined });
   }
 
   /** What `allow` would answer now, changing nothing. */
-  async peek(key, limits, { cost = 1, now, lease, detail = false } = {}) {
-    const args = toArgs(limits, cost, now, { lease, detail });
-    return this.#decide('peek', [key], [key, ...args], args, { cost, lease, detail }, toResult, { key: undefined });
+  async peek(key, limits, { cost = 1, now, lease, precision, detail = false } = {}) {
+    const args = toArgs(limits, cost, now, { lease, precision, detail });
+    return this.#decide('peek', [key], [key, ...args], args, { cost, lease, precision, detail }, toResult, { key: undefined });
   }
 
   /**
@@ -236,13 +259,13 @@ class SlidingWindow {
    * nothing, one atomic call). `keyed`: a Map of key to limits, or a list of [key, limits] or
    * {key, limits}. The result names the binding limit: `bindingKey` and `bindingLimit`.
    */
-  async allowAll(keyed, { cost = 1, now, lease, detail = false } = {}) {
-    return this.#all('allowall', keyed, { cost, now, lease, detail });
+  async allowAll(keyed, { cost = 1, now, lease, precision, detail = false } = {}) {
+    return this.#all('allowall', keyed, { cost, now, lease, precision, detail });
   }
 
   /** What `allowAll` would answer now, changing nothing. */
-  async peekAll(keyed, { cost = 1, now, lease, detail = false } = {}) {
-    return this.#all('peekall', keyed, { cost, now, lease, detail });
+  async peekAll(keyed, { cost = 1, now, lease, precision, detail = false } = {}) {
+    return this.#all('peekall', keyed, { cost, now, lease, precision, detail });
   }
 
   /**
@@ -260,8 +283,8 @@ class SlidingWindow {
     return new Lease(this, key, limits, { size, durationMs });
   }
 
-  async #all(command, keyed, { cost, now, lease, detail }) {
-    const { args, named } = toKeyArgs(keyed, cost, now, { lease, detail: detail || (command === 'allowall' && this.confirm !== undefined) });
+  async #all(command, keyed, { cost, now, lease, precision, detail }) {
+    const { args, named } = toKeyArgs(keyed, cost, now, { lease, precision, detail: detail || (command === 'allowall' && this.confirm !== undefined) });
     const keys = args.slice(1, Number(args[0]) + 1);
     const typed = (reply) => {
       const result = toResult(reply);
@@ -269,18 +292,18 @@ class SlidingWindow {
       return { ...result, bindingKey: key, bindingLimit: limit };
     };
     const rest = [args[0], ...args.slice(keys.length + 1)];
-    return this.#decide(command, keys, args, rest, { cost, lease, detail }, typed, { bindingKey: named[0].key, bindingLimit: named[0].limit });
+    return this.#decide(command, keys, args, rest, { cost, lease, precision, detail }, typed, { bindingKey: named[0].key, bindingLimit: named[0].limit });
   }
 
   /**
    * One typed call: the command, then with `confirm` the WAIT (and the refund it may need) on the
    * same connection; the onError policy when Redis does not decide.
    */
-  async #decide(command, keys, argv, rest, { cost, lease, detail }, typed, unchecked) {
+  async #decide(command, keys, argv, rest, { cost, lease, precision, detail }, typed, unchecked) {
     try {
       let result = typed(await this.#command(command, keys, argv, rest));
       if (this.confirm !== undefined && result.allowed && (command === 'allow' || command === 'allowall')) {
-        result = await this.#confirmed(keys, cost, lease, result);
+        result = await this.#confirmed(keys, cost, scoreOf(result.now, lease, precision), result);
       }
       if (!detail && result.states !== undefined) {
         delete result.states;
@@ -294,7 +317,7 @@ class SlidingWindow {
     }
   }
 
-  async #confirmed(keys, cost, lease, result) {
+  async #confirmed(keys, cost, at, result) {
     const { replicas, timeoutMs } = this.confirm;
     // WAIT counts the writes of its own connection: a reconnection in between would count none.
     const stream = this.redis.stream;
@@ -302,7 +325,6 @@ class SlidingWindow {
     if (acked >= replicas && this.redis.stream === stream) return { ...result, confirmed: true };
     if (this.onUnconfirmed === 'allow') return { ...result, confirmed: false };
     // Taken back exactly: this call's members, at the score they were logged with.
-    const at = result.now + (lease ?? 0);
     for (const key of keys) await this.#command('refund', [key], [key, cost, 'AT', at], [cost, 'AT', at]);
     return { ...result, allowed: false, confirmed: false };
   }

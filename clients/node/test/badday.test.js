@@ -102,6 +102,10 @@ for (const path of ['module', 'lua']) {
         const r = await deny.allow(k, [60, 5], { detail: true });
         assert.deepEqual([r.allowed, r.confirmed, r.count], [false, false, 1]);
         assert.equal(await c.exists(k), 0);
+        // Taken back at the score it was logged with: now + ms rounded up to the precision.
+        const p = await deny.allow(k, [60, 5], { lease: 250, precision: 100_000 });
+        assert.deepEqual([p.allowed, p.confirmed], [false, false]);
+        assert.equal(await c.exists(k), 0);
         const allow = new SlidingWindow(c, { confirm: { replicas: 1, timeoutMs: 20 }, onUnconfirmed: 'allow' });
         const a = await allow.allow(k, [60, 5]);
         assert.deepEqual([a.allowed, a.confirmed, 'states' in a], [true, false, false]);

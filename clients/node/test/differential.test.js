@@ -91,9 +91,9 @@ test('several limits: script and module agree', () =>
 
 const TOKENS = ['', '0', '1', '01', '-1', '1.5', 'inf', '*', 'x', '9007199254740993', '9007199254740992',
   'COST', 'cost', 'FOO', Buffer.from([0, 255])];
-const OPTIONS = [...TOKENS, 'LIMIT', 'limit', 'LEASE', 'lease', 'DETAIL', 'detail', '9007199254740000'];
+const OPTIONS = [...TOKENS, 'LIMIT', 'limit', 'LEASE', 'lease', 'PRECISION', 'precision', '1000', 'DETAIL', 'detail', '9007199254740000'];
 
-for (const [label, pool] of [['options', TOKENS], ['with LIMIT', [...TOKENS, 'LIMIT', 'limit']], ['with LEASE and DETAIL', OPTIONS]]) {
+for (const [label, pool] of [['options', TOKENS], ['with LIMIT', [...TOKENS, 'LIMIT', 'limit']], ['with LEASE, PRECISION and DETAIL', OPTIONS]]) {
   test(`any arguments (${label}): the same reply or the same error text`, async () => {
     const module = new SlidingWindow(c, { use: 'module' });
     const lua = new SlidingWindow(c, { use: 'lua' });
@@ -184,7 +184,7 @@ test('many keys, many limits: script and module agree', () =>
   runKeys({ name: 'wide', seed: 15, steps: 200, pool: 6, mostKeys: 6, mostLimits: 4, windows: [1, 5, 60, 120], maxes: [1, 3, 8], refunds: 25, peeks: 20 }));
 
 const KEY_TOKENS = ['', '0', '1', '2', '3', '17', '-1', '1.5', 'inf', '*', 'x', '9007199254740993', 'COST', 'cost',
-  'LIMIT', 'limit', 'AT', 'at', 'FOO', Buffer.from([0, 255]), 'k1', 'k2', 'LEASE', 'lease', 'DETAIL', 'detail'];
+  'LIMIT', 'limit', 'AT', 'at', 'FOO', Buffer.from([0, 255]), 'k1', 'k2', 'LEASE', 'lease', 'PRECISION', 'precision', '1000', 'DETAIL', 'detail'];
 
 for (const command of ['allowall', 'peekall', 'refund']) {
   test(`any arguments (${command}): the same reply or the same error text`, async () => {
@@ -216,7 +216,7 @@ for (const command of ['allowall', 'peekall', 'refund']) {
   });
 }
 
-// LEASE, DETAIL and lateness: the module (with slidingwindow.lateness set) against the script (with
+// LEASE, PRECISION, DETAIL and lateness: the module (with slidingwindow.lateness set) against the script (with
 // the helper's lateness set alike), on twin keys of one hash tag: replies, error texts, scores and
 // expiries must agree, over ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND.
 async function serverMs() {
@@ -231,7 +231,7 @@ async function runOptions(seed, lateness, steps) {
   const r = rng(seed);
   const keys = Object.fromEntries(['m', 'l'].map((p) => [p, [0, 1, 2].map((k) => `opt:${seed}:${p}:${k}:{${seed}}`)]));
   const slack = {};
-  const seen = { lease: 0, detail: 0, admitted: 0 };
+  const seen = { lease: 0, precision: 0, detail: 0, admitted: 0 };
   let now = START;
   try {
     for (let step = 0; step < steps; step++) {
@@ -244,11 +244,18 @@ async function runOptions(seed, lateness, steps) {
         groups.push([r.pick(['LEASE', 'lease']), r.pick([1, 250, 1000, 60_000])]);
         seen.lease++;
       }
+      if (r.int(0, 2) === 0) {
+        groups.push([r.pick(['PRECISION', 'precision']), r.pick([1, 7, 1000, 60_000])]);
+        seen.precision++;
+      }
       if (r.int(0, 1) === 0) {
         groups.push([r.pick(['DETAIL', 'detail'])]);
         seen.detail++;
       }
-      if (groups.length === 2 && r.int(0, 1)) groups.reverse();
+      for (let i = groups.length - 1; i > 0; i--) {
+        const j = r.int(0, i);
+        [groups[i], groups[j]] = [groups[j], groups[i]];
+      }
       const extra = groups.flat();
       const roll = r.int(0, 99);
       let command;
@@ -305,5 +312,5 @@ async function runOptions(seed, lateness, steps) {
 }
 
 for (const lateness of [0, 20_000, 86_400_000]) {
-  test(`LEASE, DETAIL and lateness ${lateness}: script and module agree`, () => runOptions(41 + (lateness % 97), lateness, 300));
+  test(`LEASE, PRECISION, DETAIL and lateness ${lateness}: script and module agree`, () => runOptions(41 + (lateness % 97), lateness, 300));
 }

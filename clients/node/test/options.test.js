@@ -1,5 +1,5 @@
 'use strict';
-// LEASE, DETAIL and lateness through the helper, on both paths; the lease object; the HTTP headers.
+// LEASE, PRECISION, DETAIL and lateness through the helper, on both paths; the lease object; the HTTP headers.
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
@@ -52,7 +52,7 @@ function busiest(times, windowMs) {
 }
 
 for (const path of ['module', 'lua']) {
-  describe(`${path} path: LEASE, DETAIL, lateness, leases`, () => {
+  describe(`${path} path: LEASE, PRECISION, DETAIL, lateness, leases`, () => {
     let server;
     let c;
     let key;
@@ -107,6 +107,84 @@ for (const path of ['module', 'lua']) {
       assert.ok(t0 + 60_500 <= at && at <= t1 + 60_500);
       assert.equal(await sw.refund(key, 4, { at: NOW + 500 }), 4);
       await assert.rejects(sw.call('allow', key, [60, 5, NOW, 'LEASE', 0]), /^ReplyError: ERR LEASE must be an integer between 1 and 9007199254740992 - now/);
+    });
+
+    const result = (allowed, count, remaining, retryAfterMs, resetAfterMs) => ({ allowed, count, remaining, retryAfterMs, resetAfterMs, limit: 0 });
+
+    test('PRECISION logs an admitted call at now rounded up', async () => {
+      const sw = fresh();
+      const t = 1_700_000_000_000;
+      // Decided at now, logged at now rounded up to the second: docs/commands.md's example.
+      const t0 = await serverMs(c);
+      assert.deepEqual(await sw.allow(key, [60, 3], { now: t + 250, precision: 1000 }), result(true, 1, 2, 0, 60_750));
+      const t1 = await serverMs(c);
+      // The TTL is the window plus t - now from the server's clock (the second call's is shorter).
+      const at = await c.call('PEXPIRETIME', key);
+      assert.ok(t0 + 60_750 <= at && at <= t1 + 60_750, `expires at ${at}`);
+      assert.deepEqual(await sw.allow(key, [60, 3], { now: t + 700, precision: 1000 }), result(true, 2, 1, 0, 60_300));
+      assert.deepEqual(await scores(c, key), [t + 1000, t + 1000]);
+      assert.deepEqual(await sw.peek(key, [60, 3], { cost: 2, now: t + 60_999 }), result(false, 2, 1, 1, 1));
+      assert.equal((await sw.peek(key, [60, 3], { cost: 2, now: t + 61_000 })).allowed, true);
+      // With a lease, now + ms is rounded up; PEEK answers what ALLOW does; PRECISION 1 changes nothing.
+      const opts = { now: t + 1001, lease: 500, precision: 1000 };
+      assert.deepEqual(await sw.peek(key, [60, 9], opts), await sw.allow(key, [60, 9], opts));
+      assert.deepEqual(await sw.allow(key, [60, 9], { now: t + 1002, precision: 1 }), result(true, 4, 5, 0, 60_998));
+      assert.deepEqual(await scores(c, key), [t + 1000, t + 1000, t + 1002, t + 2000]);
+      // A caller takes such a request back at the same arithmetic.
+      assert.equal(await sw.refund(key, 1, { at: t + 1999 }), 1);
+      assert.deepEqual(await scores(c, key), [t + 1000, t + 1000, t + 2000]);
+      // Over several keys every key's members are rounded alike.
+      const keyed = [[`${key}:a`, [60, 5]], [`${key}:b`, [[1, 2], [60, 5]]]];
+      const r = await sw.allowAll(keyed, { cost: 2, now: t + 3001, precision: 250, detail: true });
+      assert.deepEqual([r.allowed, r.resetAfterMs, r.now], [true, 1249, t + 3001]);
+      assert.deepEqual(await scores(c, `${key}:a`), [t + 3250, t + 3250]);
+      assert.deepEqual(await scores(c, `${key}:b`), [t + 3250, t + 3250]);
+      const again = { cost: 2, now: t + 3002, precision: 250 };
+      assert.deepEqual(await sw.peekAll(keyed, again), await sw.allowAll(keyed, again));
+    });
+
+    test('PRECISION errors', async () => {
+      const sw = fresh();
+      const keyed = [[key, [60, 5]]];
+      const calls = [
+        (p) => sw.allow(key, [60, 5], { now: NOW, precision: p }),
+        (p) => sw.peek(key, [60, 5], { now: NOW, precision: p }),
+        (p) => sw.allowAll(keyed, { now: NOW, precision: p }),
+        (p) => sw.peekAll(keyed, { now: NOW, precision: p }),
+      ];
+      // Refused before anything is sent, as the module would refuse it.
+      for (const bad of [0, -1, 2 ** 53 + 2, 1.5, '1000', true, NaN, Infinity]) {
+        for (const call of calls) await assert.rejects(call(bad), { name: 'TypeError', message: /^precision must be an integer between 1 and 9007199254740992/ });
+      }
+      assert.equal((await sw.peek(key, [60, 5], { now: NOW, precision: 2 ** 53 })).allowed, true);
+      // The rounded score past 2^53 is the server's error on both paths, and changes nothing.
+      const text = /^ReplyError: ERR PRECISION must be an integer between 1 and 9007199254740992 \(now \+ LEASE rounded up to a multiple of PRECISION <= 2\^53\)$/;
+      await assert.rejects(sw.allow(key, [60, 5], { now: 2 ** 53 - 1, precision: 1000 }), text);
+      await assert.rejects(sw.peekAll(keyed, { now: 9007199254740000, lease: 1, precision: 1000 }), text);
+      await assert.rejects(sw.call('allow', key, [60, 5, NOW, 'PRECISION', 0]), text);
+      await assert.rejects(sw.call('peek', key, [60, 5, NOW, 'precision', 'x']), text);
+      await assert.rejects(sw.call('allow', key, [60, 5, NOW, 'PRECISION', 10, 'precision', 10]), /option 'precision' given twice/);
+      assert.equal(await c.exists(key), 0);
+    });
+
+    test('PRECISION 1000 keeps a busy key to a few distinct scores', async () => {
+      // 20,000 requests over 20 s of the callers' clock, window 10 s: the key holds every request
+      // of its window but at most (Wmax + p) / p + 2 distinct scores, all multiples of p.
+      const sw = fresh();
+      let most = 0;
+      for (let i = 0; i < 20_000; i++) {
+        assert.equal((await sw.allow(key, [10, 1_000_000], { now: NOW + i, precision: 1000 })).allowed, true);
+        if (i % 1000 === 999) {
+          const logged = await scores(c, key);
+          const distinct = new Set(logged);
+          assert.ok([...distinct].every((s) => s % 1000 === 0));
+          assert.ok(distinct.size <= 10_000 / 1000 + 1 + 2, `${i}: ${[...distinct]}`);
+          // Nothing over-trimmed: every request of the window (now - 10 s, now] is still there.
+          assert.ok(logged.length >= Math.min(i + 1, 10_000));
+          most = Math.max(most, distinct.size);
+        }
+      }
+      assert.ok(most >= 10, `at most ${most} distinct scores`);
     });
 
     for (const lateness of [0, 5000]) {

@@ -23,8 +23,12 @@ LimitLike = Union[Limit, Tuple[int, int]]
 Limits = Union[LimitLike, Iterable[LimitLike]]
 #: ALLOWALL's keys with their limits: a mapping ``{key: limits}`` or ``(key, limits)`` pairs, in order.
 KeyedLimits = Union[Mapping[Key, Limits], Iterable[Tuple[Key, Limits]]]
+#: A call's ``(lease, precision)``: where its admitted members are logged.
+Times = Tuple[Optional[int], Optional[int]]
 
 MAX_LATENESS = 86_400_000
+#: 2^53, the largest time (ms) and count the commands take.
+MAX_EXACT = 1 << 53
 
 # Error replies about the server's state rather than the call: the call may succeed elsewhere or
 # later, so they are the on_error policy's, not the caller's. redis-py parses some into classes
@@ -112,31 +116,33 @@ class SlidingWindow:
     # The typed calls.
 
     def allow(self, key: Key, limits: Limits, cost: int = 1, now: Optional[int] = None, *,
-              lease: Optional[int] = None, detail: bool = False) -> Result:
+              lease: Optional[int] = None, precision: Optional[int] = None, detail: bool = False) -> Result:
         """Admits the request if it fits every limit (and logs it); ``now`` in Unix ms, None = the
         server's clock. ``lease=ms`` logs an admitted call's members at ``now + ms`` (see
-        ``lease()``); ``detail=True`` adds every limit's state and the ``now`` used."""
-        args = arguments(limits, cost, now, lease=lease, detail=detail or self.confirm is not None)
+        ``lease()``); ``precision=p`` logs them at that time rounded up to a multiple of ``p`` ms
+        (a key then holds a bounded number of distinct times, whatever the rate);
+        ``detail=True`` adds every limit's state and the ``now`` used."""
+        args = arguments(limits, cost, now, lease=lease, precision=precision, detail=detail or self.confirm is not None)
         fallback = Result(True, 0, 0, 0, 0, 0)
-        return self._decide("allow", [key], [key, *args], args, cost, lease, detail, Result.from_reply, fallback)
+        return self._decide("allow", [key], [key, *args], args, cost, (lease, precision), detail, Result.from_reply, fallback)
 
     def peek(self, key: Key, limits: Limits, cost: int = 1, now: Optional[int] = None, *,
-             lease: Optional[int] = None, detail: bool = False) -> Result:
+             lease: Optional[int] = None, precision: Optional[int] = None, detail: bool = False) -> Result:
         """What ``allow`` would answer now, changing nothing."""
-        args = arguments(limits, cost, now, lease=lease, detail=detail)
+        args = arguments(limits, cost, now, lease=lease, precision=precision, detail=detail)
         fallback = Result(True, 0, 0, 0, 0, 0)
-        return self._decide("peek", [key], [key, *args], args, cost, lease, detail, Result.from_reply, fallback)
+        return self._decide("peek", [key], [key, *args], args, cost, (lease, precision), detail, Result.from_reply, fallback)
 
     def allow_all(self, limits: KeyedLimits, cost: int = 1, now: Optional[int] = None, *,
-                  lease: Optional[int] = None, detail: bool = False) -> AllResult:
+                  lease: Optional[int] = None, precision: Optional[int] = None, detail: bool = False) -> AllResult:
         """Admits the request if it fits every limit of every key, and then logs it on every key
         (all or nothing, one atomic call). ``limits``: ``{key: limits}`` or ``(key, limits)`` pairs."""
-        return self._all("allowall", limits, cost, now, lease, detail)
+        return self._all("allowall", limits, cost, now, (lease, precision), detail)
 
     def peek_all(self, limits: KeyedLimits, cost: int = 1, now: Optional[int] = None, *,
-                 lease: Optional[int] = None, detail: bool = False) -> AllResult:
+                 lease: Optional[int] = None, precision: Optional[int] = None, detail: bool = False) -> AllResult:
         """What ``allow_all`` would answer now, changing nothing."""
-        return self._all("peekall", limits, cost, now, lease, detail)
+        return self._all("peekall", limits, cost, now, (lease, precision), detail)
 
     def refund(self, key: Key, n: int = 1, at: Union[int, str, None] = None) -> int:
         """Takes back up to ``n`` logged requests (the newest scored at or before ``at``: pass the
@@ -179,7 +185,7 @@ class SlidingWindow:
     # Internals.
 
     def _all(self, command: str, limits: KeyedLimits, cost: int, now: Optional[int],
-             lease: Optional[int], detail: bool) -> AllResult:
+             times: Times, detail: bool) -> AllResult:
         pairs = keyed_pairs(limits)
         keys = [key for key, _ in pairs]
         named = [(key, l) for key, listed in pairs for l in limit_list(listed)]
@@ -189,7 +195,7 @@ class SlidingWindow:
         for keyno, (key, listed) in enumerate(pairs, 1):
             for l in limit_list(listed):
                 args += ["LIMIT", keyno, l.window, l.max]
-        args += options(lease, detail or (command == "allowall" and self.confirm is not None))
+        args += options(*times, detail or (command == "allowall" and self.confirm is not None))
 
         def typed(reply: Sequence) -> AllResult:
             base = Result.from_reply(reply)
@@ -199,10 +205,10 @@ class SlidingWindow:
 
         fallback = AllResult(True, 0, 0, 0, 0, 0, keys[0], named[0][1])
         rest = [len(keys), *args[len(keys) + 1:]]
-        return self._decide(command, keys, args, rest, cost, lease, detail, typed, fallback)
+        return self._decide(command, keys, args, rest, cost, times, detail, typed, fallback)
 
     def _decide(self, command: str, keys: List[Any], argv: List[Any], rest: List[Any], cost: int,
-                lease: Optional[int], detail: bool, typed: Callable[[Sequence], T], fallback: T) -> T:
+                times: Times, detail: bool, typed: Callable[[Sequence], T], fallback: T) -> T:
         """One typed call: the command, then with ``confirm`` the WAIT (and the refund it may
         need) on the same connection; the on_error policy when Redis does not decide."""
         confirming = self.confirm is not None and command in ("allow", "allowall")
@@ -210,7 +216,7 @@ class SlidingWindow:
         def exchange(conn: Any) -> T:
             result: Any = typed(self._command(conn, command, keys, argv, rest))
             if confirming and result.allowed:
-                result = self._confirmed(conn, keys, cost, lease, result)
+                result = self._confirmed(conn, keys, cost, times, result)
             if not detail and result.states is not None:
                 result = dataclasses.replace(result, states=None, now=None)
             return result
@@ -222,7 +228,7 @@ class SlidingWindow:
                 raise
             return dataclasses.replace(fallback, error=e)  # type: ignore[type-var]
 
-    def _confirmed(self, conn: Any, keys: List[Any], cost: int, lease: Optional[int], result: Any) -> Any:
+    def _confirmed(self, conn: Any, keys: List[Any], cost: int, times: Times, result: Any) -> Any:
         replicas, wait_ms = self.confirm  # type: ignore[misc]
         conn.send_command("WAIT", replicas, wait_ms)
         wait_s = None if self.timeout is None else self.timeout + wait_ms / 1000
@@ -232,7 +238,7 @@ class SlidingWindow:
         if self.on_unconfirmed == "allow":
             return dataclasses.replace(result, confirmed=False)
         # Taken back exactly: this call's members, at the score they were logged with.
-        at = result.now + (lease or 0)
+        at = score(result.now, *times)
         for key in keys:
             self._command(conn, "refund", [key], [key, cost, "AT", at], [cost, "AT", at])
         return dataclasses.replace(result, allowed=False, confirmed=False)
@@ -296,21 +302,33 @@ class SlidingWindow:
             return conn.read_response()
 
 
-def options(lease: Optional[int], detail: bool) -> List[Any]:
-    return ([] if lease is None else ["LEASE", lease]) + (["DETAIL"] if detail else [])
+def options(lease: Optional[int], precision: Optional[int], detail: bool) -> List[Any]:
+    """``[LEASE ms] [PRECISION p] [DETAIL]``; a precision the commands cannot take raises ValueError."""
+    if precision is not None and not (type(precision) is int and 1 <= precision <= MAX_EXACT):
+        raise ValueError(f"precision must be an integer between 1 and {MAX_EXACT} (ms), not {precision!r}")
+    return (([] if lease is None else ["LEASE", lease]) + ([] if precision is None else ["PRECISION", precision])
+            + (["DETAIL"] if detail else []))
+
+
+def score(now: int, lease: Optional[int], precision: Optional[int]) -> int:
+    """The score an admitted call's members were logged at: ``now + ms`` rounded up to a multiple
+    of the precision (what ``REFUND key n AT score`` takes back)."""
+    s = now + (lease or 0)
+    p = precision or 1
+    return -(-s // p) * p
 
 
 def arguments(limits: Limits, cost: int, now: Optional[int], *, lease: Optional[int] = None,
-              detail: bool = False) -> List[Any]:
-    """``window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`` for a list of limits
-    (the first is positional)."""
+              precision: Optional[int] = None, detail: bool = False) -> List[Any]:
+    """``window max now [COST n] [LIMIT window max]... [LEASE ms] [PRECISION p] [DETAIL]`` for a
+    list of limits (the first is positional)."""
     first, *rest = limit_list(limits)
     args: List[Any] = [first.window, first.max, "*" if now is None else now]
     if cost != 1:
         args += ["COST", cost]
     for l in rest:
         args += ["LIMIT", l.window, l.max]
-    return args + options(lease, detail)
+    return args + options(lease, precision, detail)
 
 
 def limit_list(limits: Limits) -> List[Limit]:

@@ -78,6 +78,10 @@ def test_confirm_without_a_replica(own_server, key):
     # WAIT found no replica: the charge was taken back.
     assert (r.allowed, r.confirmed, r.count) == (False, False, 1)
     assert c.exists(key) == 0
+    # Taken back at the score it was logged with: now + ms rounded up to the precision.
+    r = deny.allow(key, Limit(60, 5), lease=250, precision=100_000)
+    assert (r.allowed, r.confirmed) == (False, False)
+    assert c.exists(key) == 0
     allow = SlidingWindow(c, confirm=(1, 20), on_unconfirmed="allow")
     r = allow.allow(key, Limit(60, 5))
     assert (r.allowed, r.confirmed, r.states) == (True, False, None)

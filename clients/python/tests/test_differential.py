@@ -208,7 +208,7 @@ TOKENS = ["", "0", "1", "01", "7", "-1", "+1", "1.5", "1e3", "inf", "nan", "*", 
           "9007199254740", "9007199254741", "9007199254740992", "9007199254740993",
           "99999999999999999999999", "COST", "cost", "FOO", b"\x00\xff", "Z" * 70]
 LIMIT_TOKENS = TOKENS + ["LIMIT", "limit", "LiMiT"]
-OPTION_TOKENS = LIMIT_TOKENS + ["LEASE", "lease", "DETAIL", "Detail", "9007199254740000"]
+OPTION_TOKENS = LIMIT_TOKENS + ["LEASE", "lease", "PRECISION", "Precision", "1000", "DETAIL", "Detail", "9007199254740000"]
 
 
 @pytest.mark.parametrize("pool", [TOKENS, LIMIT_TOKENS, OPTION_TOKENS], ids=["options", "with-limit", "with-lease-detail"])
@@ -356,7 +356,7 @@ def test_script_equals_module_over_several_keys(module_server, sc):
 
 KEYS_TOKENS = ["", "0", "1", "2", "3", "17", "-1", "1.5", "inf", "*", "x", "9007199254740993",
                "COST", "cost", "LIMIT", "limit", "AT", "at", "FOO", b"\x00\xff", "k1", "k2",
-               "LEASE", "lease", "DETAIL", "detail"]
+               "LEASE", "lease", "PRECISION", "precision", "1000", "DETAIL", "detail"]
 
 
 @pytest.mark.parametrize("command", ["allowall", "peekall", "refund"])
@@ -396,7 +396,7 @@ def test_same_answer_to_any_arguments_of_the_new_commands(module_server, command
     assert 0 < errors < 2000
 
 
-# LEASE, DETAIL and lateness: the module (with slidingwindow.lateness set) against the script (with
+# LEASE, PRECISION, DETAIL and lateness: the module (with slidingwindow.lateness set) against the script (with
 # the helper's lateness set alike), on twin keys of one hash tag: replies, error texts, scores and
 # expiries must agree, over ALLOW, PEEK, ALLOWALL, PEEKALL and REFUND.
 
@@ -409,7 +409,7 @@ def run_options(server, seed: int, lateness: int, steps: int) -> None:
     keys = {p: [f"opt:{seed}:{p}:{k}:{{{seed}}}" for k in range(3)] for p in ("m", "l")}
     slack: Dict[int, int] = {}
     now = START
-    seen = {"lease": 0, "detail": 0, "admitted": 0}
+    seen = {"lease": 0, "precision": 0, "detail": 0, "admitted": 0}
     try:
         for step in range(steps):
             dice = rng.randrange(100)
@@ -423,6 +423,9 @@ def run_options(server, seed: int, lateness: int, steps: int) -> None:
             if rng.randrange(3) == 0:
                 groups.append([rng.choice(("LEASE", "lease")), rng.choice((1, 250, 1_000, 60_000))])
                 seen["lease"] += 1
+            if rng.randrange(3) == 0:
+                groups.append([rng.choice(("PRECISION", "precision")), rng.choice((1, 7, 1_000, 60_000))])
+                seen["precision"] += 1
             if rng.randrange(2) == 0:
                 groups.append([rng.choice(("DETAIL", "detail"))])
                 seen["detail"] += 1
@@ -479,5 +482,5 @@ def run_options(server, seed: int, lateness: int, steps: int) -> None:
 
 
 @pytest.mark.parametrize("lateness", [0, 20_000, 86_400_000])
-def test_script_equals_module_with_lease_detail_and_lateness(module_server, lateness):
+def test_script_equals_module_with_lease_precision_detail_and_lateness(module_server, lateness):
     run_options(module_server, 31 + lateness % 97, lateness, 400)

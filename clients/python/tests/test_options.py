@@ -1,4 +1,4 @@
-"""LEASE, DETAIL and lateness through the helper, on both paths; the lease object; the HTTP headers."""
+"""LEASE, PRECISION, DETAIL and lateness through the helper, on both paths; the lease object; the HTTP headers."""
 
 from __future__ import annotations
 
@@ -89,6 +89,86 @@ def test_lease_and_detail_errors(path, key):
             sw.call("allow", key, args)
     with pytest.raises(redis.ResponseError, match="syntax error, option 'detail' given twice"):
         sw.call("allow", key, [60, 5, NOW, "DETAIL", "detail"])
+
+
+PRECISION_ERR = "PRECISION must be an integer between 1 and 9007199254740992 (now + LEASE rounded up to a multiple of PRECISION <= 2^53)"
+
+
+def test_precision_logs_at_rounded_up_times(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    t = 1_700_000_000_000
+    # Decided at now, logged at now rounded up to the second: docs/commands.md's example.
+    before = server_ms(c)
+    assert sw.allow(key, Limit(60, 3), now=t + 250, precision=1000) == Result(True, 1, 2, 0, 60_750, 0)
+    after = server_ms(c)
+    # The TTL is the window plus t - now from the server's clock (the second call's is shorter).
+    assert before + 60_750 <= c.pexpiretime(key) <= after + 60_750
+    assert sw.allow(key, Limit(60, 3), now=t + 700, precision=1000) == Result(True, 2, 1, 0, 60_300, 0)
+    assert scores(c, key) == [t + 1000] * 2
+    assert sw.peek(key, Limit(60, 3), cost=2, now=t + 60_999) == Result(False, 2, 1, 1, 1, 0)
+    assert sw.peek(key, Limit(60, 3), cost=2, now=t + 61_000).allowed
+    # With a lease, now + ms is rounded up; PEEK answers what ALLOW does; PRECISION 1 changes nothing.
+    assert sw.peek(key, Limit(60, 9), now=t + 1_001, lease=500, precision=1000) == \
+        sw.allow(key, Limit(60, 9), now=t + 1_001, lease=500, precision=1000)
+    assert sw.allow(key, Limit(60, 9), now=t + 1_002, precision=1) == Result(True, 4, 5, 0, 60_998, 0)
+    assert scores(c, key) == [t + 1000] * 2 + [t + 1_002, t + 2_000]
+    # A caller takes such a request back at the same arithmetic.
+    assert sw.refund(key, 1, at=t + 1_999) == 1 and scores(c, key) == [t + 1000] * 2 + [t + 2_000]
+    # Over several keys every key's members are rounded alike.
+    keyed = {f"{key}:a": Limit(60, 5), f"{key}:b": [Limit(1, 2), Limit(60, 5)]}
+    r = sw.allow_all(keyed, cost=2, now=t + 3_001, precision=250, detail=True)
+    assert (r.allowed, r.reset_after_ms, r.now) == (True, 1_249, t + 3_001)
+    assert scores(c, f"{key}:a") == scores(c, f"{key}:b") == [t + 3_250] * 2
+    assert sw.peek_all(keyed, cost=2, now=t + 3_002, precision=250) == sw.allow_all(keyed, cost=2, now=t + 3_002, precision=250)
+
+
+def test_precision_errors(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    keyed = {key: Limit(60, 5)}
+    calls = (lambda p: sw.allow(key, Limit(60, 5), now=NOW, precision=p),
+             lambda p: sw.peek(key, Limit(60, 5), now=NOW, precision=p),
+             lambda p: sw.allow_all(keyed, now=NOW, precision=p),
+             lambda p: sw.peek_all(keyed, now=NOW, precision=p))
+    # Refused before anything is sent, as the module would refuse it.
+    for bad in (0, -1, 9007199254740993, 1.5, "1000", True):
+        for call in calls:
+            with pytest.raises(ValueError, match="precision must be an integer between 1 and 9007199254740992"):
+                call(bad)
+    assert sw.peek(key, Limit(60, 5), now=NOW, precision=9007199254740992).allowed
+    # The rounded score past 2^53 is the server's error on both paths, and changes nothing.
+    escaped = PRECISION_ERR.replace("(", r"\(").replace(")", r"\)").replace("^", r"\^").replace("+", r"\+")
+    for call in (lambda: sw.allow(key, Limit(60, 5), now=9007199254740991, precision=1000),
+                 lambda: sw.peek_all(keyed, now=9007199254740000, lease=1, precision=1000),
+                 lambda: sw.call("allow", key, [60, 5, NOW, "PRECISION", 0]),
+                 lambda: sw.call("peek", key, [60, 5, NOW, "precision", "x"])):
+        with pytest.raises(redis.ResponseError, match=escaped):
+            call()
+    with pytest.raises(redis.ResponseError, match="syntax error, option 'precision' given twice"):
+        sw.call("allow", key, [60, 5, NOW, "PRECISION", 10, "precision", 10])
+    assert c.exists(key) == 0
+
+
+def test_precision_keeps_a_busy_keys_distinct_scores_bounded(path, key):
+    """20,000 requests over 20 s of the callers' clock, window 10 s, PRECISION 1000: the key holds
+    every request of its window but at most (Wmax + p) / p + 2 distinct scores, all multiples of p."""
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    most = 0
+    check_every = 1000
+    for i in range(20_000):
+        r = sw.allow(key, Limit(10, 1_000_000), now=NOW + i, precision=1000)
+        assert r.allowed
+        if i % check_every == check_every - 1:
+            logged = scores(c, key)
+            distinct = set(logged)
+            assert all(s % 1000 == 0 for s in distinct)
+            assert len(distinct) <= 10_000 // 1000 + 1 + 2, (i, sorted(distinct))
+            # Nothing over-trimmed: every request of the window (now - 10 s, now] is still there.
+            assert len(logged) >= min(i + 1, 10_000)
+            most = max(most, len(distinct))
+    assert most >= 10
 
 
 @pytest.mark.parametrize("lateness", [0, 5_000])
