@@ -249,12 +249,16 @@ fn escape(out: &mut Vec<u8>, s: &str) {
 }
 
 /// The ALLOWALL descriptors (indexes into `actions`) split into calls: one call when they share
-/// one cost, have distinct keys and number at most 16 (the usual case); otherwise one call per
-/// cost, with a repeated key or a 17th key starting another call.
+/// one cost and one `precision`, have distinct keys and number at most 16 (the usual case);
+/// otherwise one call per cost and precision, with a repeated key or a 17th key starting another
+/// call.
 pub fn groups(actions: &[Action]) -> Vec<(u64, Vec<usize>)> {
     let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
     for (i, a) in actions.iter().enumerate() {
-        let Action::Count { key, cost, .. } = a else {
+        let Action::Count {
+            key, cost, limit, ..
+        } = a
+        else {
             continue;
         };
         if !a.in_allowall() {
@@ -263,6 +267,11 @@ pub fn groups(actions: &[Action]) -> Vec<(u64, Vec<usize>)> {
         let fits = |(c, members): &&mut (u64, Vec<usize>)| {
             *c == *cost
                 && members.len() < MAX_KEYS_PER_CALL
+                && members.iter().all(|&m| {
+                    actions[m]
+                        .limit()
+                        .is_some_and(|l| l.precision == limit.precision)
+                })
                 && members.iter().all(|&m| match &actions[m] {
                     Action::Count { key: other, .. } => other != key,
                     _ => true,
