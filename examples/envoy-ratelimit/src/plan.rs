@@ -432,4 +432,23 @@ mod tests {
         assert_eq!(g[0].1, (0..16).collect::<Vec<_>>());
         assert_eq!(g[1].1, [16, 17]);
     }
+
+    #[test]
+    fn groups_split_on_precision() {
+        let config = config(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 5}\n  - key: p\n    rate_limit: {unit: minute, requests_per_unit: 5, precision: 1000}\n  - key: q\n    rate_limit: {unit: minute, requests_per_unit: 5, precision: 1000}\n",
+        );
+        let m = Metrics::new(0.8);
+        let ds = [
+            desc(&[("a", "x")]),
+            desc(&[("p", "x")]),
+            desc(&[("q", "x")]),
+        ];
+        let acts = actions(&config, &m, "", "d", 0, &ds).unwrap();
+        let g = groups(&acts);
+        assert_eq!(
+            g.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>(),
+            [vec![0], vec![1, 2]]
+        );
+    }
 }
