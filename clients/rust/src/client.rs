@@ -155,6 +155,42 @@ impl Client {
         }
     }
 
+    /// The module's `slidingwindow.storage` (`compact` or `zset`) on the node of `key`'s slot.
+    pub async fn storage(&self, key: &[u8]) -> Result<String, Error> {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg("slidingwindow.storage");
+        let pairs = match self.command(&cmd, key).await? {
+            Value::Array(v) => v,
+            Value::Map(m) => m.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+            other => return Err(Error::Reply(format!("CONFIG GET answered {other:?}"))),
+        };
+        match pairs.get(1) {
+            Some(Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+            Some(Value::SimpleString(s)) => Ok(s.clone()),
+            _ => Err(Error::Reply(
+                "CONFIG GET slidingwindow.storage answered no value (is the module loaded?)".into(),
+            )),
+        }
+    }
+
+    /// For a caller about to pass `PRECISION`: a warning when the storage of `key`'s node is
+    /// `zset` (there it saves nothing and only counts requests longer), or when that could not be
+    /// checked (CONFIG unavailable); `None` on the compact storage.
+    pub async fn precision_warning(&self, key: &[u8]) -> Option<String> {
+        match self.storage(key).await {
+            Ok(s) if s == "zset" => Some(
+                "slidingwindow.storage is zset: PRECISION saves no memory on the sorted-set \
+                 storage (one member per request) and only counts each request up to p ms longer"
+                    .into(),
+            ),
+            Ok(_) => None,
+            Err(e) => Some(format!(
+                "slidingwindow.storage could not be checked ({e}): PRECISION saves memory only on \
+                 the compact storage"
+            )),
+        }
+    }
+
     async fn send(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
         self.twice(|| self.send_once(cmd, route)).await
     }

@@ -16,10 +16,14 @@
 //!   the server read its `now` after that.
 //! - At the end (or when a newer lease replaces an expired one, or on [`Lease::close`]) the unused
 //!   permits go back with `REFUND key unused AT now+ms` (with `*`, DETAIL's `now`).
+//! - With [`LeaseConfig::precision`] every call passes `PRECISION p`: the permits are logged at
+//!   `now + ms` rounded up to a multiple of `p` (an exact call's at `now` rounded up), and every
+//!   refund passes that score as its `AT` (contract, "Coarse times"), so it takes back the
+//!   members this object logged. Permits are still handed out only until `now + ms`.
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::limit::{Limit, MAX_EXACT, Now, unix_ms};
+use crate::limit::{Limit, MAX_EXACT, Now, logged_score, unix_ms};
 use crate::refusal::{Refusal, ms_between};
 use crate::reply::{Reply, RetryAfter};
 use crate::request::{Call, Check, CheckAll, Keyed, Refund};
@@ -67,6 +71,8 @@ pub struct LeaseConfig {
     /// `size` of them arrive within `duration_ms`, and go back to exact when a lease ends with
     /// permits unused. Off: every call that finds no live lease asks for one.
     pub when_busy: bool,
+    /// `PRECISION p` on every call (lease or exact); `None` leaves it out.
+    pub precision: Option<u64>,
     on_refund: Option<RefundHook>,
 }
 
@@ -78,6 +84,7 @@ impl LeaseConfig {
             duration_ms,
             clock: Clock::Server,
             when_busy: false,
+            precision: None,
             on_refund: None,
         }
     }
@@ -89,6 +96,13 @@ impl LeaseConfig {
 
     pub fn when_busy(mut self, on: bool) -> LeaseConfig {
         self.when_busy = on;
+        self
+    }
+
+    /// `PRECISION p` on every call: members logged at a multiple of `p` ms, so that a busy key
+    /// holds a bounded number of distinct scores; each request may count up to `p` ms longer.
+    pub fn precision(mut self, p: Option<u64>) -> LeaseConfig {
+        self.precision = p;
         self
     }
 
@@ -121,17 +135,18 @@ pub struct Charge {
 }
 
 impl Charge {
-    /// An exact call's charge, logged at `at_ms`.
+    /// An exact call's charge, its members logged at `at_ms` (rounded by any `PRECISION`).
     pub(crate) fn exact(at_ms: u64) -> Charge {
         Charge {
             kind: ChargeKind::Exact { at_ms },
         }
     }
 
-    /// The score its permit is logged at (a lease's end, or the exact call's `now`).
+    /// The score its permit is logged at (a lease's end, or the exact call's `now`, each rounded
+    /// up to a multiple of the object's `PRECISION` if it has one).
     pub fn logged_at(&self) -> u64 {
         match self.kind {
-            ChargeKind::Lease { end_ms, .. } => end_ms,
+            ChargeKind::Lease { logged_ms, .. } => logged_ms,
             ChargeKind::Exact { at_ms } => at_ms,
         }
     }
@@ -179,8 +194,8 @@ impl Pending {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ChargeKind {
-    /// Logged at `end_ms` by lease `id`.
-    Lease { id: u64, end_ms: u64 },
+    /// Logged at `logged_ms` by lease `id`.
+    Lease { id: u64, logged_ms: u64 },
     /// Logged at `at_ms` by an exact call.
     Exact { at_ms: u64 },
 }
@@ -258,6 +273,7 @@ struct Inner {
     ms: u64,
     clock: Clock,
     when_busy: bool,
+    precision: Option<u64>,
     on_refund: Option<RefundHook>,
     state: Mutex<State>,
     /// Told when a refund ends (close waits for them).
@@ -298,8 +314,11 @@ struct State {
 struct Grant {
     id: u64,
     left: u64,
-    /// `now + ms` on the clock of the call (the refund's AT).
+    /// `now + ms` on the clock of the call: no handout from then on (with [`Clock::Own`]).
     end_ms: u64,
+    /// `end_ms` rounded up to the `PRECISION`: the score its permits are logged at (the
+    /// refund's AT).
+    logged_ms: u64,
     /// Monotonic: no handout from then on.
     deadline: Instant,
     /// When the call was sent and its `now` (for `*`: DETAIL's).
@@ -376,7 +395,13 @@ impl Lease {
             )));
         }
         // The limits and keys as the contract wants them, checked once.
-        target.call(Now::Server, cfg.size, Some(cfg.duration_ms), true)?;
+        target.call(
+            Now::Server,
+            cfg.size,
+            Some(cfg.duration_ms),
+            cfg.precision,
+            true,
+        )?;
         Ok(Lease {
             inner: Arc::new(Inner {
                 client,
@@ -385,6 +410,7 @@ impl Lease {
                 ms: cfg.duration_ms,
                 clock: cfg.clock,
                 when_busy: cfg.when_busy,
+                precision: cfg.precision,
                 on_refund: cfg.on_refund,
                 state: Mutex::default(),
                 refunds_done: Notify::new(),
@@ -439,7 +465,7 @@ impl Lease {
                 st.refunding += 1;
                 let this = inner.clone();
                 tokio::spawn(async move {
-                    let _ = this.refund(old.left, old.end_ms).await;
+                    let _ = this.refund(old.left, old.logged_ms).await;
                 });
             }
         }
@@ -482,7 +508,7 @@ impl Lease {
             let mut st = inner.lock();
             let closed = st.closed;
             let at_ms = match charge.kind {
-                ChargeKind::Lease { id, end_ms } => {
+                ChargeKind::Lease { id, logged_ms } => {
                     let now = Instant::now();
                     let st = &mut *st;
                     let live = [st.grant.as_mut(), st.next.as_mut()]
@@ -494,7 +520,7 @@ impl Lease {
                         bump(&inner.stats.returned, 1);
                         return Ok(1);
                     }
-                    end_ms
+                    logged_ms
                 }
                 ChargeKind::Exact { at_ms } => at_ms,
             };
@@ -522,7 +548,7 @@ impl Lease {
         };
         let mut back = 0;
         for g in grant {
-            back += inner.refund(g.left, g.end_ms).await?;
+            back += inner.refund(g.left, g.logged_ms).await?;
         }
         if let Some(mut rx) = round {
             let _ = rx.wait_for(Option::is_some).await;
@@ -627,10 +653,21 @@ impl Target {
         one.into_iter().flatten().chain(all.into_iter().flatten())
     }
 
-    fn call(&self, now: Now, cost: u64, lease: Option<u64>, detail: bool) -> Result<Call, Error> {
+    fn call(
+        &self,
+        now: Now,
+        cost: u64,
+        lease: Option<u64>,
+        precision: Option<u64>,
+        detail: bool,
+    ) -> Result<Call, Error> {
         match self {
             Target::One(key, limits) => {
-                let mut c = Check::new(key, limits).now(now).cost(cost).detail(detail);
+                let mut c = Check::new(key, limits)
+                    .now(now)
+                    .cost(cost)
+                    .precision(precision)
+                    .detail(detail);
                 if let Some(ms) = lease {
                     c = c.lease(ms);
                 }
@@ -641,7 +678,11 @@ impl Target {
                     .iter()
                     .map(|(key, limits)| Keyed { key, limits })
                     .collect();
-                let mut c = CheckAll::new(&keyed).now(now).cost(cost).detail(detail);
+                let mut c = CheckAll::new(&keyed)
+                    .now(now)
+                    .cost(cost)
+                    .precision(precision)
+                    .detail(detail);
                 if let Some(ms) = lease {
                     c = c.lease(ms);
                 }
@@ -743,7 +784,7 @@ impl Inner {
             charge: Some(Charge {
                 kind: ChargeKind::Lease {
                     id: g.id,
-                    end_ms: g.end_ms,
+                    logged_ms: g.logged_ms,
                 },
             }),
         })
@@ -773,7 +814,9 @@ impl Inner {
     /// One exact ALLOW of cost 1.
     async fn exact(&self) -> Result<LeaseReply, Error> {
         let now = self.clock.now();
-        let call = self.target.call(now, 1, None, now == Now::Server)?;
+        let call = self
+            .target
+            .call(now, 1, None, self.precision, now == Now::Server)?;
         bump(&self.stats.calls, 1);
         bump(&self.stats.exact_calls, 1);
         let mut reply = self.client.call(&call).await.inspect_err(|_| {
@@ -785,9 +828,7 @@ impl Inner {
         };
         let charge = reply.allowed.then(|| {
             bump(&self.stats.exact_admitted, 1);
-            Charge {
-                kind: ChargeKind::Exact { at_ms },
-            }
+            Charge::exact(logged_score(at_ms, self.precision))
         });
         self.remember(&reply, at_ms);
         Ok(LeaseReply {
@@ -814,7 +855,10 @@ impl Inner {
         let server = now == Now::Server;
         bump(&self.stats.calls, 1);
         bump(&self.stats.lease_calls, 1);
-        let result = match self.target.call(now, self.size, Some(self.ms), server) {
+        let call = self
+            .target
+            .call(now, self.size, Some(self.ms), self.precision, server);
+        let result = match call {
             Ok(call) => self.client.call(&call).await,
             Err(e) => Err(e),
         };
@@ -833,9 +877,10 @@ impl Inner {
                         Now::Server => reply.detail.take().map_or(0, |d| d.now_ms),
                     };
                     let end_ms = now_ms + self.ms;
+                    let logged_ms = logged_score(end_ms, self.precision);
                     let deadline = sent + Duration::from_millis(self.ms);
                     if st.closed || Instant::now() >= deadline {
-                        back.push((self.size, end_ms));
+                        back.push((self.size, logged_ms));
                         st.refunding += 1;
                         Round::Exact
                     } else {
@@ -844,6 +889,7 @@ impl Inner {
                             id,
                             left: self.size,
                             end_ms,
+                            logged_ms,
                             deadline,
                             sent,
                             now_ms,
@@ -857,7 +903,7 @@ impl Inner {
                             // Replaced after its end, before its own task came to it.
                             let old = [st.grant.replace(grant), st.next.take()];
                             for old in old.into_iter().flatten().filter(|g| g.left > 0) {
-                                back.push((old.left, old.end_ms));
+                                back.push((old.left, old.logged_ms));
                                 st.refunding += 1;
                             }
                         }
@@ -928,7 +974,7 @@ impl Inner {
             g
         };
         if let Some(g) = unused {
-            let _ = self.refund(g.left, g.end_ms).await;
+            let _ = self.refund(g.left, g.logged_ms).await;
         }
     }
 

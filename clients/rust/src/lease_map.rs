@@ -9,7 +9,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::lease::{Charge, Clock, Counters, Lease, LeaseConfig, LeaseReply, Source, Stats, Take};
-use crate::limit::{Limit, Now};
+use crate::limit::{Limit, Now, logged_score};
 use crate::lru::Lru;
 use crate::reply::Reply;
 use crate::request::{Call, Check, Refund};
@@ -197,7 +197,9 @@ impl LeaseMap {
             Clock::Server => Now::Server,
             Clock::Own(f) => Now::Ms(f()),
         };
-        let call = Call::allow(&Check::new(key, limits).now(now).detail(now == Now::Server))?;
+        let precision = self.inner.cfg.lease.precision;
+        let check = Check::new(key, limits).now(now).precision(precision);
+        let call = Call::allow(&check.detail(now == Now::Server))?;
         let stats = &self.inner.stats;
         stats.bump_exact();
         let mut reply = self.inner.client.call(&call).await.inspect_err(|_| {
@@ -209,7 +211,7 @@ impl LeaseMap {
         };
         let charge = reply.allowed.then(|| {
             stats.bump_exact_admitted();
-            Charge::exact(at_ms)
+            Charge::exact(logged_score(at_ms, precision))
         });
         self.remember(key, limits, &reply, at_ms);
         Ok(LeaseReply {

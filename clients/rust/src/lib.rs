@@ -24,7 +24,9 @@ pub use lease::{
     Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take,
 };
 pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats};
-pub use limit::{Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, Now, unix_ms};
+pub use limit::{
+    Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, Now, logged_score, unix_ms,
+};
 pub use lru::Lru;
 /// The redis crate this one is built on, for callers that need its types (`Cmd`, `Value`).
 pub use redis;

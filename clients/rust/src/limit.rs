@@ -13,6 +13,16 @@ pub const MAX_LIMITS: usize = 16;
 /// Most keys in one ALLOWALL or PEEKALL.
 pub const MAX_KEYS: usize = 16;
 
+/// The score an admitted call's members are logged at: `s` (its `now`, or `now + ms` with
+/// `LEASE`) rounded up to a multiple of `precision` (contract, "Coarse times"). A refund of such a
+/// call passes this as its `AT`.
+pub fn logged_score(s: u64, precision: Option<u64>) -> u64 {
+    match precision {
+        Some(p) if p > 1 => s.div_ceil(p).saturating_mul(p),
+        _ => s,
+    }
+}
+
 /// At most `max` requests (weighted by cost) in any window of `window_s` seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {

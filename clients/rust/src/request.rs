@@ -3,7 +3,7 @@
 //! nothing; [`Call`] validates what the contract validates and writes the command once.
 
 use crate::error::Error;
-use crate::limit::{Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, Now};
+use crate::limit::{Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, Now, logged_score};
 use crate::reply::{Reply, Shape};
 use redis::cluster_routing::{Route, SlotAddr};
 use redis::{Cmd, Value};
@@ -14,6 +14,7 @@ struct Options {
     now: Now,
     cost: u64,
     lease_ms: Option<u64>,
+    precision: Option<u64>,
     detail: bool,
 }
 
@@ -23,6 +24,7 @@ impl Default for Options {
             now: Now::Server,
             cost: 1,
             lease_ms: None,
+            precision: None,
             detail: false,
         }
     }
@@ -50,10 +52,22 @@ impl Options {
                 )));
             }
         }
+        if let Some(p) = self.precision {
+            // With `*` the server checks the rounded score on its own clock.
+            let start = match self.now {
+                Now::Ms(t) => t + self.lease_ms.unwrap_or(0),
+                Now::Server => 0,
+            };
+            if !(1..=MAX_EXACT).contains(&p) || logged_score(start, Some(p)) > MAX_EXACT {
+                return Err(Error::Invalid(format!(
+                    "PRECISION must be between 1 and {MAX_EXACT} (now + LEASE rounded up to a multiple of PRECISION <= 2^53), not {p}"
+                )));
+            }
+        }
         Ok(())
     }
 
-    /// `now [COST n] [LEASE ms] [DETAIL]`; COST 1 is the default and is left out.
+    /// `now [COST n] [LEASE ms] [PRECISION p] [DETAIL]`; COST 1 is the default and is left out.
     fn write(&self, cmd: &mut Cmd) {
         write_now(cmd, self.now);
         if self.cost != 1 {
@@ -61,6 +75,9 @@ impl Options {
         }
         if let Some(ms) = self.lease_ms {
             cmd.arg("LEASE").arg(ms);
+        }
+        if let Some(p) = self.precision {
+            cmd.arg("PRECISION").arg(p);
         }
         if self.detail {
             cmd.arg("DETAIL");
@@ -93,6 +110,15 @@ macro_rules! options {
         /// hand out until then (see [`crate::Lease`]).
         pub fn lease(mut self, ms: u64) -> Self {
             self.options.lease_ms = Some(ms);
+            self
+        }
+
+        /// `PRECISION p`: if admitted, the members are logged at `now` (or `now + ms`) rounded up
+        /// to a multiple of `p` ms, so that a busy key holds a bounded number of distinct scores;
+        /// each request may count up to `p` ms longer (contract, "Coarse times"). A refund of it
+        /// passes [`crate::logged_score`] as its `AT`. `None` (the default) leaves it out.
+        pub fn precision(mut self, p: Option<u64>) -> Self {
+            self.options.precision = p;
             self
         }
 
@@ -230,7 +256,7 @@ pub struct Call {
 }
 
 impl Call {
-    /// `SLIDINGWINDOW.ALLOW key window max now [COST n] [LIMIT window max]... [LEASE ms] [DETAIL]`.
+    /// `SLIDINGWINDOW.ALLOW key window max now [COST n] [LIMIT window max]... [LEASE ms] [PRECISION p] [DETAIL]`.
     pub fn allow(c: &Check<'_>) -> Result<Call, Error> {
         Call::one("SLIDINGWINDOW.ALLOW", c)
     }
@@ -240,7 +266,7 @@ impl Call {
         Call::one("SLIDINGWINDOW.PEEK", c)
     }
 
-    /// `SLIDINGWINDOW.ALLOWALL numkeys key... now [COST n] [LEASE ms] [DETAIL] LIMIT keyno window max...`.
+    /// `SLIDINGWINDOW.ALLOWALL numkeys key... now [COST n] [LEASE ms] [PRECISION p] [DETAIL] LIMIT keyno window max...`.
     pub fn allow_all(c: &CheckAll<'_>) -> Result<Call, Error> {
         Call::all("SLIDINGWINDOW.ALLOWALL", c)
     }
@@ -393,6 +419,7 @@ mod tests {
         let c = Check::new(b"k", &limits[..1])
             .cost(3)
             .lease(100)
+            .precision(Some(1000))
             .detail(true);
         assert_eq!(
             text(Call::peek(&c).unwrap().cmd()),
@@ -406,6 +433,8 @@ mod tests {
                 "3",
                 "LEASE",
                 "100",
+                "PRECISION",
+                "1000",
                 "DETAIL"
             ]
         );
@@ -464,9 +493,9 @@ mod tests {
         assert_eq!(c.locate(0), Some((0, &user[0])));
         assert_eq!(c.locate(2), Some((1, &tenant[1])));
         assert_eq!(c.locate(3), None);
-        let peek = Call::peek_all(&c.cost(2).detail(true)).unwrap();
+        let peek = Call::peek_all(&c.cost(2).precision(Some(10)).detail(true)).unwrap();
         assert_eq!(
-            text(peek.cmd())[..8],
+            text(peek.cmd())[..10],
             [
                 "SLIDINGWINDOW.PEEKALL",
                 "2",
@@ -475,6 +504,8 @@ mod tests {
                 "99",
                 "COST",
                 "2",
+                "PRECISION",
+                "10",
                 "DETAIL"
             ]
         );
@@ -499,6 +530,17 @@ mod tests {
         assert!(Call::allow(&late.lease(10)).is_ok());
         assert!(invalid(Call::allow(&late.lease(11))).starts_with("LEASE"));
         assert!(invalid(Call::allow(&k(&l).lease(MAX_EXACT + 1))).starts_with("LEASE"));
+        for bad in [0, MAX_EXACT + 1] {
+            assert!(invalid(Call::allow(&k(&l).precision(Some(bad)))).starts_with("PRECISION"));
+        }
+        assert!(Call::allow(&k(&l).precision(Some(MAX_EXACT))).is_ok());
+        // The rounded score: now + LEASE up to a multiple of p, at most 2^53.
+        let edge = k(&l).now(Now::Ms(MAX_EXACT - 10)).lease(5);
+        assert!(Call::allow(&edge.precision(Some(5))).is_ok());
+        let half = MAX_EXACT / 2 + 1;
+        assert!(Call::allow(&k(&l).now(Now::Ms(half)).precision(Some(half))).is_ok());
+        let over = k(&l).now(Now::Ms(half)).lease(1).precision(Some(half));
+        assert!(invalid(Call::peek(&over)).starts_with("PRECISION"));
         let key = |key: &'static [u8]| Keyed { key, limits: &l };
         assert!(invalid(Call::allow_all(&CheckAll::new(&[]))).contains("1 to 16 keys"));
         let dup = [key(b"a"), key(b"b"), key(b"a")];

@@ -90,13 +90,17 @@ pub struct Limit {
     pub counters: OnceLock<Arc<crate::metrics::Counters>>,
     /// Our extension `lease: {size, duration_ms}`: permits taken in bulk for busy keys.
     pub lease: Option<LeaseSpec>,
+    /// Our extension `precision: MS`: `PRECISION MS` on this limit's calls.
+    pub precision: Option<u64>,
 }
 
-/// A `rate_limit`'s `lease` (this service's extension): `size` permits for `duration_ms`.
+/// A `rate_limit`'s `lease` (this service's extension): `size` permits for `duration_ms`, with
+/// the limit's `precision` if it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseSpec {
     pub size: u64,
     pub duration_ms: u64,
+    pub precision: Option<u64>,
 }
 
 impl Limit {
@@ -113,6 +117,7 @@ impl Limit {
             stat,
             counters: OnceLock::new(),
             lease: None,
+            precision: None,
         }
     }
 }
@@ -129,6 +134,7 @@ impl PartialEq for Limit {
             self.detailed_metric,
             &self.stat,
             self.lease,
+            self.precision,
         ) == (
             o.requests_per_unit,
             o.unit,
@@ -139,6 +145,7 @@ impl PartialEq for Limit {
             o.detailed_metric,
             &o.stat,
             o.lease,
+            o.precision,
         )
     }
 }
@@ -271,6 +278,8 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// Every `lease` the limits carry.
     pub leases: BTreeSet<LeaseSpec>,
+    /// Some limit carries a `precision`.
+    pub precise: bool,
 }
 
 /// A config that cannot be used: the file, the path inside it, what is wrong.
@@ -331,16 +340,18 @@ const DESCRIPTOR_FIELDS: [&str; 10] = [
     "share_threshold",
     "metadata",
 ];
-/// The fields of `rate_limit`, `lease` (this service's extension, which the reference refuses)
-/// included; `lease` is accepted nowhere else.
-const RATE_LIMIT_FIELDS: [&str; 6] = [
+/// The fields of `rate_limit`, `lease` and `precision` (this service's extensions, which the
+/// reference refuses) included; they are accepted nowhere else.
+const RATE_LIMIT_FIELDS: [&str; 7] = [
     "unit",
     "requests_per_unit",
     "unlimited",
     "name",
     "replaces",
     LEASE,
+    PRECISION,
 ];
+const PRECISION: &str = "precision";
 const LEASE: &str = "lease";
 const LEASE_FIELDS: [&str; 2] = ["size", "duration_ms"];
 
@@ -376,6 +387,7 @@ impl Config {
                 file,
                 ignored: &mut config.ignored,
                 leases: &mut config.leases,
+                precise: &mut config.precise,
             };
             let (root, documents) = yaml::load(text).map_err(|e| reader.error("", e))?;
             if documents > 1 {
@@ -612,6 +624,7 @@ struct Reader<'a> {
     file: &'a Path,
     ignored: &'a mut Vec<String>,
     leases: &'a mut BTreeSet<LeaseSpec>,
+    precise: &'a mut bool,
 }
 
 impl Reader<'_> {
@@ -651,12 +664,12 @@ impl Reader<'_> {
                 ));
             };
             let at = join(path, name);
-            if name == LEASE {
-                // Our extension: its fields are read (and checked) with its limit.
+            if name == LEASE || name == PRECISION {
+                // Our extensions: read (and checked) with their limit.
                 if !path.ends_with("rate_limit") {
                     return Err(self.error(
                         &at,
-                        "lease (this service's extension) belongs in a rate_limit".into(),
+                        format!("{name} (this service's extension) belongs in a rate_limit"),
                     ));
                 }
                 continue;
@@ -887,8 +900,18 @@ impl Reader<'_> {
             .string(node.get("name"), &join(path, "name"))?
             .unwrap_or_default();
         let replaces = self.replaces(node.get("replaces"), &join(path, "replaces"), &name)?;
+        let precision_path = join(path, PRECISION);
+        let precision = self.precision(node.get(PRECISION), &precision_path)?;
+        if unlimited && precision.is_some() {
+            return Err(self.error(
+                &precision_path,
+                "precision is for a counted limit, not with unlimited".into(),
+            ));
+        }
         let lease_path = join(path, LEASE);
-        let lease = self.lease(node.get(LEASE), &lease_path)?;
+        let lease = self
+            .lease(node.get(LEASE), &lease_path)?
+            .map(|l| LeaseSpec { precision, ..l });
         if lease.is_some() {
             let mode = if unlimited {
                 Some("unlimited")
@@ -966,7 +989,31 @@ impl Reader<'_> {
             stat: stat.clone(),
             counters: OnceLock::new(),
             lease,
+            precision,
         })))
+    }
+
+    /// `precision: MS`, an integer from 1 to 2^53 (the module's `PRECISION` range).
+    fn precision(&mut self, node: Option<&Node>, path: &str) -> Result<Option<u64>, ConfigError> {
+        let bad = |found: &str| {
+            self.error(
+                path,
+                format!("expected an integer number of ms from 1 to {MAX_EXACT}, found {found}"),
+            )
+        };
+        let p = match node {
+            None => return Ok(None),
+            Some(Node::Scalar {
+                kind: Kind::Int(n),
+                text,
+            }) => u64::try_from(*n)
+                .ok()
+                .filter(|v| (1..=MAX_EXACT).contains(v))
+                .ok_or_else(|| bad(text))?,
+            Some(other) => return Err(bad(other.kind_name())),
+        };
+        *self.precise = true;
+        Ok(Some(p))
     }
 
     /// `lease: {size: N, duration_ms: D}`, both integers of at least 1, nothing else.
@@ -1024,6 +1071,7 @@ impl Reader<'_> {
         Ok(Some(LeaseSpec {
             size: field("size")?,
             duration_ms: field("duration_ms")?,
+            precision: None,
         }))
     }
 
@@ -1302,6 +1350,41 @@ descriptors:
                 "descriptors[0].rate_limit.lease",
                 "a lease is for an enforced limit, not with shadow_mode",
             ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    precision: 100",
+                "descriptors[0].precision",
+                "precision (this service's extension) belongs in a rate_limit",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, precision: 100}",
+                "descriptors[0].rate_limit.precision",
+                "precision is for a counted limit, not with unlimited",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, precision: 0}",
+                "descriptors[0].rate_limit.precision",
+                "expected an integer number of ms from 1 to 9007199254740992, found 0",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, precision: 9007199254740993}",
+                "descriptors[0].rate_limit.precision",
+                "expected an integer number of ms from 1 to 9007199254740992, found 9007199254740993",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, precision: -5}",
+                "descriptors[0].rate_limit.precision",
+                "expected an integer number of ms from 1 to 9007199254740992, found -5",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, precision: 1s}",
+                "descriptors[0].rate_limit.precision",
+                "expected an integer number of ms from 1 to 9007199254740992, found a string",
+            ),
+            (
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, precision: 2.5}",
+                "descriptors[0].rate_limit.precision",
+                "expected an integer number of ms from 1 to 9007199254740992, found a number with a fraction",
+            ),
         ];
         for (text, path, message) in cases {
             let e = parse(text).unwrap_err();
@@ -1436,12 +1519,51 @@ descriptors:
         let spec = LeaseSpec {
             size: 100,
             duration_ms: 50,
+            precision: None,
         };
         assert_eq!(
             (lease("a"), lease("b"), lease("c")),
             (Some(spec), None, Some(spec))
         );
         assert_eq!(c.leases.iter().copied().collect::<Vec<_>>(), vec![spec]);
+    }
+
+    #[test]
+    fn precision() {
+        let c = parse(
+            "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 100, precision: 1000, lease: {size: 10, duration_ms: 50}}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 10, precision: 250}
+  - key: c
+    rate_limit: {unit: minute, requests_per_unit: 10, lease: {size: 10, duration_ms: 50}}
+",
+        )
+        .unwrap();
+        let of = |key: &str| match c.lookup("d", &[(key, "x")]) {
+            Lookup::Found(Match {
+                rule: Rule::Limit(l),
+                ..
+            }) => (l.precision, l.lease),
+            other => panic!("{other:?}"),
+        };
+        let spec = |precision| LeaseSpec {
+            size: 10,
+            duration_ms: 50,
+            precision,
+        };
+        assert_eq!(of("a"), (Some(1000), Some(spec(Some(1000)))));
+        assert_eq!(of("b"), (Some(250), None));
+        assert_eq!(of("c"), (None, Some(spec(None))));
+        // One lease map per spec: the same lease with and without a precision are two.
+        assert_eq!(c.leases.len(), 2);
+        assert!(c.precise);
+        let plain = parse(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+        );
+        assert!(!plain.unwrap().precise);
     }
 
     #[test]

@@ -44,7 +44,9 @@ impl Leases {
             let map = match old.and_then(|o| o.maps.get(&spec)) {
                 Some(m) => m.clone(),
                 None => {
-                    let lease = LeaseConfig::new(spec.size, spec.duration_ms).when_busy(true);
+                    let lease = LeaseConfig::new(spec.size, spec.duration_ms)
+                        .when_busy(true)
+                        .precision(spec.precision);
                     let cfg = LeaseMapConfig::new(spec.size, spec.duration_ms).lease(lease);
                     LeaseMap::new(client.clone(), cfg)?
                 }

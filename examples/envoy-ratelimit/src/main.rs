@@ -99,6 +99,8 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
         forms,
         cli.key_prefix.clone(),
     )?);
+    let (config, _) = shared.live();
+    shared.warn_precision(&config).await;
     let listener = TcpListener::bind(cli.listen).await?;
     let http = match cli.http_listen {
         Some(addr) => Some(TcpListener::bind(addr).await?),

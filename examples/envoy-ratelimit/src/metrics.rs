@@ -277,9 +277,13 @@ pub fn render_leases(out: &mut String, specs: &[(LeaseSpec, MapStats)]) {
         let name = format!("ratelimit_service_lease_{stat}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for (spec, m) in specs {
+            // `precision_ms` only on the maps of limits with a precision.
+            let precision = spec
+                .precision
+                .map_or(String::new(), |p| format!(",precision_ms=\"{p}\""));
             let _ = writeln!(
                 out,
-                "{name}{{size=\"{}\",duration_ms=\"{}\"}} {}",
+                "{name}{{size=\"{}\",duration_ms=\"{}\"{precision}}} {}",
                 spec.size,
                 spec.duration_ms,
                 value(m)

@@ -249,12 +249,16 @@ fn escape(out: &mut Vec<u8>, s: &str) {
 }
 
 /// The ALLOWALL descriptors (indexes into `actions`) split into calls: one call when they share
-/// one cost, have distinct keys and number at most 16 (the usual case); otherwise one call per
-/// cost, with a repeated key or a 17th key starting another call.
+/// one cost and one `precision`, have distinct keys and number at most 16 (the usual case);
+/// otherwise one call per cost and precision, with a repeated key or a 17th key starting another
+/// call.
 pub fn groups(actions: &[Action]) -> Vec<(u64, Vec<usize>)> {
     let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
     for (i, a) in actions.iter().enumerate() {
-        let Action::Count { key, cost, .. } = a else {
+        let Action::Count {
+            key, cost, limit, ..
+        } = a
+        else {
             continue;
         };
         if !a.in_allowall() {
@@ -263,6 +267,11 @@ pub fn groups(actions: &[Action]) -> Vec<(u64, Vec<usize>)> {
         let fits = |(c, members): &&mut (u64, Vec<usize>)| {
             *c == *cost
                 && members.len() < MAX_KEYS_PER_CALL
+                && members.iter().all(|&m| {
+                    actions[m]
+                        .limit()
+                        .is_some_and(|l| l.precision == limit.precision)
+                })
                 && members.iter().all(|&m| match &actions[m] {
                     Action::Count { key: other, .. } => other != key,
                     _ => true,
@@ -422,5 +431,24 @@ mod tests {
         assert_eq!(g.len(), 2);
         assert_eq!(g[0].1, (0..16).collect::<Vec<_>>());
         assert_eq!(g[1].1, [16, 17]);
+    }
+
+    #[test]
+    fn groups_split_on_precision() {
+        let config = config(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 5}\n  - key: p\n    rate_limit: {unit: minute, requests_per_unit: 5, precision: 1000}\n  - key: q\n    rate_limit: {unit: minute, requests_per_unit: 5, precision: 1000}\n",
+        );
+        let m = Metrics::new(0.8);
+        let ds = [
+            desc(&[("a", "x")]),
+            desc(&[("p", "x")]),
+            desc(&[("q", "x")]),
+        ];
+        let acts = actions(&config, &m, "", "d", 0, &ds).unwrap();
+        let g = groups(&acts);
+        assert_eq!(
+            g.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>(),
+            [vec![0], vec![1, 2]]
+        );
     }
 }

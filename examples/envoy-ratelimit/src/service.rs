@@ -58,23 +58,39 @@ impl Shared {
         })
     }
 
+    /// With a `precision` in `config`: a warning on stderr when Redis's storage is `zset` (it
+    /// saves nothing there) or could not be checked.
+    pub async fn warn_precision(&self, config: &Config) {
+        if !config.precise {
+            return;
+        }
+        if let Some(w) = self.store.client().precision_warning(b"config").await {
+            eprintln!("envoy-ratelimit: warning: precision in the config: {w}");
+        }
+    }
+
     /// The live config's lease statistics, one entry per lease spec.
     pub fn lease_stats(&self) -> Vec<(LeaseSpec, MapStats)> {
         self.live().1.stats()
     }
 
-    fn live(&self) -> (Arc<Config>, Arc<Leases>) {
+    pub fn live(&self) -> (Arc<Config>, Arc<Leases>) {
         self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The next requests use `config`. Lease maps of a spec the new config still has go on
     /// serving; those of a spec it dropped are closed in the background (their unused permits go
     /// back). Runs in the runtime (it spawns).
-    pub fn set_config(&self, config: Config) -> Result<(), slidingwindow_client::Error> {
+    pub fn set_config(self: &Arc<Self>, config: Config) -> Result<(), slidingwindow_client::Error> {
         let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
         let (leases, retired) = Leases::new(self.store.client(), &config.leases, Some(&live.1))?;
-        *live = (Arc::new(config), Arc::new(leases));
+        let config = Arc::new(config);
+        *live = (config.clone(), Arc::new(leases));
         drop(live);
+        if config.precise {
+            let this = self.clone();
+            tokio::spawn(async move { this.warn_precision(&config).await });
+        }
         if !retired.is_empty() {
             tokio::spawn(async move {
                 match leases::close(retired).await {

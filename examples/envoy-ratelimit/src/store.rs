@@ -10,7 +10,7 @@ use crate::metrics::Metrics;
 use crate::plan::{self, Action, Mode};
 use slidingwindow_client::{
     Answer, Batch, Call, Check, CheckAll, Client, Error, Keyed, Limit, LimitState, MAX_EXACT, Now,
-    Options, Refund, Reply, RetryAfter,
+    Options, Refund, Reply, RetryAfter, logged_score,
 };
 use std::time::{Duration, Instant};
 
@@ -133,7 +133,13 @@ impl Store {
                     _ => None,
                 })
                 .collect();
-            let check = CheckAll::new(&keys).now(at).cost(clamp(*cost)).detail(true);
+            // A group shares one precision (plan::groups).
+            let precision = members.first().and_then(|&m| actions[m].limit()?.precision);
+            let check = CheckAll::new(&keys)
+                .now(at)
+                .cost(clamp(*cost))
+                .precision(precision)
+                .detail(true);
             calls.push((Slot::Group(g), Some(Call::allow_all(&check)?)));
         }
         for (i, a) in actions.iter().enumerate() {
@@ -155,6 +161,7 @@ impl Store {
                     let check = Check::new(key, std::slice::from_ref(l))
                         .now(at)
                         .cost(clamp(*cost))
+                        .precision(limit.precision)
                         .detail(true);
                     calls.push((Slot::Own(i), Some(Call::allow(&check)?)));
                 }
@@ -309,8 +316,20 @@ impl Store {
                         batch.call(call.clone());
                     }
                     (Slot::Refund(i), None) => {
-                        if let Action::Count { key, cost, .. } = &actions[*i] {
-                            batch.refund(&Refund::new(key, clamp(*cost)).at(at))?;
+                        if let Action::Count {
+                            key, cost, limit, ..
+                        } = &actions[*i]
+                        {
+                            let refund = Refund::new(key, clamp(*cost));
+                            // With a precision and no lease, the newest requests are logged up to
+                            // `precision` ms after Redis's `now`: the newest whatever their time
+                            // (no lease's permits are ahead of them). With a lease, `AT *` leaves
+                            // the lease's permits in place.
+                            if limit.precision.is_some() && limit.lease.is_none() {
+                                batch.refund(&refund)?;
+                            } else {
+                                batch.refund(&refund.at(at))?;
+                            }
                         }
                     }
                     (_, None) => {}
@@ -382,11 +401,16 @@ impl Store {
     }
 }
 
-/// `REFUND key cost AT now` for each charge.
+/// `REFUND key cost AT t` for each charge, `t` the score it was logged at: its call's `now`
+/// rounded up to the limit's `precision`.
 fn refunds(batch: &mut Batch, actions: &[Action], charged: &[(usize, u64)]) -> Result<(), Error> {
     for &(m, now) in charged {
-        if let Action::Count { key, cost, .. } = &actions[m] {
-            batch.refund(&Refund::new(key, clamp(*cost)).at(Now::Ms(now)))?;
+        if let Action::Count {
+            key, cost, limit, ..
+        } = &actions[m]
+        {
+            let at = Now::Ms(logged_score(now, limit.precision));
+            batch.refund(&Refund::new(key, clamp(*cost)).at(at))?;
         }
     }
     Ok(())

@@ -22,7 +22,8 @@ pub struct Abandoned {
 
 /// How an abandoned call ended.
 pub enum Outcome {
-    /// Admitted: these keys were charged at this `now`.
+    /// Admitted: these keys were charged at this score (the call's `now`, rounded up to the
+    /// `--precision`).
     Admitted(Vec<Vec<u8>>, u64),
     /// Refused, or answered with an error: nothing was logged.
     NotCharged,

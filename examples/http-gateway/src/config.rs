@@ -171,6 +171,11 @@ pub struct Config {
     /// one call and hand them out from memory (`100/100ms`); quiet keys keep one exact call.
     #[arg(long, value_name = "N/DURATION")]
     pub lease: Option<LeaseSpec>,
+    /// `PRECISION MS` on every call: admitted requests are logged at Redis's `now` (a lease's
+    /// end) rounded up to a multiple of MS, so that a busy key's log stops growing with its rate
+    /// on the compact storage; each request counts up to MS ms longer. 1 to 2^53.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=1 << 53))]
+    pub precision: Option<u64>,
     /// The header naming the client (trust it only behind authentication); missing or empty:
     /// the client's address.
     #[arg(long, value_name = "NAME", default_value = "x-api-key")]

@@ -15,7 +15,7 @@ use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use slidingwindow_client::{
     Call, Charge as Permit, Check, CheckAll, Client, Error, ErrorLog, Keyed, LeaseConfig, LeaseMap,
-    LeaseMapConfig, LeaseReply, Now, Options, Pending, Reply, Take,
+    LeaseMapConfig, LeaseReply, Now, Options, Pending, Reply, Take, logged_score,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -207,6 +207,8 @@ pub struct Limiter {
     parts: [Vec<slidingwindow_client::Limit>; 3],
     offsets: [usize; 3],
     tenants: bool,
+    /// `--precision`: `PRECISION p` on every call, and refunds at the rounded score.
+    precision: Option<u64>,
     leases: Option<LeaseMap>,
     deny: Option<Arc<DenyCache>>,
     on_error: OnRedisError,
@@ -261,6 +263,7 @@ impl Limiter {
                 // On Redis's clock (the default): no lateness needed however many gateways.
                 let lease = LeaseConfig::new(spec.size, spec.duration_ms)
                     .when_busy(true)
+                    .precision(cfg.precision)
                     .on_refund(Arc::new(move |key: &[u8]| {
                         if let Some(c) = &cache {
                             c.refunded_shared(key);
@@ -289,6 +292,7 @@ impl Limiter {
             ],
             offsets: [0, n_identity, n_identity + n_tenant],
             tenants: cfg.tenant_header.is_some(),
+            precision: cfg.precision,
             leases,
             deny,
             on_error: cfg.on_redis_error,
@@ -297,6 +301,10 @@ impl Limiter {
             admissions,
             tasks: Arc::default(),
         })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     pub fn limits(&self) -> &[Named] {
@@ -358,8 +366,14 @@ impl Limiter {
             n += 1;
         }
         match &keyed[..n] {
-            [one] => Call::allow(&Check::new(one.key, one.limits).now(now).detail(true)),
-            all => Call::allow_all(&CheckAll::new(all).now(now).detail(true)),
+            [one] => {
+                let check = Check::new(one.key, one.limits).now(now);
+                Call::allow(&check.precision(self.precision).detail(true))
+            }
+            all => {
+                let check = CheckAll::new(all).now(now).precision(self.precision);
+                Call::allow_all(&check.detail(true))
+            }
         }
     }
 
@@ -640,10 +654,13 @@ impl Limiter {
                     .iter()
                     .filter_map(|&p| keys.get(p).map(<[u8]>::to_vec))
                     .collect();
+                let precision = self.precision;
                 self.abandoned.watch(self.client.clone(), async move {
                     match call.await {
                         Ok(r) if r.allowed => match r.detail {
-                            Some(d) => Outcome::Admitted(charged, d.now_ms),
+                            Some(d) => {
+                                Outcome::Admitted(charged, logged_score(d.now_ms, precision))
+                            }
                             None => Outcome::Unknown,
                         },
                         Ok(_) => Outcome::NotCharged,
@@ -680,11 +697,20 @@ impl Limiter {
         for &(group, now_ms) in done {
             let charged: Vec<&[u8]> = group.iter().filter_map(|&p| keys.get(p)).collect();
             if !charged.is_empty()
-                && let Err(e) = self.client.refund_all(&charged, 1, Now::Ms(now_ms)).await
+                && let Err(e) = self
+                    .client
+                    .refund_all(&charged, 1, self.logged(now_ms))
+                    .await
             {
                 eprintln!("gateway: refund failed: {e}");
             }
         }
+    }
+
+    /// The `AT` of a refund of what an exact call decided at `now_ms` logged: that `now` rounded
+    /// up to the `--precision`.
+    fn logged(&self, now_ms: u64) -> Now {
+        Now::Ms(logged_score(now_ms, self.precision))
     }
 
     /// Remembers a refusal under the request's first key, depending on its shared keys.
@@ -700,7 +726,7 @@ impl Limiter {
     }
 
     /// Takes an admitted request back: `REFUND key 1 AT now` on each key its exact calls charged
-    /// (at that call's `now`), its leases' permits given back; the deny cache forgets what the
+    /// (at that call's `now`, rounded up to the `--precision`), its leases' permits given back; the deny cache forgets what the
     /// charge may have caused.
     pub async fn refund(&self, charge: Charge) {
         let Charge {
@@ -725,7 +751,7 @@ impl Limiter {
                 .collect();
             let names: Vec<&[u8]> = charged.iter().map(|&(k, _)| k).collect();
             if let Some(&(_, now_ms)) = charged.first()
-                && let Err(e) = self.client.refund_all(&names, 1, Now::Ms(now_ms)).await
+                && let Err(e) = self.client.refund_all(&names, 1, self.logged(now_ms)).await
             {
                 eprintln!("gateway: refund failed: {e}");
             }

@@ -45,6 +45,11 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("gateway: no --limit given: requests are not rate limited");
     } else {
         let l = Arc::new(limiter::Limiter::new(&cfg)?);
+        if let Some(p) = cfg.precision
+            && let Some(w) = l.client().precision_warning(limiter::GLOBAL_KEY).await
+        {
+            eprintln!("gateway: warning: --precision {p}: {w}");
+        }
         app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg));
         limiter = Some(l);
     }

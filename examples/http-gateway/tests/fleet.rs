@@ -40,6 +40,7 @@ const THREE: Shape = Shape {
     window_ms: 2000,
     lease: Some((10, 50)),
     floor_pct: 90,
+    precision: None,
 };
 /// Issue 35's trial: two gateways, 200 in any 1 s. Leased 20 for 100 ms, a fleet admits at most
 /// W / (W + 100 ms) = 90.9% of it. What this shape checks is the ceiling (no window above 200);
@@ -51,11 +52,23 @@ const PAIR: Shape = Shape {
     window_ms: 1000,
     lease: None,
     floor_pct: 60,
+    precision: None,
 };
 const PAIR_LEASED: Shape = Shape {
     lease: Some((20, 100)),
     floor_pct: 60,
     ..PAIR
+};
+/// Issue 36's `--precision 100`: every request logged at Redis's `now` (a lease's end) rounded up
+/// to 100 ms, so the shared key holds at most (W + lease) / p + 2 distinct scores however fast
+/// the fleet is asked (without it, up to one per ms).
+const PAIR_PRECISE: Shape = Shape {
+    precision: Some(100),
+    ..PAIR
+};
+const PAIR_LEASED_PRECISE: Shape = Shape {
+    precision: Some(100),
+    ..PAIR_LEASED
 };
 /// The identities' own limit in the tenant scenario (the hot identity's tenth of the traffic is
 /// above it).
@@ -85,6 +98,8 @@ struct Shape {
     window_ms: u64,
     lease: Option<(u64, u64)>,
     floor_pct: u64,
+    /// `--precision MS`.
+    precision: Option<u64>,
 }
 
 #[derive(Default, Debug)]
@@ -208,6 +223,7 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     let limit = format!("{max}/{}s", window_ms / 1000);
     let identity = format!("{IDENTITY_MAX}/{}s", window_ms / 1000);
     let lease = shape.lease.map(|(size, ms)| format!("{size}/{ms}ms"));
+    let precision = shape.precision.map(|p| p.to_string());
     let mut gateways: Vec<Gateway> = logs
         .iter()
         .map(|log| {
@@ -217,6 +233,9 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
             let mut args = vec!["--admission-log", log, "--on-redis-error", "closed"];
             if let Some(lease) = &lease {
                 args.extend(["--lease", lease]);
+            }
+            if let Some(p) = &precision {
+                args.extend(["--precision", p]);
             }
             match scenario {
                 Scenario::Global | Scenario::Killed => args.extend(["--global-limit", &limit]),
@@ -287,14 +306,14 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
         let _ = std::fs::remove_file(path);
     }
     // Every score the shared key logged (each leased permit at its lease's end).
-    let times = poller.finish(window_ms);
+    let (times, distinct) = poller.finish_counted(window_ms);
     let run_ms = end_ms - start_ms;
     let allowed = max * run_ms / window_ms;
     let most = busiest(&times, window_ms);
     let mut report = format!(
         "fleet {scenario:?} {shape:?} on {storage}: {} logged of {allowed} allowed in {run_ms} \
          ms ({:.1}%), busiest {window_ms} ms window of the logged scores {most} of {max}; \
-         {leases} leases; answers {counts:?}",
+         {leases} leases; at most {distinct} distinct scores at once; answers {counts:?}",
         times.len(),
         100.0 * times.len() as f64 / allowed as f64
     );
@@ -307,6 +326,15 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     assert!(lines.len() as u64 >= counts.admitted, "{report}");
     assert!(most as u64 <= max, "over-admitted: {report}");
     assert_eq!(leases > 0, shape.lease.is_some(), "leased: {report}");
+    if let Some(p) = shape.precision {
+        assert!(times.iter().all(|t| t % p == 0), "not rounded: {report}");
+        // The contract's bound: (W + lease) / p + 2, whatever the rate.
+        let ms = shape.lease.map_or(0, |(_, ms)| ms);
+        assert!(distinct as u64 <= (window_ms + ms) / p + 2, "{report}");
+        for g in &gateways {
+            assert!(!g.log().contains("warning"), "{}", g.log());
+        }
+    }
     if scenario == Scenario::Tenant {
         // An identity's key is only ever charged by exact calls: its lines' times are its scores.
         let mut by_identity: HashMap<&str, Vec<u64>> = HashMap::new();
@@ -383,6 +411,16 @@ fn two_exact_gateways_on_a_default_server_zset() {
 #[test]
 fn two_exact_gateways_on_a_default_server_compact() {
     fleet("compact", Scenario::Global, PAIR);
+}
+
+#[test]
+fn two_gateways_with_precision_compact() {
+    fleet("compact", Scenario::Global, PAIR_PRECISE);
+}
+
+#[test]
+fn two_leased_gateways_with_precision_compact() {
+    fleet("compact", Scenario::Global, PAIR_LEASED_PRECISE);
 }
 
 #[test]

@@ -864,3 +864,66 @@ fn cluster_mode_with_a_global_limit() {
     assert_eq!((r.status, r.ratelimit().0.as_str()), (429, "g0"));
     assert_eq!(zcard(&redis, "rl:{ivy}"), 0);
 }
+
+#[test]
+fn a_bad_precision_is_refused() {
+    for bad in ["0", "9007199254740993", "1s", ""] {
+        let out = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+            .args(["--limit", "10/1s", "--precision", bad])
+            .output()
+            .expect("run the gateway");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--precision"), "{bad}: {stderr}");
+    }
+}
+
+/// `--precision` logs admitted requests at Redis's `now` rounded up, and a refund takes back the
+/// request at its rounded score (an older request stays); on the sorted-set storage the gateway
+/// warns at start that it saves nothing there.
+#[test]
+fn precision_rounds_the_scores_refunds_them_and_warns_on_zset() {
+    let (up, _) = upstream("HTTP/1.1");
+    for storage in ["zset", "compact"] {
+        let redis = Server::builder().storage(storage).start();
+        let args = ["--limit", "10/60s", "--precision", "1000"];
+        let more = ["--refund-on", "5xx", "--upstream", &up];
+        let gw = Gateway::start(&redis, &[&args[..], &more[..]].concat());
+        let warned = gw
+            .log()
+            .contains("warning: --precision 1000: slidingwindow.storage is zset");
+        assert_eq!(warned, storage == "zset", "{storage}: {}", gw.log());
+        // An older request, not on a multiple of 1000.
+        let mut con = redis.client();
+        let old = (server_time_ms(&mut con) - 5000) / 1000 * 1000 + 1;
+        let r: Vec<i64> = redis::cmd("SLIDINGWINDOW.ALLOW")
+            .arg("rl:{lena}")
+            .arg(60)
+            .arg(10)
+            .arg(old)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(r[0], 1);
+        for _ in 0..2 {
+            assert_eq!(gw.get_path("/ok", Some("lena")).status, 201);
+        }
+        assert_eq!(gw.get_path("/fail", Some("lena")).status, 503);
+        wait_until(STARTUP_DEADLINE, "the 503 refunded", || {
+            stat(&redis, "refunded") == 1
+        });
+        if storage == "compact" {
+            let _: i64 = redis::cmd("SLIDINGWINDOW.CONVERT")
+                .arg("rl:{lena}")
+                .arg("zset")
+                .query(&mut con)
+                .unwrap();
+        }
+        let logged: Vec<i64> = scores(&mut con, "rl:{lena}")
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        assert_eq!(logged.len(), 3, "{storage}: {logged:?}");
+        assert_eq!(logged[0], old, "{storage}: the older request stays");
+        assert!(logged[1..].iter().all(|s| s % 1000 == 0), "{logged:?}");
+    }
+}

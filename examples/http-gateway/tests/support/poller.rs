@@ -78,7 +78,12 @@ impl Poller {
     /// Stops, then polls until Redis's time has reached every score (a lease's permits are
     /// logged at its end, up to its duration after the load stopped). Every score logged, as
     /// many times as it was logged and kept, sorted.
-    pub fn finish(mut self, window_ms: u64) -> Vec<u64> {
+    pub fn finish(self, window_ms: u64) -> Vec<u64> {
+        self.finish_counted(window_ms).0
+    }
+
+    /// [`Poller::finish`], and the most distinct scores the key held in any poll.
+    pub fn finish_counted(mut self, window_ms: u64) -> (Vec<u64>, usize) {
         self.stop.store(true, Ordering::Relaxed);
         let mut polls = self.thread.join().expect("the poller");
         wait_until(
@@ -93,7 +98,8 @@ impl Poller {
                 None => false,
             },
         );
-        scores(&polls, window_ms)
+        let distinct = polls.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+        (scores(&polls, window_ms), distinct)
     }
 }
 
