@@ -27,7 +27,7 @@ use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 use reply::{LimitState, Reply};
 use testkit::model::{Model, Options};
-use window::{Log, Request, score_at};
+use window::{Log, Request};
 
 /// A sorted set reduced to what the decision reads: runs of (score, members), sorted by score.
 /// Runs keep memory bounded whatever the cost, up to 2^53 members per call.
@@ -179,7 +179,7 @@ fn expected(log: &RunLog, req: &Request) -> (Expected, RunLog) {
         c + n <= u128::from(l.max)
     });
     if allowed {
-        after.insert(req.score() as f64, req.cost);
+        after.insert(req.at as f64, req.cost);
     }
     let standings: Vec<Standing> = limits
         .iter()
@@ -382,10 +382,11 @@ fn step(log: &mut RunLog, req: &Request) {
             .iter()
             .map(|l| (l.window_ms / 1000, l.max))
             .collect();
+        // The members' score as a lease of `at - now` (the model rounds nothing more).
         let options = Options {
-            lease: req.lease,
+            lease: req.at - req.now,
             lateness: req.lateness,
-            precision: req.precision,
+            precision: 1,
         };
         let want = model.allow_with(&limits, req.now, req.cost, options);
         assert_eq!(
@@ -467,9 +468,10 @@ fn run(data: &[u8]) -> Result<()> {
             true => number(&mut u, 1, 2000, MAX_EXACT)?,
             false => 1,
         };
-        let precision = match score_at(now, lease, precision) <= MAX_EXACT {
-            true => precision,
-            false => 1,
+        // Where the parser scores the members (`args::score`): past 2^53 it refuses the call.
+        let at = match (now + lease).div_ceil(precision).checked_mul(precision) {
+            Some(t) if t <= MAX_EXACT => t,
+            _ => now + lease,
         };
         let req = Request {
             limits: limits(&mut u)?,
@@ -477,8 +479,7 @@ fn run(data: &[u8]) -> Result<()> {
             clock: now,
             cost: number(&mut u, 1, 4, MAX_EXACT)?,
             max_add: number(&mut u, 1, 6, MAX_EXACT)?,
-            lease,
-            precision,
+            at,
             lateness: match u.int_in_range(0..=3u8)? {
                 0 => number(&mut u, 1, 2000, 86_400_000)?,
                 _ => 0,

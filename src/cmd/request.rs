@@ -1,7 +1,7 @@
 //! From a command's arguments to a checked request, with `now` resolved and its keys opened.
 
 use super::config;
-use crate::core::args::{self, AllArgs, Args, Now, lease_ms, score};
+use crate::core::args::{self, AllArgs, Args, Now, score};
 use crate::core::error::{Error, MAX_EXACT};
 use crate::core::window::{AllRequest, Request};
 use crate::ffi::{Argv, Ctx, Mode};
@@ -44,15 +44,14 @@ pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
     // One clock reading per call: `*` and the TTL agree.
     let clock = ctx.now_ms();
     let now = resolve(clock, args.now);
-    score(now, args.lease, args.precision)?;
+    let at = score(now, args.lease, args.precision)?;
     Ok(Request {
         limits: args.limits,
         now,
         clock,
         cost: args.cost,
         max_add: config::max_members_per_call(),
-        lease: lease_ms(now, args.lease)?,
-        precision: args.precision.unwrap_or(1),
+        at,
         lateness: config::lateness(),
         detail: args.detail,
     })
@@ -64,7 +63,7 @@ pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
     let args: AllArgs = words(argv, args::parse_all)?;
     let clock = ctx.now_ms();
     let now = resolve(clock, args.now);
-    score(now, args.lease, args.precision)?;
+    let at = score(now, args.lease, args.precision)?;
     Ok(AllRequest {
         limits: args.limits,
         keys: args.numkeys,
@@ -72,8 +71,7 @@ pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
         clock,
         cost: args.cost,
         max_add: config::max_members_per_call(),
-        lease: lease_ms(now, args.lease)?,
-        precision: args.precision.unwrap_or(1),
+        at,
         lateness: config::lateness(),
         detail: args.detail,
     })

@@ -273,8 +273,10 @@ pub fn lease_ms(now: u64, lease: Option<u64>) -> Result<u64, Error> {
 /// a score past 2^53 a `PRECISION` error.
 pub fn score(now: u64, lease: Option<u64>, precision: Option<u64>) -> Result<u64, Error> {
     let s = now.saturating_add(lease_ms(now, lease)?);
-    let p = precision.unwrap_or(1).max(1);
-    match s.div_ceil(p).checked_mul(p) {
+    let Some(p) = precision else {
+        return Ok(s);
+    };
+    match s.div_ceil(p.max(1)).checked_mul(p) {
         Some(t) if t <= MAX_EXACT => Ok(t),
         _ => Err(Error::Invalid(Arg::Precision)),
     }
@@ -963,6 +965,9 @@ mod tests {
         assert_eq!(score(1001, None, Some(1000)), Ok(2000));
         assert_eq!(score(1001, Some(500), Some(1000)), Ok(2000));
         assert_eq!(score(1001, Some(500), None), Ok(1501));
+        assert_eq!(score(0, None, Some(7)), Ok(0));
+        assert_eq!(score(top - 1, None, Some(2)), Ok(top));
+        assert_eq!(score(top - 1, None, Some(1)), Ok(top - 1));
         assert_eq!(
             score(top - 1, None, Some(3)),
             Err(Error::Invalid(Arg::Precision))

@@ -37,12 +37,9 @@ pub struct Request {
     pub cost: u64,
     /// Most members one admitted call may add (`slidingwindow.max-members-per-call`).
     pub max_add: u64,
-    /// `LEASE ms` (0 without it): admitted members are scored `now + lease`, and the TTL is that
-    /// much longer. `now + lease <= 2^53` (checked by the parser, or once `*` is read).
-    pub lease: u64,
-    /// `PRECISION p` (1 without it): admitted members' score is rounded up to a multiple of it,
-    /// and the TTL is that much longer. At most 2^53 (checked as `lease`).
-    pub precision: u64,
+    /// Where admitted members are scored (`args::score`): `now`, or a lease's end `now + ms`,
+    /// rounded up to a multiple of `PRECISION p`; the TTL is `at - now` longer. `now <= at <= 2^53`.
+    pub at: u64,
     /// `slidingwindow.lateness`: trims keep this many more ms, and the TTL is that much longer.
     pub lateness: u64,
     /// `DETAIL`: the outcome lists every limit's state.
@@ -61,14 +58,9 @@ impl Request {
         expire_at(
             self.clock,
             self.limits.longest_window_ms(),
-            self.score() - self.now,
+            self.at.saturating_sub(self.now),
             self.lateness,
         )
-    }
-
-    /// The score of an admitted call's members.
-    pub fn score(&self) -> u64 {
-        score_at(self.now, self.lease, self.precision)
     }
 
     fn call(&self) -> Call {
@@ -77,7 +69,7 @@ impl Request {
             cost: self.cost,
             max_add: self.max_add,
             named: self.limits.has_options(),
-            at: self.score(),
+            at: self.at,
             lateness: self.lateness,
             detail: self.detail,
         }
@@ -91,14 +83,6 @@ fn expire_at(clock: u64, longest: u64, ahead: u64, lateness: u64) -> i64 {
         .saturating_add(to_i64(longest))
         .saturating_add(to_i64(ahead))
         .saturating_add(to_i64(lateness))
-}
-
-/// Where an admitted call's members are scored: `now + lease` (a lease logs its permits at its
-/// end), rounded up to a multiple of `precision` (1: not rounded). Saturated; the parser keeps it
-/// within 2^53.
-pub fn score_at(now: u64, lease: u64, precision: u64) -> u64 {
-    let p = precision.max(1);
-    now.saturating_add(lease).div_ceil(p).saturating_mul(p)
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -127,28 +111,23 @@ pub struct AllRequest {
     pub cost: u64,
     /// Most members one admitted call may add, over every key.
     pub max_add: u64,
-    /// As for `Request`: `LEASE ms`, `PRECISION p`, `slidingwindow.lateness`, `DETAIL`.
-    pub lease: u64,
-    pub precision: u64,
+    /// As for `Request`: where admitted members are scored (on every key),
+    /// `slidingwindow.lateness`, `DETAIL`.
+    pub at: u64,
     pub lateness: u64,
     pub detail: bool,
 }
 
 impl AllRequest {
-    /// The absolute expiry (ms) an admission sets on key `key`: its own `Wmax_k + lease +
+    /// The absolute expiry (ms) an admission sets on key `key`: its own `Wmax_k + (at - now) +
     /// lateness` from the server's clock as the call read it.
     pub fn expire_at(&self, key: usize) -> i64 {
         expire_at(
             self.clock,
             self.limits.longest_window_ms(key),
-            self.score() - self.now,
+            self.at.saturating_sub(self.now),
             self.lateness,
         )
-    }
-
-    /// The score of an admitted call's members, on every key.
-    pub fn score(&self) -> u64 {
-        score_at(self.now, self.lease, self.precision)
     }
 }
 
@@ -185,7 +164,7 @@ pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Er
         cost: req.cost,
         max_add: req.max_add,
         named: true,
-        at: req.score(),
+        at: req.at,
         lateness: req.lateness,
         detail: req.detail,
     };
@@ -536,6 +515,12 @@ mod tests {
         }
     }
 
+    /// Where the parser scores an admitted call's members (`args::score`), within 2^53.
+    fn scored(now: u64, lease: u64, precision: u64) -> u64 {
+        let some = |v| (v > 0).then_some(v);
+        crate::core::args::score(now, some(lease), some(precision)).expect("within 2^53")
+    }
+
     fn req(window_s: u64, max: u64, now: u64, cost: u64) -> Request {
         multi(&[(window_s, max)], now, cost)
     }
@@ -556,8 +541,7 @@ mod tests {
             clock: now,
             cost,
             max_add: u64::MAX,
-            lease: 0,
-            precision: 1,
+            at: now,
             lateness: 0,
             detail: false,
         }
@@ -1180,8 +1164,7 @@ mod tests {
             clock: now,
             cost,
             max_add: u64::MAX,
-            lease: 0,
-            precision: 1,
+            at: now,
             lateness: 0,
             detail: false,
         }
@@ -1342,7 +1325,10 @@ mod tests {
     /// (so the reset includes `ms`), the TTL longer by `ms`.
     #[test]
     fn a_lease_logs_its_members_at_its_end() {
-        let leased = |r: Request, lease| Request { lease, ..r };
+        let leased = |r: Request, lease| Request {
+            at: r.now + lease,
+            ..r
+        };
         // (stored, request, reply, stored after)
         #[allow(clippy::type_complexity)]
         let cases: Vec<(&[f64], Request, Reply, Vec<f64>)> = vec![
@@ -1383,7 +1369,7 @@ mod tests {
         }
         let r = Request {
             clock: 7,
-            lease: 500,
+            at: 1000 + 500,
             lateness: 40,
             ..multi(&[(10, 3), (60, 9)], 1000, 1)
         };
@@ -1395,8 +1381,7 @@ mod tests {
     #[test]
     fn precision_rounds_the_members_score_up() {
         let coarse = |r: Request, lease, precision| Request {
-            lease,
-            precision,
+            at: scored(r.now, lease, precision),
             ..r
         };
         #[allow(clippy::type_complexity)]
@@ -1451,22 +1436,12 @@ mod tests {
         }
         let r = Request {
             clock: 7,
-            lease: 500,
-            precision: 1000,
+            at: scored(1001, 500, 1000),
             lateness: 40,
             ..multi(&[(10, 3), (60, 9)], 1001, 1)
         };
-        assert_eq!(r.score(), 2000);
+        assert_eq!(r.at, 2000);
         assert_eq!(r.expire_at(), 7 + 60_000 + 999 + 40);
-        assert_eq!(score_at(0, 0, 7), 0);
-        assert_eq!(
-            score_at(crate::core::error::MAX_EXACT - 1, 0, 2),
-            crate::core::error::MAX_EXACT
-        );
-        assert_eq!(
-            score_at(crate::core::error::MAX_EXACT - 1, 0, 3),
-            crate::core::error::MAX_EXACT + 1
-        );
     }
 
     /// Lateness keeps G more ms in the log and changes no reply: members at or before
@@ -1551,8 +1526,7 @@ mod tests {
                 let (peeked, out) = if single {
                     let plain: Vec<(u64, u64)> = limits.iter().map(|l| (l.1, l.2)).collect();
                     let r = Request {
-                        lease,
-                        precision,
+                        at: scored(now, lease, precision),
                         lateness,
                         detail,
                         ..multi(&plain, now, cost)
@@ -1560,8 +1534,7 @@ mod tests {
                     (peek(&mut logs[0], &r), allow(&mut logs[0], &r))
                 } else {
                     let r = AllRequest {
-                        lease,
-                        precision,
+                        at: scored(now, lease, precision),
                         lateness,
                         detail,
                         ..all_req(keys, &limits, now, cost)

@@ -488,7 +488,9 @@ extern "C" fn defrag<T: NativeType>(
     let cursor = d.cursor();
     // SAFETY: Redis hands the slot holding our value; we may replace it with the moved copy.
     // A word holds nothing to move.
-    let Some(slot) = (unsafe { value.as_mut() }).filter(|v| (**v as usize) & 1 == 0) else {
+    let Some(slot) =
+        (unsafe { value.as_mut() }).filter(|v| matches!(stored::<T>(**v), Some(Stored::Boxed(_))))
+    else {
         return 0;
     };
     if cursor == 0
