@@ -146,8 +146,8 @@ impl<'a> Key<'a> {
     /// close if it still fits one), else in a copy dropped on close.
     #[inline]
     pub fn native<T: NativeType>(&mut self) -> Option<&mut T> {
-        // The value found before (a box: a word is never cached), as cheap as it was before
-        // words: a call reads its log several times.
+        // The value found before (a box: a word is never cached), without asking Redis again: a
+        // call reads its log several times.
         if let Some((cached, value)) = self.native
             && cached == T::slot().get()
         {
