@@ -878,7 +878,8 @@ fn measure_a_1000_slot_migration() {
                     cmd.arg(T0 + j).arg(format!("{}-{c}", T0 + j));
                 }
             }
-            let _: u64 = cmd.query(&mut con).expect("ZADD");
+            let added: u64 = cmd.query(&mut con).expect("ZADD");
+            assert_eq!(added, chunk.len() as u64 * COST, "{key}");
         }
         let n: u64 = q(&mut con, &["ZCARD", key]);
         assert_eq!(n, CALLS * COST, "{key}");

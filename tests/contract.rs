@@ -227,7 +227,8 @@ fn ttl_is_window_from_server_clock_only_when_admitted() {
     // Rejected: TTL left alone (both without and with a trim).
     let far = (t1 + 3_600_000).to_string();
     assert_eq!(sw5(&mut c, "ALLOW k 10 2 1000")[0], 1);
-    let _: i64 = q(&mut c, &["PEXPIREAT", "k", &far]);
+    let set: i64 = q(&mut c, &["PEXPIREAT", "k", &far]);
+    assert_eq!(set, 1, "PEXPIREAT");
     assert_eq!(sw5(&mut c, "ALLOW k 10 2 2000")[0], 0);
     assert_eq!(pexpiretime(&mut c, "k").to_string(), far);
     let _: i64 = q(&mut c, &["ZADD", "k", "5000", "x"]);
@@ -239,7 +240,8 @@ fn ttl_is_window_from_server_clock_only_when_admitted() {
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 11000")[0], 1);
     assert_eq!(pexpiretime(&mut c, "k").to_string(), far);
     // Admitted on a key with an earlier expiry, or none: W from the server's clock.
-    let _: i64 = q(&mut c, &["PEXPIREAT", "k", &(t1 + 5000).to_string()]);
+    let set: i64 = q(&mut c, &["PEXPIREAT", "k", &(t1 + 5000).to_string()]);
+    assert_eq!(set, 1, "PEXPIREAT");
     let t2 = server_time_ms(&mut c);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 11000")[0], 1);
     let t3 = server_time_ms(&mut c);

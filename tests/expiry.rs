@@ -166,7 +166,8 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
                 86_401_000,
                 &what("lateness"),
             );
-            let _: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &long.to_string()]);
+            let set: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &long.to_string()]);
+            assert_eq!(set, 1, "{}", what("PEXPIREAT"));
         }
 
         let t0 = server_time_ms(&mut c);
@@ -184,13 +185,15 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
         assert_eq!(side.expiry(&mut c, "k"), longer, "{}", what("no admission"));
 
         // A key without an expiry gets one; an expiry set further by hand stays.
-        let _: i64 = q(&mut c, &["PERSIST", &side.key("k")]);
+        let persisted: i64 = q(&mut c, &["PERSIST", &side.key("k")]);
+        assert_eq!(persisted, 1, "{}", what("PERSIST"));
         let t0 = server_time_ms(&mut c);
         assert_eq!(side.ints(&mut c, "ALLOW", "k", "1 99 2004")[0], 1);
         let t1 = server_time_ms(&mut c);
         within(side.expiry(&mut c, "k"), t0, t1, 1000, &what("no expiry"));
         let far = (t1 + 3_600_000).to_string();
-        let _: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &far]);
+        let set: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &far]);
+        assert_eq!(set, 1, "{}", what("PEXPIREAT far"));
         assert_eq!(side.ints(&mut c, "ALLOW", "k", "60 99 2005")[0], 1);
         assert_eq!(side.expiry(&mut c, "k").to_string(), far, "{}", what("far"));
     }

@@ -245,7 +245,7 @@ for (const path of ['module', 'lua']) {
       const sw = fresh();
       // A lease of 5 can never fit a max of 3: an error, not a fallback.
       assert.throws(() => sw.lease(key, [[60, 5], [60, 3]], { size: 5, durationMs: 1000 }), /smallest max, 3/);
-      await sw.allow(key, [1, 10], { cost: 8 });
+      assert.ok((await sw.allow(key, [1, 10], { cost: 8 })).allowed);
       const lease = sw.lease(key, [1, 10], { size: 5, durationMs: 60_000 });
       await c.config('RESETSTAT');
       // The lease of 5 is refused, one of the 2 left is taken; a PEEK then finds none left.
@@ -266,7 +266,7 @@ for (const path of ['module', 'lua']) {
 
     test('a lease forgets what it knew on its own refund', async () => {
       const sw = fresh();
-      await sw.allow(key, [60, 10], { cost: 5 });
+      assert.ok((await sw.allow(key, [60, 10], { cost: 5 })).allowed);
       const lease = sw.lease(key, [60, 10], { size: 5, durationMs: 200 });
       await c.config('RESETSTAT');
       // A lease of the 5 left: no whole lease fits after it for a minute.

@@ -255,7 +255,7 @@ def test_lease_refusals_are_remembered_until_their_wait(path, key):
     # A lease of 5 can never fit a max of 3: an error, not a fallback.
     with pytest.raises(ValueError, match="smallest max, 3"):
         sw.lease(key, [Limit(60, 5), Limit(60, 3)], size=5, duration_ms=1_000)
-    sw.allow(key, Limit(1, 10), cost=8)
+    assert sw.allow(key, Limit(1, 10), cost=8).allowed
     lease = sw.lease(key, Limit(1, 10), size=5, duration_ms=60_000)
     c.config_resetstat()
     # The lease of 5 is refused, one of the 2 left is taken; a PEEK then finds none left.
@@ -277,7 +277,7 @@ def test_lease_refusals_are_remembered_until_their_wait(path, key):
 def test_lease_forgets_what_it_knew_on_its_own_refund(path, key):
     c = path[1].client()
     sw = SlidingWindow(c)
-    sw.allow(key, Limit(60, 10), cost=5)
+    assert sw.allow(key, Limit(60, 10), cost=5).allowed
     lease = sw.lease(key, Limit(60, 10), size=5, duration_ms=200)
     c.config_resetstat()
     # A lease of the 5 left: no whole lease fits after it for a minute.

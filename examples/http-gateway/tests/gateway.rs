@@ -912,11 +912,12 @@ fn precision_rounds_the_scores_refunds_them_and_warns_on_zset() {
             stat(&redis, "refunded") == 1
         });
         if storage == "compact" {
-            let _: i64 = redis::cmd("SLIDINGWINDOW.CONVERT")
+            let converted: i64 = redis::cmd("SLIDINGWINDOW.CONVERT")
                 .arg("rl:{lena}")
                 .arg("zset")
                 .query(&mut con)
                 .unwrap();
+            assert_eq!(converted, 3, "the key's logged requests");
         }
         let logged: Vec<i64> = scores(&mut con, "rl:{lena}")
             .into_iter()

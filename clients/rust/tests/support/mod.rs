@@ -24,18 +24,20 @@ pub fn logged(s: &Server, key: &str) -> Vec<u64> {
     if exists == 0 {
         return Vec::new();
     }
-    let _: i64 = redis::cmd("SLIDINGWINDOW.CONVERT")
+    // One transaction, so that the count CONVERT answers is the set ZRANGE reads.
+    let (converted, scored): (usize, Vec<(String, f64)>) = redis::pipe()
+        .atomic()
+        .cmd("SLIDINGWINDOW.CONVERT")
         .arg(key)
         .arg("zset")
-        .query(&mut con)
-        .expect("CONVERT");
-    let scored: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .cmd("ZRANGE")
         .arg(key)
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES")
         .query(&mut con)
-        .expect("ZRANGE");
+        .expect("CONVERT, ZRANGE");
+    assert_eq!(scored.len(), converted, "{key}: every logged request read");
     let mut scores: Vec<u64> = scored.into_iter().map(|(_, s)| s as u64).collect();
     scores.sort_unstable();
     scores
