@@ -147,7 +147,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
         .add_service(health_service)
         .add_service(RateLimitServiceServer::new(service::Service(shared)))
         .serve_with_incoming_shutdown(incoming, async move {
-            shutdown().await;
+            slidingwindow_service::shutdown().await;
             // NOT_SERVING from SIGTERM on, as the reference reports it.
             stopping.stopping.store(true, Ordering::Relaxed);
             health::report(&stopping, &reporter, &mut reported).await;
@@ -160,21 +160,5 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
 async fn serve(listener: TcpListener, router: axum::Router) {
     if let Err(e) = axum::serve(listener, router).await {
         eprintln!("envoy-ratelimit: http: {e}");
-    }
-}
-
-/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.
-async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }
