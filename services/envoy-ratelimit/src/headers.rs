@@ -3,7 +3,7 @@
 //! `Retry-After` on a refusal; `--limit-response-headers`, the reference's `RateLimit-Limit`,
 //! `RateLimit-Remaining` and `RateLimit-Reset` (LIMIT_RESPONSE_HEADERS_ENABLED).
 
-use crate::response::Row;
+use crate::row::Row;
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use slidingwindow_service::headers::{policy_item, quote, remaining_and_reset, seconds_up};
 
@@ -128,7 +128,8 @@ fn header(key: &str, value: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Limit, StatKey, Unit};
+    use crate::config::{Limit, Unit};
+    use crate::stat::StatKey;
 
     fn lim(n: &str, unit: Unit) -> Limit {
         let mut l = Limit::overriding(
