@@ -188,6 +188,8 @@ lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy || true
 	cargo fmt --all --check
+	# One version everywhere (Cargo.toml's workspace version; the helpers' copies; CHANGELOG.md).
+	python3 scripts/version.py check
 	cargo clippy --workspace --all-targets -- -D warnings
 	# bench-envoy's floor build, which nothing else compiles.
 	cargo clippy -p envoy-ratelimit --all-targets --features bench-floor -- -D warnings
