@@ -10,7 +10,8 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
-	bench-go bench-memory go-script go-vendor dist test-dist test-monitoring measure-asm
+	bench-go bench-memory go-script go-vendor dist test-dist test-monitoring measure-asm \
+	test-packages images test-images
 
 all: build
 
@@ -177,6 +178,12 @@ dist: setup
 # $(SERVERS).
 test-dist: dist
 	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test-dist.sh
+
+# The Python helper's wheel and sdist and the Node package's tarball, built as for a release into
+# target/packages/, each installed in a clean virtualenv or folder (redis-py from PyPI, ioredis
+# from npm) and smoke-tested there on a server with the module and one without (25 s).
+test-packages: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' bash scripts/test-packages.sh
 
 # monitoring/ end to end: redis-server with the module, Debian's redis_exporter running the Lua
 # script and Prometheus (both installed if missing), on free loopback ports.
