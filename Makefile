@@ -185,6 +185,20 @@ test-dist: dist
 test-packages: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' bash scripts/test-packages.sh
 
+# slidingwindow/redis:<version> and slidingwindow/valkey:<version> (docker/*/Dockerfile) with the
+# module from dist/'s tarball, built with --network none on REDIS_BASE / VALKEY_BASE (default
+# redis:7.4 / valkey/valkey:9), or with STANDIN=1 on bases made here from Debian
+# (scripts/standin-base.sh, cached under target/images/). Starts dockerd if none answers.
+images: dist
+	@bash scripts/setup.sh docker
+	bash scripts/images.sh
+
+# The images on the stand-in bases, each run with --network host on a free loopback port: ALLOW,
+# a compact key kept across containers on one volume (skipped, saying why, where dockerd cannot
+# start).
+test-images: dist
+	bash scripts/test-images.sh
+
 # monitoring/ end to end: redis-server with the module, Debian's redis_exporter running the Lua
 # script and Prometheus (both installed if missing), on free loopback ports.
 test-monitoring: build
