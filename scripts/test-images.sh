@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make test-images`: the module images built from dist/ (scripts/images.sh) on the stand-in
-# bases (STANDIN=1), then for each of slidingwindow/redis and slidingwindow/valkey, run with
+# `make test-images`: scripts/test-entrypoint.sh, then the module images built from dist/
+# (scripts/images.sh) on the stand-in bases (STANDIN=1), then for each of slidingwindow/redis and slidingwindow/valkey, run with
 # --network host on a free loopback port and a fresh volume at /data: the module is loaded by
 # `SERVER ARGS` alone, ALLOW admits and refuses, a compact key (--slidingwindow.storage compact
 # on the command line) is saved to the volume, owned by the image's user, and is the same key in
@@ -10,12 +10,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/dockerd.sh
 
+# The entrypoint's handling of arguments, which needs no Docker.
+bash scripts/test-entrypoint.sh
+
 target=${CARGO_TARGET_DIR:-$PWD/target}
-version=$(python3 scripts/version.py)
 if ! ensure_dockerd "$target/images/dockerd.log"; then
     echo "test-images: SKIPPED: no Docker daemon can run on this machine (see above)"
     exit 0
 fi
+version=$(python3 scripts/version.py)
 containers=()
 volumes=()
 cleanup() {
