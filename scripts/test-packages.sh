@@ -48,7 +48,6 @@ if [[ ! -x $tools/bin/python ]] || ! "$tools/bin/python" -c 'import build' 2>/de
 fi
 "$tools/bin/python" -m build --outdir "$out/python" clients/python >"$out/python/build.log" 2>&1 ||
     { tail -n 30 "$out/python/build.log" >&2; exit 1; }
-rm -rf clients/python/build clients/python/*.egg-info
 wheel=$out/python/slidingwindow-$version-py3-none-any.whl
 sdist=$out/python/slidingwindow-$version.tar.gz
 [[ -f $wheel && -f $sdist ]] || { ls "$out/python" >&2; echo "test-packages: expected $wheel and $sdist" >&2; exit 1; }
