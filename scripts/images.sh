@@ -31,7 +31,10 @@ install -m 0755 docker/slidingwindow-entrypoint.sh "$context/"
 build() {
     local flavour=$1 base=$2 image=slidingwindow/$1:$version
     docker build --quiet --network none --build-arg "VERSION=$version" --build-arg "BASE=$base" \
-        --build-arg "SERVER=$flavour-server" -t "$image" -f docker/Dockerfile "$context" >/dev/null
+        --build-arg "SERVER=$flavour-server" -t "$image" -f docker/Dockerfile "$context" >/dev/null || {
+        echo "images: $image on $base failed; where no image registry is reachable, STANDIN=1 builds on bases made from Debian" >&2
+        exit 1
+    }
     echo "$image $(docker image inspect -f '{{.Size}}' "$image") bytes"
 }
 build redis "${REDIS_BASE:-redis:7.4}"
