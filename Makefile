@@ -170,14 +170,19 @@ bench-gateway: build
 		bash examples/http-gateway/bench.sh $(BENCH_DURATION)
 
 # The release tarball for x86_64 Linux with glibc >= 2.17, and its SHA256SUMS, in dist/
-# (scripts/dist.sh installs cargo-zigbuild and Zig on first use).
+# (scripts/dist.sh installs cargo-zigbuild and Zig on first use); with DIST_SERVICES=1 the Envoy
+# service's and the gateway's tarballs beside it (minutes more).
 dist: setup
 	bash scripts/dist.sh
 
 # The contract and replication suites against the module unpacked from dist/, on each of
-# $(SERVERS).
-test-dist: dist
-	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test-dist.sh
+# $(SERVERS); the Envoy service's end-to-end tests and a gateway smoke test against theirs.
+# The Envoy service's end-to-end tests, run by test-dist against its released binary.
+ENVOY_TESTS := examples/envoy-ratelimit/tests
+
+test-dist: dist $(ENVOY_VENV)/.installed
+	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' ENVOY_VENV='$(ENVOY_VENV)' \
+		ENVOY_TESTS='$(ENVOY_TESTS)' bash scripts/test-dist.sh
 
 # The Python helper's wheel and sdist and the Node package's tarball, built as for a release into
 # target/packages/, each installed in a clean virtualenv or folder (redis-py from PyPI, ioredis
