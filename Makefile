@@ -10,7 +10,8 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
-	bench-go bench-memory go-script go-vendor dist test-dist test-monitoring measure-asm
+	bench-go bench-memory go-script go-vendor dist test-dist test-monitoring measure-asm \
+	test-packages images test-images
 
 all: build
 
@@ -169,14 +170,39 @@ bench-gateway: build
 		bash services/gateway/bench.sh $(BENCH_DURATION)
 
 # The release tarball for x86_64 Linux with glibc >= 2.17, and its SHA256SUMS, in dist/
-# (scripts/dist.sh installs cargo-zigbuild and Zig on first use).
+# (scripts/dist.sh installs cargo-zigbuild and Zig on first use); with DIST_SERVICES=1 the Envoy
+# service's and the gateway's tarballs beside it (minutes more).
 dist: setup
 	bash scripts/dist.sh
 
 # The contract and replication suites against the module unpacked from dist/, on each of
-# $(SERVERS).
-test-dist: dist
-	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test-dist.sh
+# $(SERVERS); the Envoy service's end-to-end tests and a gateway smoke test against theirs.
+# The Envoy service's end-to-end tests, run by test-dist against its released binary.
+ENVOY_TESTS := examples/envoy-ratelimit/tests
+
+test-dist: dist $(ENVOY_VENV)/.installed
+	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' ENVOY_VENV='$(ENVOY_VENV)' \
+		ENVOY_TESTS='$(ENVOY_TESTS)' bash scripts/test-dist.sh
+
+# The Python helper's wheel and sdist and the Node package's tarball, built as for a release into
+# target/packages/, each installed in a clean virtualenv or folder (redis-py from PyPI, ioredis
+# from npm) and smoke-tested there on a server with the module and one without (25 s).
+test-packages: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' bash scripts/test-packages.sh
+
+# slidingwindow/redis:<version> and slidingwindow/valkey:<version> (docker/*/Dockerfile) with the
+# module from dist/'s tarball, built with --network none on REDIS_BASE / VALKEY_BASE (default
+# redis:7.4 / valkey/valkey:9), or with STANDIN=1 on bases made here from Debian
+# (scripts/standin-base.sh, cached under target/images/). Starts dockerd if none answers.
+images: dist
+	@bash scripts/setup.sh docker
+	bash scripts/images.sh
+
+# The images on the stand-in bases, each run with --network host on a free loopback port: ALLOW,
+# a compact key kept across containers on one volume (skipped, saying why, where dockerd cannot
+# start).
+test-images: dist
+	bash scripts/test-images.sh
 
 # monitoring/ end to end: redis-server with the module, Debian's redis_exporter running the Lua
 # script and Prometheus (both installed if missing), on free loopback ports.
@@ -188,6 +214,8 @@ lint: setup
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy || true
 	cargo fmt --all --check
+	# One version everywhere (Cargo.toml's workspace version; the helpers' copies; CHANGELOG.md).
+	python3 scripts/version.py check
 	cargo clippy --workspace --all-targets -- -D warnings
 	# bench-envoy's floor build, which nothing else compiles.
 	cargo clippy -p envoy-ratelimit --all-targets --features bench-floor -- -D warnings

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make dist`: dist/slidingwindow-<version>-x86_64-linux-gnu.tar.gz (the module, redis.conf.example,
-# README.md, LICENSE) and dist/SHA256SUMS. The module is linked against glibc 2.17, so it loads on
+# README.md, LICENSE), with DIST_SERVICES=1 the services' slidingwindow-<part>-<version>-x86_64-
+# linux-gnu.tar.gz (the binary, its README.md, an example config, LICENSE), and dist/SHA256SUMS
+# over all of them. The module is linked against glibc 2.17, so it loads on
 # every glibc Linux from RHEL 7 on: cargo-zigbuild links with Zig (PyPI's `ziglang` wheel, in a
 # virtualenv under target/), and objdump checks that no symbol needs a newer glibc.
 set -euo pipefail
@@ -12,6 +14,13 @@ ZIGBUILD_VERSION=0.24.1
 ZIGLANG_VERSION=0.15.2
 GLIBC_FLOOR=2.17
 TRIPLE=x86_64-unknown-linux-gnu
+# The services by cargo package, each with its tarball's <part> and its example config (relative
+# to the package's directory, which cargo metadata gives; "-" for none: the tarball then holds
+# the binary's --help as usage.txt). The one place naming the services' files. Built only with
+# DIST_SERVICES=1: their release builds take minutes (13 min on this project's loaded 2-core
+# machine, 6 min of CPU), beyond CI's budget for now.
+SERVICES=("envoy-ratelimit envoy-ratelimit config/example.yaml" "http-gateway gateway -")
+[[ ${DIST_SERVICES:-} == 1 ]] || SERVICES=()
 
 bash scripts/setup.sh python3-venv objdump
 
@@ -40,27 +49,63 @@ build=$target/dist-build
     CARGO_ZIGBUILD_PYTHON_PATH=$venv/bin/python3 CARGO_TARGET_DIR=$build \
         cargo zigbuild --manifest-path "$root/Cargo.toml" --release -p slidingwindow \
         --target "$TRIPLE.$GLIBC_FLOOR"
+    # Apart, so that the services' dependencies' features never change the module's build.
+    if ((${#SERVICES[@]})); then
+        CARGO_ZIGBUILD_PYTHON_PATH=$venv/bin/python3 CARGO_TARGET_DIR=$build \
+            cargo zigbuild --manifest-path "$root/Cargo.toml" --release --bins \
+            $(for s in "${SERVICES[@]}"; do echo "-p ${s%% *}"; done) --target "$TRIPLE.$GLIBC_FLOOR"
+    fi
 )
-so=$build/$TRIPLE/release/libslidingwindow.so
+out=$build/$TRIPLE/release
+so=$out/libslidingwindow.so
 
-# The newest glibc symbol version the module needs must be at most the floor.
-needed=$(objdump -T "$so" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
-if [[ -z $needed || $(printf '%s\n%s\n' "$needed" "$GLIBC_FLOOR" | sort -V | tail -n 1) != "$GLIBC_FLOOR" ]]; then
-    echo "dist: $so needs glibc ${needed:-?}, above the floor $GLIBC_FLOOR" >&2
-    exit 1
-fi
-echo "dist: the module needs glibc $needed at most (floor $GLIBC_FLOOR)"
+# The newest glibc symbol version a binary needs must be at most the floor.
+glibc_floor() {
+    local needed
+    needed=$(objdump -T "$1" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+    if [[ -z $needed || $(printf '%s\n%s\n' "$needed" "$GLIBC_FLOOR" | sort -V | tail -n 1) != "$GLIBC_FLOOR" ]]; then
+        echo "dist: $1 needs glibc ${needed:-?}, above the floor $GLIBC_FLOOR" >&2
+        exit 1
+    fi
+    echo "dist: $(basename "$1") needs glibc $needed at most (floor $GLIBC_FLOOR)"
+}
+glibc_floor "$so"
 
 stage=$target/dist-stage/$name
 rm -rf "$target/dist-stage"
 mkdir -p "$stage" dist
 install -m 0755 "$so" "$stage/libslidingwindow.so"
 install -m 0644 redis.conf.example README.md LICENSE "$stage/"
+names=("$name")
+
+# Each service: its binary (printing the release with --version), README, example config.
+manifests=$(cargo metadata --no-deps --format-version 1 --offline)
+for service in ${SERVICES[@]+"${SERVICES[@]}"}; do
+    read -r package part config <<<"$service"
+    bin=$out/$package
+    glibc_floor "$bin"
+    [[ $("$bin" --version) == "$package $version" ]] ||
+        { echo "dist: $bin --version says '$("$bin" --version)', not '$package $version'" >&2; exit 1; }
+    dir=$(python3 -c 'import json, os, sys; print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1]))' "$package" <<<"$manifests")
+    names+=("slidingwindow-$part-$version-x86_64-linux-gnu")
+    stage=$target/dist-stage/${names[-1]}
+    mkdir -p "$stage"
+    install -m 0755 "$bin" "$stage/$package"
+    install -m 0644 "$dir/README.md" LICENSE "$stage/"
+    if [[ $config == - ]]; then
+        "$bin" --help >"$stage/usage.txt"
+    else
+        install -m 0644 "$dir/$config" "$stage/"
+    fi
+done
+
 rm -f dist/slidingwindow-*.tar.gz dist/SHA256SUMS
 # The same sources give the same bytes: fixed order, owners and times, no gzip timestamp.
 epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
-    -C "$target/dist-stage" -cf - "$name" | gzip -9n >"dist/$name.tar.gz"
-(cd dist && sha256sum "$name.tar.gz" >SHA256SUMS)
-echo "dist: dist/$name.tar.gz"
+for n in "${names[@]}"; do
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
+        -C "$target/dist-stage" -cf - "$n" | gzip -9n >"dist/$n.tar.gz"
+    echo "dist: dist/$n.tar.gz"
+done
+(cd dist && sha256sum "${names[@]/%/.tar.gz}" >SHA256SUMS)
 cat dist/SHA256SUMS

@@ -44,6 +44,8 @@ for tool in "$@"; do
             missing+=(golang-github-gomodule-redigo-dev) ;;
         redisc) [[ -f /usr/share/gocode/src/github.com/mna/redisc/cluster.go ]] ||
             missing+=(golang-github-mna-redisc-dev) ;;
+        # Debian's Docker engine (dockerd and its runtime) for `make images` and its test.
+        docker) command -v dockerd >/dev/null 2>&1 || missing+=(docker.io) ;;
         *) command -v "$tool" >/dev/null 2>&1 || missing+=("$tool") ;;
     esac
 done
