@@ -178,7 +178,7 @@ dist: setup
 # The contract and replication suites against the module unpacked from dist/, on each of
 # $(SERVERS); the Envoy service's end-to-end tests and a gateway smoke test against theirs.
 # The Envoy service's end-to-end tests, run by test-dist against its released binary.
-ENVOY_TESTS := examples/envoy-ratelimit/tests
+ENVOY_TESTS := services/envoy-ratelimit/tests
 
 test-dist: dist $(ENVOY_VENV)/.installed
 	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' ENVOY_VENV='$(ENVOY_VENV)' \
