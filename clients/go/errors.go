@@ -23,4 +23,7 @@ var (
 	ErrClosed = errors.New("slidingwindow: the Leaser is closed")
 	// ErrReply: the server answered something other than the contract's reply.
 	ErrReply = errors.New("slidingwindow: unexpected reply")
+	// ErrNeedsModule: a call only the module answers (Top) on the script path, which keeps no
+	// summary of refusals.
+	ErrNeedsModule = errors.New("slidingwindow: this call needs the module: the Lua script keeps no summary of refusals")
 )

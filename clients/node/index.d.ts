@@ -51,6 +51,13 @@ export type KeyedLimits =
   | Map<string, LimitLike | LimitLike[]>
   | ([string, LimitLike | LimitLike[]] | { key: string; limits: LimitLike | LimitLike[] })[];
 
+/** One key of `top()`: `refused` is never below its true refusals and never above them by more than `error`. */
+export interface TopEntry {
+  key: string;
+  refused: number;
+  error: number;
+}
+
 export interface RefundOptions {
   /** Take back only requests logged at or before this Unix time in ms ('*': the server's clock). */
   at?: number | '*';
@@ -126,6 +133,8 @@ export declare class SlidingWindow {
   peekAll(keyed: KeyedLimits, options?: CallOptions): Promise<AllResult>;
   /** Resolves to the number of logged requests taken back. */
   refund(key: string, n?: number, options?: RefundOptions): Promise<number>;
+  /** The keys refused most since the servers' last SLIDINGWINDOW.TOPRESET (every master of a Cluster, summed); needs the module. */
+  top(count?: number): Promise<TopEntry[]>;
   lease(key: string, limits: LimitLike | LimitLike[], options: { size: number; durationMs: number }): Lease;
   call(command: 'allow' | 'peek', key: string, args: (string | number | Buffer)[]): Promise<number[]>;
   call(command: 'refund', key: string, args: (string | number | Buffer)[]): Promise<number>;

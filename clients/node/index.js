@@ -333,6 +333,48 @@ class SlidingWindow {
    * The raw reply of SLIDINGWINDOW.<command> key args..., on whichever path is in use. Rejects
    * with ReplyError for the call's own errors, UnavailableError when Redis does not decide.
    */
+  /**
+   * The keys refused most since the servers' last SLIDINGWINDOW.TOPRESET, most first (ties: the
+   * smaller error, then the key), at most `count` (SLIDINGWINDOW.TOP COUNT count; at most the
+   * servers' slidingwindow.top-keys), each `{ key, refused, error }`: `refused` is never below the
+   * key's true refusals and never above it by more than `error`. On a Cluster every master is
+   * asked and a key's counts and errors are added up. Needs the module: the script keeps no
+   * summary, so on the script path it throws a SlidingWindowError.
+   */
+  async top(count = 10) {
+    if (!Number.isSafeInteger(count) || count < 1) throw new TypeError('count must be an integer >= 1');
+    if (!(await this.usesModule())) {
+      throw new SlidingWindowError('top needs the module: the Lua script keeps no summary of refusals');
+    }
+    const ask = ['SLIDINGWINDOW.TOP', 'COUNT', count];
+    const replies = this.redis.isCluster
+      ? await Promise.all(this.redis.nodes('master').map((node) => this.#sendTo(node, ask)))
+      : [await this.#send(ask, [])];
+    const totals = new Map();
+    for (const reply of replies) {
+      for (const [key, refused, error] of reply) {
+        const total = totals.get(key) ?? { key, refused: 0, error: 0 };
+        total.refused += Number(refused);
+        total.error += Number(error);
+        totals.set(key, total);
+      }
+    }
+    const byBytes = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+    return [...totals.values()]
+      .sort((a, b) => b.refused - a.refused || a.error - b.error || byBytes(a.key, b.key))
+      .slice(0, count);
+  }
+
+  /** One command to one node of a Cluster, with the helper's timeout and errors. */
+  async #sendTo(node, [name, ...args]) {
+    try {
+      return await withTimeout(node.call(name, ...args), this.timeout);
+    } catch (err) {
+      if (!unavailable(err)) throw err;
+      throw new UnavailableError(`Redis did not decide: ${err.message}`, { cause: err });
+    }
+  }
+
   async call(command, key, args) {
     return this.#command(command, [key], [key, ...args], args);
   }

@@ -6,10 +6,10 @@ and the HTTP headers."""
 from .headers import canonical_ip, headers, policy_header, ratelimit_header, retry_after_header, seconds_up
 from .lease import Lease
 from .limiter import CROCKFORD, SCRIPT, SlidingWindow, arguments
-from .results import AllResult, Limit, LimitState, Result, SlidingWindowError, UnavailableError
+from .results import AllResult, Limit, LimitState, Result, SlidingWindowError, TopEntry, UnavailableError
 
 __all__ = [
-    "AllResult", "Lease", "Limit", "LimitState", "Result", "SCRIPT", "SlidingWindow", "SlidingWindowError",
+    "AllResult", "Lease", "Limit", "LimitState", "Result", "SCRIPT", "SlidingWindow", "SlidingWindowError", "TopEntry",
     "UnavailableError", "arguments", "canonical_ip", "headers", "policy_header", "ratelimit_header",
     "retry_after_header", "seconds_up",
 ]

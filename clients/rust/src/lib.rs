@@ -14,6 +14,7 @@ mod refusal;
 mod reply;
 mod request;
 mod sentinel;
+mod top;
 
 pub use batch::{Answer, Batch};
 pub use client::Client;
@@ -32,3 +33,4 @@ pub use lru::Lru;
 pub use redis;
 pub use reply::{Detail, LimitState, Reply, RetryAfter};
 pub use request::{Call, Check, CheckAll, Keyed, Refund};
+pub use top::TopEntry;
