@@ -159,6 +159,23 @@ class SlidingWindow:
 
         return Lease(self, key, limits, size, duration_ms)
 
+    def acquire(self, key: Key, limit: int, hold: int) -> "Slot":
+        """A slot among ``limit`` in flight on ``key``, held at most ``hold`` seconds (the longest
+        a request may take): ``with sw.acquire(key, 10, 30) as slot: if slot.allowed: ...``.
+        Leaving the block releases it (``REFUND key 1 AT`` its score); a holder that dies frees it
+        when ``hold`` passes. Never more than ``limit`` in flight."""
+        from .inflight import acquire
+
+        return acquire(self, key, limit, hold)
+
+    def reserve(self, key: Key, limits: Limits, n: int) -> "Reservation":
+        """``n`` requests charged now for a cost known only later (tokens of a response):
+        ``settle(used)`` refunds what was not used or charges the excess (an overrun when it does
+        not fit, reported, never hidden); ``cancel()`` refunds all."""
+        from .inflight import reserve
+
+        return reserve(self, key, limits, n)
+
     def top(self, count: int = 10) -> List[TopEntry]:
         """The keys refused most since the servers' last ``SLIDINGWINDOW.TOPRESET``, most first
         (ties: the smaller error, then the key's bytes), at most ``count`` (``SLIDINGWINDOW.TOP
