@@ -8,6 +8,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
+const { Slot, Reservation } = require('./inflight');
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 // clients/lua/slidingwindow.lua in the repository (this folder holds a link to it).
@@ -276,6 +277,24 @@ class SlidingWindow {
    */
   async refund(key, n = 1, { at } = {}) {
     return this.call('refund', key, at === undefined || at === null ? [n] : [n, 'AT', at]);
+  }
+
+  /**
+   * A slot among `limit` in flight on `key`, held at most `hold` seconds (the longest a request
+   * may take): `release()` gives it back, a holder that dies frees it when `hold` passes. Never
+   * more than `limit` in flight.
+   */
+  async acquire(key, limit, hold) {
+    return new Slot(this, key, await this.allow(key, { window: hold, max: limit }, { detail: true }));
+  }
+
+  /**
+   * `n` requests charged now for a cost known only later (tokens of a response): `settle(used)`
+   * refunds what was not used or charges the excess (an overrun when it does not fit, reported,
+   * never hidden); `cancel()` refunds all.
+   */
+  async reserve(key, limits, n) {
+    return new Reservation(this, key, limits, n, await this.allow(key, limits, { cost: n, detail: true }));
   }
 
   /** A Lease: permits for one key and its limits, `size` at a time for `durationMs`, handed out from memory. */
@@ -670,6 +689,6 @@ function headers(result, limits, names) {
 }
 
 module.exports = {
-  SlidingWindow, Lease, SlidingWindowError, UnavailableError, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult,
+  SlidingWindow, Lease, Slot, Reservation, SlidingWindowError, UnavailableError, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult,
   headers, policyHeader, rateLimitHeader, retryAfterHeader, secondsUp,
 };
