@@ -6,6 +6,7 @@ mod client;
 mod connect;
 mod error;
 mod error_log;
+mod inflight;
 mod lease;
 mod lease_map;
 mod limit;
@@ -21,6 +22,7 @@ pub use client::Client;
 pub use connect::{Auth, Options, Topology};
 pub use error::Error;
 pub use error_log::ErrorLog;
+pub use inflight::{Reservation, Settlement, Slot};
 pub use lease::{
     Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take,
 };
