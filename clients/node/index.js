@@ -644,7 +644,7 @@ function runDown(r, sinceMs) {
   return { ...r, retryAfterMs: less(r.retryAfterMs), resetAfterMs: less(r.resetAfterMs), states, now: r.now === undefined ? undefined : r.now + elapsed };
 }
 
-// The rate-limit headers of a result, byte for byte as examples/http-gateway sends them (IETF
+// The rate-limit headers of a result, byte for byte as services/gateway sends them (IETF
 // httpapi RateLimit draft syntax).
 
 /** ms in whole seconds, rounded up (a client that waits that long is admitted); 0 for ms <= 0. */

@@ -8,7 +8,7 @@ import (
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 )
 
-// The headers, in the IETF httpapi RateLimit draft's syntax, exactly as examples/http-gateway
+// The headers, in the IETF httpapi RateLimit draft's syntax, exactly as services/gateway
 // sends them.
 
 // Policy is the RateLimit-Policy value, every limit by name: `"l0";q=10;w=1,"l1";q=100;w=60`.

@@ -9,7 +9,7 @@ import (
 	"github.com/slidingwindow/slidingwindow/clients/go/httplimit"
 )
 
-// The values examples/http-gateway's own test renders (src/headers.rs).
+// The values services/gateway's own test renders (src/headers.rs).
 func TestHeaderValuesAreTheGateways(t *testing.T) {
 	names := []string{"l0", "t0"}
 	limits := []slidingwindow.Limit{slidingwindow.PerSecond(10), slidingwindow.PerMinute(100)}

@@ -1,6 +1,6 @@
 // Package httplimit is net/http middleware over the slidingwindow package: one Allow per
 // request, 429 with Retry-After and the IETF RateLimit-Policy / RateLimit headers exactly as
-// examples/http-gateway sends them, refunds when the handler answers 5xx, and fail-open or
+// services/gateway sends them, refunds when the handler answers 5xx, and fail-open or
 // fail-closed when Redis cannot decide.
 package httplimit
 

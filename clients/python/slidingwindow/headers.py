@@ -1,4 +1,4 @@
-"""HTTP glue: the rate-limit headers of a result, byte for byte as examples/http-gateway sends
+"""HTTP glue: the rate-limit headers of a result, byte for byte as services/gateway sends
 them (IETF httpapi RateLimit draft syntax), and a client address as one key."""
 
 from __future__ import annotations

@@ -329,7 +329,7 @@ def busiest(times, window_ms: int) -> int:
     return most
 
 
-# Headers, as examples/http-gateway renders them (its src/headers.rs test cases).
+# Headers, as services/gateway renders them (its src/headers.rs test cases).
 
 
 def test_headers_are_the_gateways():

@@ -64,7 +64,7 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown())
+    .with_graceful_shutdown(slidingwindow_service::shutdown())
     .await?;
     // Every request has been answered: refunds under way end, then the leases' unused permits go
     // back.
@@ -73,20 +73,4 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
             .await;
     }
     Ok(())
-}
-
-/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight (then `run` closes the leases).
-async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }

@@ -12,7 +12,9 @@ mod metrics;
 mod plan;
 mod reload;
 mod response;
+mod row;
 mod service;
+mod stat;
 mod store;
 mod yaml;
 
@@ -43,30 +45,24 @@ async fn main() -> ExitCode {
         eprintln!("envoy-ratelimit: {e}");
         return ExitCode::from(2);
     }
-    let config = match config::Config::load(&cli.config, cli.merge_domain_config) {
+    let source = config::source::Files {
+        path: cli.config.clone(),
+        merge: cli.merge_domain_config,
+    };
+    let config = match source.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("envoy-ratelimit: config error: {e}");
             return ExitCode::from(2);
         }
     };
-    warn_ignored(&config);
-    match run(cli, config).await {
+    config::warn_ignored(&config);
+    match run(cli, config, source).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("envoy-ratelimit: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// One line naming the fields read and ignored.
-pub fn warn_ignored(config: &config::Config) {
-    if !config.ignored.is_empty() {
-        eprintln!(
-            "envoy-ratelimit: warning: ignoring, as the reference does: {}",
-            config.ignored.join(", ")
-        );
     }
 }
 
@@ -80,7 +76,11 @@ fn redis_options(cli: &cli::Cli) -> Result<Options, slidingwindow_client::Error>
     Ok(options.ca_file(cli.redis_ca_file.clone()))
 }
 
-async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(
+    cli: cli::Cli,
+    config: config::Config,
+    source: config::source::Files,
+) -> Result<(), Box<dyn std::error::Error>> {
     let metrics = Arc::new(metrics::Metrics::new(cli.near_limit_ratio));
     metrics.config_load_success.fetch_add(1, Ordering::Relaxed);
     let forms = response::HeaderForms {
@@ -126,12 +126,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
     if let Some(l) = prometheus {
         tokio::spawn(serve(l, http::metrics(shared.clone())));
     }
-    tokio::spawn(reload::watch(
-        shared.clone(),
-        cli.config.clone(),
-        cli.merge_domain_config,
-        cli.reload_interval,
-    ));
+    tokio::spawn(reload::watch(shared.clone(), source, cli.reload_interval));
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let mut reported = None;
     health::report(&shared, &reporter, &mut reported).await;
@@ -147,7 +142,7 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
         .add_service(health_service)
         .add_service(RateLimitServiceServer::new(service::Service(shared)))
         .serve_with_incoming_shutdown(incoming, async move {
-            shutdown().await;
+            slidingwindow_service::shutdown().await;
             // NOT_SERVING from SIGTERM on, as the reference reports it.
             stopping.stopping.store(true, Ordering::Relaxed);
             health::report(&stopping, &reporter, &mut reported).await;
@@ -160,21 +155,5 @@ async fn run(cli: cli::Cli, config: config::Config) -> Result<(), Box<dyn std::e
 async fn serve(listener: TcpListener, router: axum::Router) {
     if let Err(e) = axum::serve(listener, router).await {
         eprintln!("envoy-ratelimit: http: {e}");
-    }
-}
-
-/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.
-async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }

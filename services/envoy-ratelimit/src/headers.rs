@@ -3,8 +3,9 @@
 //! `Retry-After` on a refusal; `--limit-response-headers`, the reference's `RateLimit-Limit`,
 //! `RateLimit-Remaining` and `RateLimit-Reset` (LIMIT_RESPONSE_HEADERS_ENABLED).
 
-use crate::response::Row;
+use crate::row::Row;
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use slidingwindow_service::headers::{policy_item, quote, remaining_and_reset, seconds_up};
 
 /// Every enforced limit in the policy; the binding one in `RateLimit`. A limit is named by its
 /// `rate_limit.name`, else `d<i>` for the descriptor's position in the request.
@@ -14,32 +15,31 @@ pub fn draft(rows: &[Row<'_>]) -> Vec<HeaderValue> {
         .enumerate()
         .filter(|(_, r)| r.enforced && r.limit.is_some())
         .collect();
-    let policy: Vec<String> = enforced
-        .iter()
-        .filter_map(|&(i, r)| {
-            let l = r.limit?;
-            Some(format!(
-                "{};q={};w={}",
-                name(i, &l.name),
-                l.requests_per_unit,
-                l.unit.seconds()
-            ))
-        })
-        .collect();
+    let mut policy = String::new();
+    for &(i, r) in &enforced {
+        let Some(l) = r.limit else { continue };
+        if !policy.is_empty() {
+            policy.push(',');
+        }
+        policy_item(
+            &mut policy,
+            &name(i, &l.name),
+            u64::from(l.requests_per_unit),
+            l.unit.seconds(),
+        );
+    }
     let Some((i, b)) = binding(&enforced) else {
         return Vec::new();
     };
+    let mut binding = String::new();
+    quote(
+        &mut binding,
+        &name(i, b.limit.map_or("", |l| l.name.as_str())),
+    );
+    remaining_and_reset(&mut binding, i64::from(b.remaining), b.reset_ms);
     let mut out = vec![
-        header("RateLimit-Policy", policy.join(",")),
-        header(
-            "RateLimit",
-            format!(
-                "{};r={};t={}",
-                name(i, b.limit.map_or("", |l| l.name.as_str())),
-                b.remaining,
-                seconds_up(b.reset_ms)
-            ),
-        ),
+        header("RateLimit-Policy", policy),
+        header("RateLimit", binding),
     ];
     if b.over
         && let Some(ms) = b.duration_ms
@@ -108,32 +108,12 @@ fn binding<'r, 'a>(enforced: &[(usize, &'r Row<'a>)]) -> Option<(usize, &'r Row<
         .copied()
 }
 
-/// A structured-field string: printable ASCII, `"` and `\` escaped.
-fn name(i: usize, configured: &str) -> String {
+/// A limit's name in the headers (quoted there): its `rate_limit.name`, else `d<i>`.
+fn name(i: usize, configured: &str) -> std::borrow::Cow<'_, str> {
     if configured.is_empty() {
-        return format!("\"d{i}\"");
-    }
-    let mut s = String::from("\"");
-    for c in configured.chars() {
-        match c {
-            '"' | '\\' => {
-                s.push('\\');
-                s.push(c);
-            }
-            ' '..='~' => s.push(c),
-            _ => s.push('_'),
-        }
-    }
-    s.push('"');
-    s
-}
-
-/// ms to whole seconds, rounded up (a client that waits that long is admitted).
-fn seconds_up(ms: i64) -> i64 {
-    if ms <= 0 {
-        0
+        format!("d{i}").into()
     } else {
-        ms / 1000 + i64::from(ms % 1000 != 0)
+        configured.into()
     }
 }
 
@@ -148,7 +128,8 @@ fn header(key: &str, value: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Limit, StatKey, Unit};
+    use crate::config::{Limit, Unit};
+    use crate::stat::StatKey;
 
     fn lim(n: &str, unit: Unit) -> Limit {
         let mut l = Limit::overriding(
@@ -189,7 +170,10 @@ mod tests {
                 ("Retry-After".into(), "3".into()),
             ]
         );
-        assert_eq!(name(0, "a\"b\\c\u{e9}"), "\"a\\\"b\\\\c_\"");
+        assert_eq!(name(1, ""), "d1");
+        let mut quoted = String::new();
+        quote(&mut quoted, &name(0, "a\"b\\c\u{e9}"));
+        assert_eq!(quoted, "\"a\\\"b\\\\c_\"");
         assert!(draft(&[]).is_empty());
         let names = HeaderNames {
             limit: "L".into(),

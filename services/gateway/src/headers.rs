@@ -2,15 +2,19 @@
 
 use crate::limiter::{Decision, Named};
 use axum::http::HeaderValue;
+use slidingwindow_service::headers::{policy_item, quote, remaining_and_reset, seconds_up};
 use std::fmt::Write;
 
 /// `"l0";q=10;w=1,"l1";q=100;w=60`: every limit, by name.
 pub fn policy(limits: &[Named]) -> HeaderValue {
-    let items: Vec<String> = limits
-        .iter()
-        .map(|l| format!("\"{}\";q={};w={}", l.name, l.limit.max, l.limit.window_s))
-        .collect();
-    value(items.join(","))
+    let mut out = String::with_capacity(24 * limits.len());
+    for (i, l) in limits.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        policy_item(&mut out, &l.name, l.limit.max, l.limit.window_s);
+    }
+    value(out)
 }
 
 /// Appends the binding limit's name.
@@ -27,14 +31,11 @@ fn name(out: &mut String, limits: &[Named], d: &Decision) {
 /// into one buffer that becomes the header value without a copy.
 pub fn ratelimit(limits: &[Named], d: &Decision) -> HeaderValue {
     let mut out = String::with_capacity(64);
-    out.push('"');
-    name(&mut out, limits, d);
-    let _ = write!(
-        out,
-        "\";r={};t={}",
-        d.remaining,
-        seconds_up(d.reset_after_ms)
-    );
+    match limits.get(d.limit) {
+        Some(l) => quote(&mut out, &l.name),
+        None => quote(&mut out, &format!("l{}", d.limit)),
+    }
+    remaining_and_reset(&mut out, d.remaining, d.reset_after_ms);
     value(out)
 }
 
@@ -50,15 +51,6 @@ pub fn refused_body(limits: &[Named], d: &Decision) -> String {
     name(&mut out, limits, d);
     let _ = writeln!(out, "\",\"retry_after_ms\":{}}}", d.retry_after_ms);
     out
-}
-
-/// ms to whole seconds, rounded up (a client that waits that long is admitted).
-pub fn seconds_up(ms: i64) -> i64 {
-    if ms <= 0 {
-        0
-    } else {
-        ms / 1000 + i64::from(ms % 1000 != 0)
-    }
 }
 
 fn value(text: String) -> HeaderValue {

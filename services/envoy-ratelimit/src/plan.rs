@@ -2,8 +2,9 @@
 //! Envoy's override), key, cost and how it meets its log, after the reference's `replaces`; and
 //! how the charged descriptors are split into ALLOWALL calls. No I/O here.
 
-use crate::config::{Config, Limit, Lookup, Rule, StatKey, Unit, sanitize};
-use crate::metrics::{Counters, Metrics};
+use crate::config::{Config, Limit, Lookup, Rule, Unit};
+use crate::metrics::Metrics;
+use crate::stat::{Counters, StatKey, sanitize};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
 use std::collections::HashSet;

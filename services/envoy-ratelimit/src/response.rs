@@ -2,9 +2,10 @@
 //! optionally the headers.
 
 use crate::cli::OnRedisError;
-use crate::config::{Limit, Unit};
+use crate::config::Unit;
 use crate::headers::{self, HeaderNames};
 use crate::plan::{Action, Mode};
+use crate::row::Row;
 use crate::store::Outcome;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
@@ -12,21 +13,6 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::google::protobuf::Duration;
-
-/// One descriptor's verdict, before it becomes a DescriptorStatus.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row<'a> {
-    /// OVER_LIMIT (never for shadow mode).
-    pub over: bool,
-    pub limit: Option<&'a Limit>,
-    /// Counts against the request (not shadow, not a refund).
-    pub enforced: bool,
-    pub remaining: u32,
-    /// `duration_until_reset` in ms: while a request of this cost would be refused, the wait
-    /// until it would fit; otherwise (it fits, or never can) the wait until the window is empty.
-    pub duration_ms: Option<i64>,
-    pub reset_ms: i64,
-}
 
 /// The verdicts and whether the request is refused. `outcome` None: Redis failed, and
 /// `on_error` decides for the enforced limits.
@@ -151,8 +137,8 @@ fn duration(ms: i64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::StatKey;
-    use crate::metrics::Counters;
+    use crate::config::Limit;
+    use crate::stat::{Counters, StatKey};
     use crate::store::Seen;
     use std::sync::Arc;
 

@@ -9,19 +9,28 @@
 //! is taken back and decided again by exact calls alone. Then the deny cache, the admission log
 //! and the refunds.
 
-use crate::abandoned::{Abandoned, Outcome};
+use crate::abandoned::Abandoned;
 use crate::admissions::AdmissionLog;
 use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use slidingwindow_client::{
-    Call, Charge as Permit, Check, CheckAll, Client, Error, ErrorLog, Keyed, LeaseConfig, LeaseMap,
-    LeaseMapConfig, LeaseReply, Now, Options, Pending, Reply, Take, logged_score,
+    Charge as Permit, Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply,
+    Options, Pending,
 };
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+mod decision;
+mod exact;
+mod keys;
+mod leased;
+
+pub use decision::{Decision, Named};
+pub use keys::Keys;
+use keys::{PARTS, Part, SHARED};
 
 /// A request does not wait longer than this for Redis (its exact call, or a lease call it waits
 /// for); then the --on-redis-error policy decides (and the call goes on, see abandoned.rs).
@@ -33,121 +42,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const REPLY_WAIT: Duration = Duration::from_secs(30);
 /// The key of `--global-limit`: no identity or tenant key has this form (theirs start `rl:{`).
 pub const GLOBAL_KEY: &[u8] = b"rl:global";
-
-/// A limit and the name the headers give it: `l<i>` for the identity's, `t<i>` for the tenant's,
-/// `g<i>` for the global ones.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
-    pub name: String,
-    pub limit: Limit,
-}
-
-/// The reply, for the binding limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decision {
-    pub allowed: bool,
-    pub remaining: i64,
-    pub retry_after_ms: i64,
-    pub reset_after_ms: i64,
-    /// Index of the binding limit.
-    pub limit: usize,
-}
-
-impl From<&Reply> for Decision {
-    fn from(r: &Reply) -> Decision {
-        Decision {
-            allowed: r.allowed,
-            remaining: i64::try_from(r.remaining).unwrap_or(i64::MAX),
-            retry_after_ms: r.retry_after.as_i64(),
-            reset_after_ms: i64::try_from(r.reset_after_ms).unwrap_or(i64::MAX),
-            limit: r.limit,
-        }
-    }
-}
-
-impl Decision {
-    /// A refusal remembered at `at`, seen at `now`.
-    fn cached(r: &Refusal, now: Instant) -> Decision {
-        let ms_up = |t: Instant| {
-            let d = t.saturating_duration_since(now);
-            i64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(i64::MAX)
-        };
-        Decision {
-            allowed: false,
-            remaining: 0,
-            retry_after_ms: ms_up(r.until),
-            reset_after_ms: ms_up(r.reset_at),
-            limit: r.limit,
-        }
-    }
-
-    /// Two parts of one request's answer as one: the binding limit is the one with less left,
-    /// and the wait is the longer.
-    fn and(self, other: Decision) -> Decision {
-        let retry_after_ms = if self.retry_after_ms < 0 || other.retry_after_ms < 0 {
-            -1
-        } else {
-            self.retry_after_ms.max(other.retry_after_ms)
-        };
-        // A part that refused binds before one that admitted; then the least remaining, then
-        // the longer wait.
-        let rank = |d: &Decision| (d.allowed, d.remaining, std::cmp::Reverse(d.retry_after_ms));
-        let binding = if rank(&other) < rank(&self) {
-            other
-        } else {
-            self
-        };
-        Decision {
-            allowed: self.allowed && other.allowed,
-            retry_after_ms,
-            ..binding
-        }
-    }
-}
-
-/// The keys a request is counted on, in this order: the limits' and the headers' names' too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Identity = 0,
-    Tenant = 1,
-    Global = 2,
-}
-
-const PARTS: [Part; 3] = [Part::Identity, Part::Tenant, Part::Global];
-/// The keys that are shared between identities, and leased with --lease.
-const SHARED: [Part; 2] = [Part::Tenant, Part::Global];
-
-/// A request's keys in one buffer: `rl:{identity}`, or with tenants `rl:{tenant}` then
-/// `:identity` (the identity's key has the tenant's as its prefix); the global key is constant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Keys {
-    buf: Vec<u8>,
-    /// Where the tenant's key ends in `buf` (0: no tenant key).
-    tenant_end: usize,
-    identity: bool,
-    global: bool,
-}
-
-impl Keys {
-    fn get(&self, p: Part) -> Option<&[u8]> {
-        match p {
-            Part::Identity => self.identity.then_some(self.buf.as_slice()),
-            Part::Tenant => self
-                .buf
-                .get(..self.tenant_end)
-                .filter(|_| self.tenant_end > 0),
-            Part::Global => self.global.then_some(GLOBAL_KEY),
-        }
-    }
-
-    /// The deny cache's and the admission log's key: the first of them.
-    pub fn first(&self) -> &[u8] {
-        PARTS
-            .iter()
-            .find_map(|&p| self.get(p))
-            .unwrap_or(GLOBAL_KEY)
-    }
-}
 
 /// What an admitted request cost: the keys its exact calls logged, each at the `now` its call
 /// used (Redis's clock, from DETAIL), and the permits it took from leases.
@@ -311,87 +205,6 @@ impl Limiter {
         &self.limits
     }
 
-    fn limits_of(&self, p: Part) -> &[slidingwindow_client::Limit] {
-        &self.parts[p as usize]
-    }
-
-    /// The keys a request is counted on: `rl:{identity}`; with tenants `rl:{tenant}:<identity>`
-    /// (when there are identity limits) and `rl:{tenant}`, one hash tag for one cluster slot;
-    /// and `rl:global` with global limits.
-    fn keys(&self, identity: &[u8], tenant: Option<&[u8]>) -> Keys {
-        let has_identity = !self.limits_of(Part::Identity).is_empty();
-        let tenant = tenant.filter(|_| self.tenants);
-        // A global limit alone has no key to build here: no allocation.
-        let mut buf = match (tenant, has_identity) {
-            (None, false) => Vec::new(),
-            _ => Vec::with_capacity(8 + identity.len() + tenant.map_or(0, <[u8]>::len)),
-        };
-        let mut tenant_end = 0;
-        match tenant {
-            Some(t) => {
-                buf.extend_from_slice(b"rl:{");
-                buf.extend_from_slice(t);
-                buf.push(b'}');
-                tenant_end = buf.len();
-                if has_identity {
-                    buf.push(b':');
-                    buf.extend_from_slice(identity);
-                }
-            }
-            None if has_identity => {
-                buf.extend_from_slice(b"rl:{");
-                buf.extend_from_slice(identity);
-                buf.push(b'}');
-            }
-            None => {}
-        }
-        Keys {
-            buf,
-            tenant_end,
-            identity: has_identity,
-            global: !self.limits_of(Part::Global).is_empty(),
-        }
-    }
-
-    /// The exact call on `parts`' keys at Redis's clock: `SLIDINGWINDOW.ALLOW key w0 max0 *
-    /// [LIMIT w max]... DETAIL` for one key, `SLIDINGWINDOW.ALLOWALL n key... * DETAIL LIMIT keyno
-    /// w max...` for several.
-    fn call(&self, keys: &Keys, parts: &[Part]) -> Result<Call, Error> {
-        let now = Now::Server;
-        let empty: &[u8] = b"";
-        let mut keyed = [Keyed::new(empty, &[]); 3];
-        let mut n = 0;
-        for (slot, &p) in keyed.iter_mut().zip(parts) {
-            *slot = Keyed::new(keys.get(p).unwrap_or(empty), self.limits_of(p));
-            n += 1;
-        }
-        match &keyed[..n] {
-            [one] => {
-                let check = Check::new(one.key, one.limits).now(now);
-                Call::allow(&check.precision(self.precision).detail(true))
-            }
-            all => {
-                let check = CheckAll::new(all).now(now).precision(self.precision);
-                Call::allow_all(&check.detail(true))
-            }
-        }
-    }
-
-    /// The decision of a reply to the call on `parts`, its binding limit named among all limits.
-    fn decision(&self, parts: &[Part], reply: &Reply) -> Decision {
-        let mut d = Decision::from(reply);
-        let mut rest = d.limit;
-        for &p in parts {
-            let n = self.limits_of(p).len();
-            if rest < n {
-                d.limit = self.offsets[p as usize] + rest;
-                break;
-            }
-            rest -= n;
-        }
-        d
-    }
-
     /// The verdict on one request without waiting when it needs no Redis call: from the deny cache, or from
     /// the leases when every key of the request has a permit in memory. Else the request as
     /// far as it went, for [`Limiter::finish`] (a future the caller may box: a request served
@@ -517,19 +330,6 @@ impl Limiter {
         Settled::Done(self.admit(keys.clone(), decision, exact, leased))
     }
 
-    /// The part of a request's answer its leases' permits give.
-    fn leased_decision(&self, leased: &[Option<LeaseReply>; 3]) -> Option<Decision> {
-        let mut decision: Option<Decision> = None;
-        for p in SHARED {
-            if let Some(r) = &leased[p as usize] {
-                let mut d = Decision::from(&r.reply);
-                d.limit += self.offsets[p as usize];
-                decision = Some(decision.map_or(d, |prev| prev.and(d)));
-            }
-        }
-        decision
-    }
-
     /// An admitted request: its line in the admission log (at its exact call's `now`, else at the
     /// latest of its permits' handout times: Redis's clock), and what it cost.
     fn admit(
@@ -557,160 +357,6 @@ impl Limiter {
                 leased: leased.map(|r| r.and_then(|r| r.charge)),
             },
         )
-    }
-
-    /// One pass over the busy shared keys' leases (those not in `exact`).
-    fn try_leases(&self, map: &LeaseMap, keys: &Keys, exact: &[bool; 3]) -> Attempt {
-        let mut taken: [Option<LeaseReply>; 3] = [None, None, None];
-        for p in SHARED {
-            let Some(key) = keys.get(p).filter(|_| !exact[p as usize]) else {
-                continue;
-            };
-            match map.try_take(key, self.limits_of(p), None) {
-                Ok(Take::Permit(r)) => taken[p as usize] = Some(r),
-                Ok(Take::Exact) => {}
-                Ok(Take::Wait(w)) => return Attempt::Wait(taken, p, w),
-                Ok(Take::Refused(r)) => return Attempt::Refused(taken, p, Box::new(r)),
-                Err(e) => return Attempt::Failed(taken, e),
-            }
-        }
-        Attempt::Taken(taken)
-    }
-
-    /// A permit from the lease of each busy shared key. A key whose lease call is in flight is
-    /// waited for (within the request's deadline), and every permit taken meanwhile goes back
-    /// first (a permit is only good until its lease's end: none is held while waiting). A key
-    /// refused from memory refuses the request, without a call.
-    async fn take_leased(
-        &self,
-        keys: &Keys,
-        deadline: Instant,
-        mut attempt: Attempt,
-    ) -> Result<[Option<LeaseReply>; 3], Verdict> {
-        let mut exact = [false; 3];
-        loop {
-            let (p, w) = match attempt {
-                Attempt::Taken(taken) => return Ok(taken),
-                Attempt::Failed(mut taken, e) => {
-                    Box::pin(self.give_back(keys, &mut taken)).await;
-                    return Err(self.failed(&e));
-                }
-                Attempt::Refused(mut taken, p, r) => {
-                    Box::pin(self.give_back(keys, &mut taken)).await;
-                    let mut d = Decision::from(&r.reply);
-                    d.limit += self.offsets[p as usize];
-                    return Err(Verdict::Refuse(d));
-                }
-                Attempt::Wait(mut taken, p, w) => {
-                    Box::pin(self.give_back(keys, &mut taken)).await;
-                    (p, w)
-                }
-            };
-            match tokio::time::timeout_at(deadline.into(), w.wait()).await {
-                Ok(Ok(true)) => {}
-                // Refused (or too late to use): this key goes in the exact call.
-                Ok(Ok(false)) => exact[p as usize] = true,
-                Ok(Err(e)) => return Err(self.failed(&e)),
-                Err(_) => {
-                    return Err(self.failed(&format_args!("no lease within {REQUEST_DEADLINE:?}")));
-                }
-            }
-            let Some(map) = &self.leases else {
-                return Ok([None, None, None]);
-            };
-            attempt = self.try_leases(map, keys, &exact);
-        }
-    }
-
-    /// Permits taken for a request that is not admitted go back (into their live lease: no call).
-    async fn give_back(&self, keys: &Keys, taken: &mut [Option<LeaseReply>; 3]) {
-        let Some(map) = &self.leases else { return };
-        for p in SHARED {
-            let charge = taken[p as usize].take().and_then(|r| r.charge);
-            if let (Some(key), Some(charge)) = (keys.get(p), charge)
-                && let Err(e) = map.give_back(key, charge).await
-            {
-                eprintln!("gateway: a lease's permit could not be given back: {e}");
-            }
-        }
-    }
-
-    /// The exact call on `parts`, waited for until the request's deadline: its reply and the
-    /// `now` Redis used. A call abandoned then goes on in the background and is refunded (at its
-    /// `now`) if it turns out admitted.
-    async fn exact(
-        &self,
-        keys: &Keys,
-        parts: &[Part],
-        deadline: Instant,
-    ) -> Result<(Reply, u64), Verdict> {
-        let call = self.call(keys, parts).map_err(|e| self.failed(&e))?;
-        let client = self.client.clone();
-        let mut call = Box::pin(async move { client.call(&call).await });
-        let reply = match tokio::time::timeout_at(deadline.into(), &mut call).await {
-            Ok(reply) => reply,
-            Err(_) => {
-                let charged: Vec<Vec<u8>> = parts
-                    .iter()
-                    .filter_map(|&p| keys.get(p).map(<[u8]>::to_vec))
-                    .collect();
-                let precision = self.precision;
-                self.abandoned.watch(self.client.clone(), async move {
-                    match call.await {
-                        Ok(r) if r.allowed => match r.detail {
-                            Some(d) => {
-                                Outcome::Admitted(charged, logged_score(d.now_ms, precision))
-                            }
-                            None => Outcome::Unknown,
-                        },
-                        Ok(_) => Outcome::NotCharged,
-                        // The link failed: the command may or may not have run.
-                        Err(e) if e.may_have_run() => Outcome::Unknown,
-                        Err(_) => Outcome::NotCharged,
-                    }
-                });
-                return Err(self.failed(&format!(
-                    "no reply within {REQUEST_DEADLINE:?} (the call is refunded if it ran)"
-                )));
-            }
-        };
-        match reply {
-            Ok(mut r) => {
-                self.log.succeeded();
-                // DETAIL was asked for: the reply parser checked it is there.
-                let now_ms = r.detail.take().map_or(0, |d| d.now_ms);
-                Ok((r, now_ms))
-            }
-            Err(e) => Err(self.failed(&e)),
-        }
-    }
-
-    /// A request that will not be admitted after all: its leases' permits go back, and the keys
-    /// its exact calls charged (`done`: each call's keys and `now`) are refunded at that `now`.
-    async fn undo(
-        &self,
-        keys: &Keys,
-        done: &[(&[Part], u64)],
-        leased: &mut [Option<LeaseReply>; 3],
-    ) {
-        self.give_back(keys, leased).await;
-        for &(group, now_ms) in done {
-            let charged: Vec<&[u8]> = group.iter().filter_map(|&p| keys.get(p)).collect();
-            if !charged.is_empty()
-                && let Err(e) = self
-                    .client
-                    .refund_all(&charged, 1, self.logged(now_ms))
-                    .await
-            {
-                eprintln!("gateway: refund failed: {e}");
-            }
-        }
-    }
-
-    /// The `AT` of a refund of what an exact call decided at `now_ms` logged: that `now` rounded
-    /// up to the `--precision`.
-    fn logged(&self, now_ms: u64) -> Now {
-        Now::Ms(logged_score(now_ms, self.precision))
     }
 
     /// Remembers a refusal under the request's first key, depending on its shared keys.
@@ -821,6 +467,7 @@ impl Limiter {
 mod tests {
     use super::*;
     use clap::Parser;
+    use slidingwindow_client::Reply;
 
     #[test]
     fn decisions_from_replies() {

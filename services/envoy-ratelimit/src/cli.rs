@@ -2,6 +2,7 @@
 //! environment variable (a flag given wins).
 
 use clap::{Parser, ValueEnum};
+use slidingwindow_service::duration::parse_duration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,7 +29,7 @@ pub struct Cli {
     #[arg(long, env = "MERGE_DOMAIN_CONFIG")]
     pub merge_domain_config: bool,
     /// How often the config path is read for changes; 0 never.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub reload_interval: Duration,
     /// Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); with --cluster, a
     /// seed node, with --sentinel, a sentinel (repeatable).
@@ -73,7 +74,7 @@ pub struct Cli {
     #[arg(long, value_name = "RATIO", env = "NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = ratio)]
     pub near_limit_ratio: f32,
     /// How often Redis is pinged for the health status.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub health_interval: Duration,
     /// When Redis is unreachable or answers an error.
     #[arg(long, value_enum, default_value_t = OnRedisError::Open)]
@@ -115,21 +116,6 @@ fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     };
     full.parse()
         .map_err(|_| format!("{s:?}: expected HOST:PORT or :PORT, such as 127.0.0.1:8081 or :0"))
-}
-
-/// `250ms`, `2s`, or `0`.
-fn duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?}: expected a duration such as 500ms or 2s");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if let Some(ms) = s.strip_suffix("ms") {
-        return ms.parse().map(Duration::from_millis).map_err(|_| bad());
-    }
-    let secs = s.strip_suffix('s').ok_or_else(bad)?;
-    secs.parse::<u64>()
-        .map(Duration::from_secs)
-        .map_err(|_| bad())
 }
 
 fn ratio(s: &str) -> Result<f32, String> {

@@ -3,44 +3,27 @@
 //! config in force for the next requests; a bad one is logged and counted, and the last good
 //! config stays.
 
-use crate::config::Config;
+use crate::config::source::Source;
+use crate::config::warn_ignored;
 use crate::service::Shared;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// What the config path held when it was last read: its files' texts, or why it could not be
-/// read.
-#[derive(Debug, PartialEq, Eq)]
-enum Snapshot {
-    Texts(Vec<(PathBuf, String)>),
-    Unreadable(String),
-}
-
-fn read(path: &Path) -> Snapshot {
-    match Config::read_texts(path) {
-        Ok(texts) => Snapshot::Texts(texts),
-        Err(e) => Snapshot::Unreadable(e.to_string()),
-    }
-}
-
-pub async fn watch(shared: Arc<Shared>, path: PathBuf, merge: bool, interval: Duration) {
+/// Reads `source` every `interval` and on SIGHUP; a changed snapshot (or SIGHUP) makes a config.
+pub async fn watch<S: Source>(shared: Arc<Shared>, source: S, interval: Duration) {
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let mut last = read(&path);
+    let mut last = source.snapshot();
     loop {
         let forced = tokio::select! {
             _ = sleep(interval) => false,
             Some(()) = async { match &mut hangup { Some(h) => h.recv().await, None => None } } => true,
         };
-        let now = read(&path);
+        let now = source.snapshot();
         if now == last && !forced {
             continue;
         }
-        let loaded = match &now {
-            Snapshot::Texts(texts) => Config::from_texts(texts, merge).map_err(|e| e.to_string()),
-            Snapshot::Unreadable(e) => Err(e.clone()),
-        };
+        let loaded = source.config(&now);
         last = now;
         match loaded {
             Ok(config) => {
@@ -49,7 +32,7 @@ pub async fn watch(shared: Arc<Shared>, path: PathBuf, merge: bool, interval: Du
                     config.domains(),
                     config.files.len()
                 );
-                crate::warn_ignored(&config);
+                warn_ignored(&config);
                 match shared.set_config(config) {
                     Ok(()) => {
                         shared

@@ -4,7 +4,8 @@
 //! errors and latency; and our `lease` extension's counters. Rendered as Prometheus text for
 //! `/metrics`.
 
-use crate::config::{LeaseSpec, Limit, StatKey};
+use crate::config::{LeaseSpec, Limit};
+use crate::stat::{Counters, StatKey};
 use slidingwindow_client::MapStats;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -15,16 +16,6 @@ use std::time::Duration;
 /// Most statistics keys that requests' values may add (`detailed_metric`, `value_to_metric`,
 /// unknown domains); beyond it they are counted under `key1="_overflow"`.
 pub const MAX_DYNAMIC_SERIES: usize = 10_000;
-
-/// One limit's counters.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub total_hits: AtomicU64,
-    pub over_limit: AtomicU64,
-    pub near_limit: AtomicU64,
-    pub within_limit: AtomicU64,
-    pub shadow_mode: AtomicU64,
-}
 
 /// Counts and sums of observations in Prometheus' default buckets (seconds).
 #[derive(Debug, Default)]

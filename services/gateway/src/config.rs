@@ -2,6 +2,7 @@
 
 use axum::http::{HeaderName, Uri};
 use clap::{Parser, ValueEnum};
+use slidingwindow_service::duration::{number_and_unit, parse_duration};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -66,29 +67,6 @@ impl FromStr for LeaseSpec {
         }
         Ok(LeaseSpec { size, duration_ms })
     }
-}
-
-/// `30s` as `(30, "s")`: digits, then the rest.
-fn number_and_unit(s: &str) -> Option<(u64, &str)> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    Some((digits.parse().ok()?, unit))
-}
-
-/// A duration as a number and its unit: `500ms`, `30s`, `2m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?}: expected a duration such as 500ms, 30s or 2m");
-    let (n, unit) = number_and_unit(s).ok_or_else(bad)?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(ms)
-        .filter(|&ms| ms <= slidingwindow_client::MAX_EXACT)
-        .map(Duration::from_millis)
-        .ok_or_else(bad)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,0 +1,21 @@
+//! What both services share: stopping on a signal, reading a duration flag, and the syntax of
+//! the rate-limit headers (IETF httpapi RateLimit draft).
+
+pub mod duration;
+pub mod headers;
+
+/// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.
+pub async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
