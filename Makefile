@@ -10,7 +10,7 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
-	bench-go bench-memory go-script go-vendor dist test-dist test-monitoring measure-asm \
+	bench-go bench-memory bench-top go-script go-vendor dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
 
 all: build
@@ -232,6 +232,10 @@ bench: build
 bench-memory: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' REDIS_CELL_MODULE="$$(bash scripts/redis-cell.sh || true)" \
 		BENCH_MEMORY=1 cargo run --release -p slidingwindow-bench
+
+# SLIDINGWINDOW.TOP's accuracy: 1M refusals over 100k keys from Zipf(1.1), top-keys 1024.
+bench-top: build
+	SLIDINGWINDOW_MODULE='$(MODULE)' BENCH_TOP=1 cargo run --release -p slidingwindow-bench
 
 # cargo-fuzz (installed on first use) with libFuzzer and ASan; runs on stable via RUSTC_BOOTSTRAP.
 fuzz:

@@ -147,6 +147,13 @@ def main():
         expected = dict(info)
         expected["slidingwindow_version"] = str(major * 10000 + minor * 100 + patch)
         expected["slidingwindow_storage"] = "1" if info["slidingwindow_storage"] == "compact" else "0"
+        # The keys refused most, as SLIDINGWINDOW.TOP lists them: user:0..3 got 5 refusals each.
+        top = redis("SLIDINGWINDOW.TOP", "COUNT", "10").splitlines()
+        entries = dict(zip(top[0::3], top[1::3]))
+        check(sorted(entries) == [f"user:{i}" for i in range(4)], f"TOP lists user:0..3: {top}")
+        for key, refused in entries.items():
+            expected[f"slidingwindow_top_refused:{key}"] = refused
+        info.update({f"slidingwindow_top_refused:{k}": v for k, v in entries.items()})
         for field, want in sorted(expected.items()):
             got = poll(f"{field} = {want}",
                        lambda: (lambda v: v if v == float(want) else None)(scraped(field)))
@@ -155,7 +162,8 @@ def main():
         rules = poll("the rules", lambda: api("rules")["groups"] or None) or []
         names = sorted(r["name"] for g in rules for r in g["rules"])
         check(names == ["SlidingwindowCompactBytesGrowing", "SlidingwindowErrors",
-                        "SlidingwindowRejectionRatioHigh"], f"alerts.yml loaded: {names}")
+                        "SlidingwindowOneKeyRefusedMost", "SlidingwindowRejectionRatioHigh"],
+              f"alerts.yml loaded: {names}")
         firing = poll("SlidingwindowErrors to fire", lambda: [
             a for a in api("alerts")["alerts"]
             if a["labels"]["alertname"] == "SlidingwindowErrors" and a["state"] == "firing"] or None)

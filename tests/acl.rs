@@ -215,10 +215,14 @@ fn acl_cat_lists_the_commands_in_their_categories() {
     let none: Vec<String> = Vec::new();
     let listed = [
         ("write", &writers),
-        ("slow", &writers),
-        ("read", &peek),
+        (
+            "slow",
+            &names(&["allow", "allowall", "apply", "convert", "refund", "top"]),
+        ),
+        ("read", &names(&["peek", "peekall", "top"])),
         ("fast", &peek),
-        ("dangerous", &names(&["apply"])),
+        ("admin", &names(&["topreset"])),
+        ("dangerous", &names(&["apply", "topreset"])),
     ];
     for (category, expected) in listed {
         let want = if support == Support::Names {
@@ -243,7 +247,8 @@ fn acl_cat_lists_the_commands_in_their_categories() {
         assert_eq!(
             acl_cat(&s, "slidingwindow"),
             names(&[
-                "allow", "allowall", "apply", "convert", "peek", "peekall", "refund"
+                "allow", "allowall", "apply", "convert", "peek", "peekall", "refund", "top",
+                "topreset"
             ])
         );
     }

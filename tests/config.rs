@@ -9,11 +9,11 @@ use common::{Server, call, error_line, module_path};
 use kit::{q, sw, sw5};
 
 /// `CONFIG GET slidingwindow.*` (whose order is the server's) as (cap, storage); the lateness
-/// is `lateness`'s to check.
+/// is `lateness`'s to check, top-keys tests/top.rs's.
 fn configs(con: &mut redis::Connection) -> (String, String) {
     let pairs: std::collections::HashMap<String, String> =
         q(con, &["CONFIG", "GET", "slidingwindow.*"]);
-    assert_eq!(pairs.len(), 3, "{pairs:?}");
+    assert_eq!(pairs.len(), 4, "{pairs:?}");
     let get = |name: &str| pairs.get(name).cloned().unwrap_or_default();
     (
         get("slidingwindow.max-members-per-call"),
@@ -271,7 +271,7 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
 const REFUSED: [(&str, &str); 6] = [
     (
         "foo 1",
-        "slidingwindow: unknown load argument 'foo' (configs: storage, max-members-per-call, lateness)",
+        "slidingwindow: unknown load argument 'foo' (configs: storage, max-members-per-call, lateness, top-keys)",
     ),
     (
         "lateness 86400001",

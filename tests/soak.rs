@@ -154,6 +154,14 @@ fn memory_returns_after(calls: u64) {
         storage(&mut con, "zset");
     }
     let _: () = q(&mut probe, &["FLUSHALL", "SYNC"]);
+    // The summary of refused keys (SLIDINGWINDOW.TOP) outlives FLUSHALL by design, bounded by
+    // slidingwindow.top-keys; TOPRESET frees it.
+    assert!(info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes") > 0);
+    let _: () = q(&mut probe, &["SLIDINGWINDOW.TOPRESET"]);
+    assert_eq!(
+        info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes"),
+        0
+    );
     let _: () = q(&mut probe, &["SET", "wrongtype", "x"]);
     wait_until(
         Duration::from_secs(10),
@@ -176,6 +184,14 @@ fn memory_returns_after(calls: u64) {
     let keys: i64 = q(&mut probe, &["DBSIZE"]);
     assert!(keys > 100, "the run left too few keys to mean anything");
     let _: () = q(&mut probe, &["FLUSHALL", "SYNC"]);
+    // The summary of refused keys (SLIDINGWINDOW.TOP) outlives FLUSHALL by design, bounded by
+    // slidingwindow.top-keys; TOPRESET frees it.
+    assert!(info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes") > 0);
+    let _: () = q(&mut probe, &["SLIDINGWINDOW.TOPRESET"]);
+    assert_eq!(
+        info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes"),
+        0
+    );
     let _: () = q(&mut probe, &["SET", "wrongtype", "x"]);
     let mut last = 0;
     // Polled: the run's connection and any set unlinked in the background are freed asynchronously.

@@ -5,7 +5,8 @@
 //! with LEASE against ALLOW without it, and the compact log's block edges, block openings,
 //! RESTOREs and bytes after removals (`churn`).
 //! Starts its own redis-server (and one for redis-cell). `BENCH_AB=a.so,b.so` compares module
-//! builds instead (see `ab`); `BENCH_MEMORY=1` measures memory instead (see `memory`).
+//! builds instead (see `ab`); `BENCH_MEMORY=1` measures memory instead (see `memory`), `BENCH_TOP=1`
+//! SLIDINGWINDOW.TOP's accuracy (see `top`).
 
 mod ab;
 mod chart;
@@ -27,6 +28,7 @@ mod report;
 mod server;
 mod settings;
 mod targets;
+mod top;
 mod variants;
 mod workload;
 mod worst;
@@ -43,6 +45,9 @@ fn main() -> Result<()> {
     }
     let module = paths::module_path()?;
     println!("module: {}", module.display());
+    if std::env::var_os("BENCH_TOP").is_some() {
+        return top::run(&server::Server::start(&module)?);
+    }
     if std::env::var_os("BENCH_MEMORY").is_some() {
         let main = server::Server::start(&module)?;
         return memory::run(&main, start_cell().as_ref());

@@ -23,4 +23,9 @@ var (
 	ErrClosed = errors.New("slidingwindow: the Leaser is closed")
 	// ErrReply: the server answered something other than the contract's reply.
 	ErrReply = errors.New("slidingwindow: unexpected reply")
+	// ErrSettled: a Reservation settled or cancelled twice, or one that was refused.
+	ErrSettled = errors.New("slidingwindow: the reservation was refused, or is already settled or cancelled")
+	// ErrNeedsModule: a call only the module answers (Top) on the script path, which keeps no
+	// summary of refusals.
+	ErrNeedsModule = errors.New("slidingwindow: this call needs the module: the Lua script keeps no summary of refusals")
 )

@@ -51,6 +51,37 @@ export type KeyedLimits =
   | Map<string, LimitLike | LimitLike[]>
   | ([string, LimitLike | LimitLike[]] | { key: string; limits: LimitLike | LimitLike[] })[];
 
+/** One key of `top()`: `refused` is never below its true refusals and never above them by more than `error`. */
+export interface TopEntry {
+  key: string;
+  refused: number;
+  error: number;
+}
+
+/** One request in flight (`acquire`). */
+export interface Slot {
+  readonly allowed: boolean;
+  readonly result: Result;
+  /** Gives the slot back once; resolves to whether a member was taken back. */
+  release(): Promise<boolean>;
+}
+
+/** What `Reservation.settle` did: refunded (reserved, unused), charged (excess admitted), overrun (excess refused: spent, reported). */
+export interface Settlement {
+  refunded: number;
+  charged: number;
+  overrun: number;
+}
+
+/** `n` requests charged before the real cost is known (`reserve`). */
+export interface Reservation {
+  readonly allowed: boolean;
+  readonly result: Result;
+  settle(used: number): Promise<Settlement>;
+  /** Refunds the whole reservation; resolves to the requests taken back. */
+  cancel(): Promise<number>;
+}
+
 export interface RefundOptions {
   /** Take back only requests logged at or before this Unix time in ms ('*': the server's clock). */
   at?: number | '*';
@@ -126,6 +157,12 @@ export declare class SlidingWindow {
   peekAll(keyed: KeyedLimits, options?: CallOptions): Promise<AllResult>;
   /** Resolves to the number of logged requests taken back. */
   refund(key: string, n?: number, options?: RefundOptions): Promise<number>;
+  /** The keys refused most since the servers' last SLIDINGWINDOW.TOPRESET (every master of a Cluster, summed); needs the module. */
+  top(count?: number): Promise<TopEntry[]>;
+  /** A slot among `limit` in flight on `key`, held at most `hold` seconds; release() gives it back. */
+  acquire(key: string, limit: number, hold: number): Promise<Slot>;
+  /** `n` requests charged now for a cost known later: settle(used) or cancel(). */
+  reserve(key: string, limits: LimitLike | LimitLike[], n: number): Promise<Reservation>;
   lease(key: string, limits: LimitLike | LimitLike[], options: { size: number; durationMs: number }): Lease;
   call(command: 'allow' | 'peek', key: string, args: (string | number | Buffer)[]): Promise<number[]>;
   call(command: 'refund', key: string, args: (string | number | Buffer)[]): Promise<number>;

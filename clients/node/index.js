@@ -8,6 +8,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
+const { Slot, Reservation } = require('./inflight');
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 // clients/lua/slidingwindow.lua in the repository (this folder holds a link to it).
@@ -278,6 +279,24 @@ class SlidingWindow {
     return this.call('refund', key, at === undefined || at === null ? [n] : [n, 'AT', at]);
   }
 
+  /**
+   * A slot among `limit` in flight on `key`, held at most `hold` seconds (the longest a request
+   * may take): `release()` gives it back, a holder that dies frees it when `hold` passes. Never
+   * more than `limit` in flight.
+   */
+  async acquire(key, limit, hold) {
+    return new Slot(this, key, await this.allow(key, { window: hold, max: limit }, { detail: true }));
+  }
+
+  /**
+   * `n` requests charged now for a cost known only later (tokens of a response): `settle(used)`
+   * refunds what was not used or charges the excess (an overrun when it does not fit, reported,
+   * never hidden); `cancel()` refunds all.
+   */
+  async reserve(key, limits, n) {
+    return new Reservation(this, key, limits, n, await this.allow(key, limits, { cost: n, detail: true }));
+  }
+
   /** A Lease: permits for one key and its limits, `size` at a time for `durationMs`, handed out from memory. */
   lease(key, limits, { size, durationMs }) {
     return new Lease(this, key, limits, { size, durationMs });
@@ -333,6 +352,48 @@ class SlidingWindow {
    * The raw reply of SLIDINGWINDOW.<command> key args..., on whichever path is in use. Rejects
    * with ReplyError for the call's own errors, UnavailableError when Redis does not decide.
    */
+  /**
+   * The keys refused most since the servers' last SLIDINGWINDOW.TOPRESET, most first (ties: the
+   * smaller error, then the key), at most `count` (SLIDINGWINDOW.TOP COUNT count; at most the
+   * servers' slidingwindow.top-keys), each `{ key, refused, error }`: `refused` is never below the
+   * key's true refusals and never above it by more than `error`. On a Cluster every master is
+   * asked and a key's counts and errors are added up. Needs the module: the script keeps no
+   * summary, so on the script path it throws a SlidingWindowError.
+   */
+  async top(count = 10) {
+    if (!Number.isSafeInteger(count) || count < 1) throw new TypeError('count must be an integer >= 1');
+    if (!(await this.usesModule())) {
+      throw new SlidingWindowError('top needs the module: the Lua script keeps no summary of refusals');
+    }
+    const ask = ['SLIDINGWINDOW.TOP', 'COUNT', count];
+    const replies = this.redis.isCluster
+      ? await Promise.all(this.redis.nodes('master').map((node) => this.#sendTo(node, ask)))
+      : [await this.#send(ask, [])];
+    const totals = new Map();
+    for (const reply of replies) {
+      for (const [key, refused, error] of reply) {
+        const total = totals.get(key) ?? { key, refused: 0, error: 0 };
+        total.refused += Number(refused);
+        total.error += Number(error);
+        totals.set(key, total);
+      }
+    }
+    const byBytes = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+    return [...totals.values()]
+      .sort((a, b) => b.refused - a.refused || a.error - b.error || byBytes(a.key, b.key))
+      .slice(0, count);
+  }
+
+  /** One command to one node of a Cluster, with the helper's timeout and errors. */
+  async #sendTo(node, [name, ...args]) {
+    try {
+      return await withTimeout(node.call(name, ...args), this.timeout);
+    } catch (err) {
+      if (!unavailable(err)) throw err;
+      throw new UnavailableError(`Redis did not decide: ${err.message}`, { cause: err });
+    }
+  }
+
   async call(command, key, args) {
     return this.#command(command, [key], [key, ...args], args);
   }
@@ -628,6 +689,6 @@ function headers(result, limits, names) {
 }
 
 module.exports = {
-  SlidingWindow, Lease, SlidingWindowError, UnavailableError, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult,
+  SlidingWindow, Lease, Slot, Reservation, SlidingWindowError, UnavailableError, SCRIPT, CROCKFORD, canonicalIp, toArgs, toKeyArgs, toResult,
   headers, policyHeader, rateLimitHeader, retryAfterHeader, secondsUp,
 };

@@ -28,5 +28,12 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
         }
     }
     super::stats::allow(req.cost, &outcome);
+    if !outcome.reply.allowed {
+        // The key of the binding limit.
+        let binding = outcome.reply.binding.unwrap_or(0);
+        if let Some((key, _)) = req.limits.iter().nth(binding) {
+            super::top::refused(argv.bytes(key + 2));
+        }
+    }
     Ok(Answer::of(outcome))
 }

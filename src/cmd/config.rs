@@ -1,5 +1,6 @@
 //! The module's configs and their current values, read by every call.
 
+use super::top;
 use crate::core::error::MAX_ADD_PER_CALL;
 use crate::ffi::{EnumConfig, Loader, NumericConfig};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -63,8 +64,17 @@ static LATENESS_CONFIG: NumericConfig = NumericConfig {
     set: |v| LATENESS.store(u64::try_from(v).unwrap_or(0), Ordering::Relaxed),
 };
 
+static TOP_KEYS_CONFIG: NumericConfig = NumericConfig {
+    name: c"top-keys",
+    default: top::DEFAULT_TOP_KEYS as i64,
+    min: 0,
+    max: top::MAX_TOP_KEYS as i64,
+    get: || i64::try_from(top::top_keys()).unwrap_or(i64::MAX),
+    set: |v| top::set_top_keys(u64::try_from(v).unwrap_or(0)),
+};
+
 /// The configs' names without the prefix, as the load line gives them.
-const NAMES: [&str; 3] = ["storage", "max-members-per-call", "lateness"];
+const NAMES: [&str; 4] = ["storage", "max-members-per-call", "lateness", "top-keys"];
 
 /// Registers the configs, applies the values redis.conf or `MODULE LOADEX` gave, then the load
 /// line's `name value` pairs (they come last, so they win: Redis applies a default to every
@@ -73,6 +83,7 @@ pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
     loader.enum_config(&STORAGE_CONFIG)?;
     loader.numeric_config(&MAX_MEMBERS_CONFIG)?;
     loader.numeric_config(&LATENESS_CONFIG)?;
+    loader.numeric_config(&TOP_KEYS_CONFIG)?;
     loader.load_configs()?;
     for (name, value) in load_line(args)? {
         loader
@@ -141,7 +152,7 @@ mod tests {
         );
         assert_eq!(
             load_line(&[b"slidingwindow.storage", b"zset"]),
-            Err("unknown load argument 'slidingwindow.storage' (configs: storage, max-members-per-call, lateness)".into())
+            Err("unknown load argument 'slidingwindow.storage' (configs: storage, max-members-per-call, lateness, top-keys)".into())
         );
     }
 }

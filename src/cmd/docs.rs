@@ -76,3 +76,6 @@ pub const CONVERT_ARGS: [Arg; 2] = [Arg::key(c"key"), Arg::one_of(c"storage", &S
 
 /// `key change`: one argument, `cutoff pexpireat [ts n]...`.
 pub const APPLY_ARGS: [Arg; 2] = [Arg::key(c"key"), Arg::string(c"change")];
+
+/// `[COUNT k]`.
+pub const TOP_ARGS: [Arg; 1] = [Arg::integer(c"k").token(c"COUNT").optional()];

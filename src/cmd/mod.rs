@@ -14,9 +14,11 @@ mod peekall;
 mod refund;
 mod request;
 mod stats;
+mod top;
 
 use crate::core::error::Error;
 use crate::core::reply::{Detail, Reply};
+use crate::core::top::Entry;
 use crate::core::window::Outcome;
 use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
 use crate::store::Changes;
@@ -30,6 +32,10 @@ pub enum Answer {
     /// With `DETAIL`: eight elements, every limit's state among them.
     Detailed(Reply, Detail),
     Integer(i64),
+    /// `TOP`'s entries: `[key, refused, error]` each.
+    Top(Vec<Entry>),
+    /// `+OK`.
+    Ok,
 }
 
 impl Answer {
@@ -80,6 +86,16 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Coun
             ctx.reply_int(detail.now_field());
         }
         Ok(Answer::Integer(n)) => ctx.reply_int(n),
+        Ok(Answer::Top(entries)) => {
+            ctx.reply_array(entries.len());
+            for e in &entries {
+                ctx.reply_array(3);
+                ctx.reply_bytes(&e.name);
+                ctx.reply_int(i64::try_from(e.count).unwrap_or(i64::MAX));
+                ctx.reply_int(i64::try_from(e.error).unwrap_or(i64::MAX));
+            }
+        }
+        Ok(Answer::Ok) => ctx.reply_ok(),
         Err(err) => ctx.reply_error(&err),
     }
 }
@@ -104,6 +120,8 @@ handlers! {
     Refund => refund::run, Some(&stats::REFUND_CALLS);
     Convert => convert::run, None;
     Apply => apply::run, None;
+    Top => top::run, None;
+    TopReset => top::reset, None;
 }
 
 /// Commands whose effects the module replicates as themselves, or calls in place.
@@ -223,6 +241,30 @@ pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
             args: &docs::APPLY_ARGS,
             // It writes any log it is given, like RESTORE: kept from roles without @dangerous.
             acl: c"write slow dangerous",
+        },
+        Spec {
+            name: c"slidingwindow.top",
+            handler: handler::<Top>(),
+            flags: c"readonly",
+            access: Access::Read,
+            keys: Keys::None,
+            summary: c"Lists the keys ALLOW and ALLOWALL refused most since the last reset, with each estimate's error",
+            complexity: c"O(T + k log k): T the summary's entries (slidingwindow.top-keys), k listed",
+            arity: -1,
+            args: &docs::TOP_ARGS,
+            acl: c"read slow",
+        },
+        Spec {
+            name: c"slidingwindow.topreset",
+            handler: handler::<TopReset>(),
+            flags: c"",
+            access: Access::Read,
+            keys: Keys::None,
+            summary: c"Empties the summary of refused keys behind SLIDINGWINDOW.TOP",
+            complexity: c"O(T): T the summary's entries",
+            arity: 1,
+            args: &[],
+            acl: c"admin dangerous",
         },
     ];
     for spec in &specs {

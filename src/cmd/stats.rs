@@ -79,6 +79,10 @@ impl Report for Fields {
         s.text(c"storage", config::storage().name());
         s.uint(c"max_members_per_call", config::max_members_per_call());
         s.uint(c"lateness", config::lateness());
+        let (refusals, bytes) = super::top::gauges();
+        s.uint(c"top_keys", super::top::top_keys());
+        s.uint(c"top_keys_refusals", refusals);
+        s.uint(c"top_keys_bytes", bytes);
     }
 }
 

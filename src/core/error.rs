@@ -38,6 +38,8 @@ pub enum Arg {
     /// The `PRECISION p` option: `1 <= p <= 2^53`, and the members' score (`now + ms` rounded
     /// up to a multiple of `p`) at most 2^53.
     Precision,
+    /// TOP's `COUNT k`; holds `slidingwindow.top-keys` (at least 1), its upper bound.
+    TopCount(u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +137,10 @@ impl fmt::Display for Error {
             Error::Invalid(Arg::Precision) => write!(
                 f,
                 "ERR PRECISION must be an integer between 1 and {MAX_EXACT} (now + LEASE rounded up to a multiple of PRECISION <= 2^53)"
+            ),
+            Error::Invalid(Arg::TopCount(most)) => write!(
+                f,
+                "ERR COUNT must be an integer between 1 and {most} (slidingwindow.top-keys)"
             ),
             Error::UnknownOption(tok) => write!(f, "ERR syntax error, unknown option '{tok}'"),
             Error::RepeatedOption(tok) => {

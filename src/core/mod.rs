@@ -8,6 +8,7 @@ pub mod fault;
 pub mod limits;
 pub mod member;
 pub mod reply;
+pub mod top;
 // The shared seeded generator (dev-only crate `testkit`), for unit tests.
 #[cfg(test)]
 pub use testkit::rng;

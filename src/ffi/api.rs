@@ -3,7 +3,7 @@
 
 use redis_module::raw::{
     RedisModuleCallReply, RedisModuleCtx, RedisModuleDigest, RedisModuleIO, RedisModuleInfoCtx,
-    RedisModuleKey, RedisModuleString, RedisModuleType, mstime_t,
+    RedisModuleKey, RedisModuleString, RedisModuleType, RedisModuleUser, mstime_t,
 };
 use std::os::raw::{c_char, c_int, c_long, c_longlong, c_ulonglong, c_void};
 use std::sync::OnceLock;
@@ -37,6 +37,12 @@ table! {
     milliseconds = RedisModule_Milliseconds: unsafe extern "C" fn() -> mstime_t;
     reply_array = RedisModule_ReplyWithArray: unsafe extern "C" fn(*mut RedisModuleCtx, c_long) -> c_int;
     reply_long_long = RedisModule_ReplyWithLongLong: unsafe extern "C" fn(*mut RedisModuleCtx, c_longlong) -> c_int;
+    reply_simple_string = RedisModule_ReplyWithSimpleString: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char) -> c_int;
+    reply_string_buffer = RedisModule_ReplyWithStringBuffer: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, usize) -> c_int;
+    get_current_user_name = RedisModule_GetCurrentUserName: unsafe extern "C" fn(*mut RedisModuleCtx) -> *mut RedisModuleString;
+    get_module_user_from_user_name = RedisModule_GetModuleUserFromUserName: unsafe extern "C" fn(*mut RedisModuleString) -> *mut RedisModuleUser;
+    acl_check_key_permissions = RedisModule_ACLCheckKeyPermissions: unsafe extern "C" fn(*mut RedisModuleUser, *mut RedisModuleString, c_int) -> c_int;
+    free_module_user = RedisModule_FreeModuleUser: unsafe extern "C" fn(*mut RedisModuleUser);
     reply_error = RedisModule_ReplyWithError: unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char) -> c_int;
     open_key = RedisModule_OpenKey: unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString, c_int) -> *mut RedisModuleKey;
     close_key = RedisModule_CloseKey: unsafe extern "C" fn(*mut RedisModuleKey);

@@ -101,6 +101,8 @@ pub enum Keys {
     One,
     /// As EVAL declares them: the count at argument 1, then that many keys.
     Counted,
+    /// No key: a command about the server.
+    None,
 }
 
 /// One command to register.
@@ -428,10 +430,10 @@ impl<'a> Loader<'a> {
         // `counted_handler` where a server does not read the spec.
         let (first, last, step) = match spec.keys {
             Keys::One => (1, 1, 1),
-            Keys::Counted => (0, 0, 0),
+            Keys::Counted | Keys::None => (0, 0, 0),
         };
         let flags = match spec.keys {
-            Keys::One => CString::from(spec.flags),
+            Keys::One | Keys::None => CString::from(spec.flags),
             Keys::Counted => {
                 let mut all = spec.flags.to_bytes().to_vec();
                 all.extend_from_slice(b" getkeys-api");
@@ -467,9 +469,8 @@ impl<'a> Loader<'a> {
         };
         // The list ends with an all-zero spec.
         // SAFETY: an all-zero key spec is the terminator Redis looks for.
-        let mut key_specs = [key_spec(spec.access, spec.keys), unsafe {
-            std::mem::zeroed()
-        }];
+        let end: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
+        let mut key_specs = [key_spec(spec.access, spec.keys).unwrap_or(end), end];
         let mut args = ArgTable::new(spec.args);
         let info = raw::RedisModuleCommandInfo {
             version: &version,
@@ -540,8 +541,9 @@ const EBUSY: i32 = 16;
 
 /// The search begins at argument 1: the key there and only it, or (counted) the number of keys
 /// there and that many keys after it, as EVAL's spec.
-fn key_spec(access: Access, keys: Keys) -> raw::RedisModuleCommandKeySpec {
+fn key_spec(access: Access, keys: Keys) -> Option<raw::RedisModuleCommandKeySpec> {
     let (find_keys_type, fk) = match keys {
+        Keys::None => return None,
         Keys::One => (
             raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
             raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
@@ -563,7 +565,7 @@ fn key_spec(access: Access, keys: Keys) -> raw::RedisModuleCommandKeySpec {
             },
         ),
     };
-    raw::RedisModuleCommandKeySpec {
+    Some(raw::RedisModuleCommandKeySpec {
         notes: std::ptr::null(),
         flags: access.flags(),
         begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
@@ -572,5 +574,5 @@ fn key_spec(access: Access, keys: Keys) -> raw::RedisModuleCommandKeySpec {
         },
         find_keys_type,
         fk,
-    }
+    })
 }

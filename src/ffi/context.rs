@@ -75,6 +75,18 @@ impl<'a> Ctx<'a> {
         unsafe { (self.api.reply_array)(self.raw(), len) };
     }
 
+    /// Replies with a binary-safe string.
+    pub fn reply_bytes(self, bytes: &[u8]) {
+        // SAFETY: Redis copies `len` bytes from `ptr`.
+        unsafe { (self.api.reply_string_buffer)(self.raw(), bytes.as_ptr().cast(), bytes.len()) };
+    }
+
+    /// Replies `+OK`.
+    pub fn reply_ok(self) {
+        // SAFETY: a static NUL-terminated string.
+        unsafe { (self.api.reply_simple_string)(self.raw(), c"OK".as_ptr()) };
+    }
+
     /// Replies with one integer.
     pub fn reply_int(self, value: i64) {
         // SAFETY: the context belongs to the running command.

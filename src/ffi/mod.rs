@@ -3,6 +3,7 @@
 //! lifetime of the command call that made them, so none can outlive it.
 #![allow(unsafe_code)]
 
+mod acl;
 mod api;
 mod call;
 mod command;

@@ -3,3 +3,4 @@
 
 pub mod model;
 pub mod rng;
+pub mod spec;

@@ -58,5 +58,23 @@ for (const path of ['module', 'lua']) {
       await assert.rejects(sw.allowAll([['{a}:user', [60, 3]], ['{b}', [60, 3]]], { now: NOW }), { message: /^CROSSSLOT/ });
       assert.equal(await c.exists('{a}:user'), 0);
     });
+
+    test('top asks every master and adds up', async () => {
+      const sw = new SlidingWindow(c);
+      if (path === 'lua') {
+        await assert.rejects(sw.top(), /needs the module/);
+        return;
+      }
+      await Promise.all(cluster.direct.map((d) => d.call('SLIDINGWINDOW.TOPRESET')));
+      const keys = Array.from({ length: 12 }, (_, i) => `top:{user:${i}}`);
+      for (const [i, key] of keys.entries()) {
+        assert.ok((await sw.allow(key, [60, 1], { now: NOW })).allowed);
+        for (let j = 0; j <= i; j++) assert.equal((await sw.allow(key, [60, 1], { now: NOW })).allowed, false);
+      }
+      const perNode = await Promise.all(cluster.direct.map((d) => d.call('SLIDINGWINDOW.TOP')));
+      assert.ok(perNode.filter((entries) => entries.length > 0).length > 1, 'keys on one master only');
+      const want = keys.map((key, i) => ({ key, refused: i + 1, error: 0 })).reverse();
+      assert.deepEqual(await sw.top(12), want);
+    });
   });
 }

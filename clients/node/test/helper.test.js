@@ -279,6 +279,23 @@ for (const path of ['module', 'lua']) {
       for (const [k] of keyed) assert.equal(await sw.refund(k, 3, { at: NOW + 1 }), 3);
       assert.deepEqual(await sw.peekAll(keyed, { now: NOW + 1 }), want);
     });
+
+    test('top lists the keys refused most (module only)', async () => {
+      fresh();
+      if (path === 'lua') {
+        await assert.rejects(sw.top(), /needs the module/);
+        return;
+      }
+      assert.equal(await c.call('SLIDINGWINDOW.TOPRESET'), 'OK');
+      const other = `${key}:other`;
+      for (const [k, refusals] of [[key, 3], [other, 1]]) {
+        assert.ok((await sw.allow(k, [60, 1], { now: NOW })).allowed);
+        for (let i = 0; i < refusals; i++) assert.equal((await sw.allow(k, [60, 1], { now: NOW })).allowed, false);
+      }
+      assert.deepEqual(await sw.top(), [{ key, refused: 3, error: 0 }, { key: other, refused: 1, error: 0 }]);
+      assert.deepEqual(await sw.top(1), [{ key, refused: 3, error: 0 }]);
+      await assert.rejects(sw.top(0), TypeError);
+    });
   });
 }
 

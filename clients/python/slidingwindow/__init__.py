@@ -4,12 +4,14 @@ identical replies and keys; leases, a call timeout, fail-open or -closed, WAIT a
 and the HTTP headers."""
 
 from .headers import canonical_ip, headers, policy_header, ratelimit_header, retry_after_header, seconds_up
+from .inflight import Reservation, Settlement, Slot
 from .lease import Lease
 from .limiter import CROCKFORD, SCRIPT, SlidingWindow, arguments
-from .results import AllResult, Limit, LimitState, Result, SlidingWindowError, UnavailableError
+from .results import AllResult, Limit, LimitState, Result, SlidingWindowError, TopEntry, UnavailableError
 
 __all__ = [
-    "AllResult", "Lease", "Limit", "LimitState", "Result", "SCRIPT", "SlidingWindow", "SlidingWindowError",
+    "AllResult", "Lease", "Limit", "LimitState", "Reservation", "Result", "SCRIPT", "Settlement", "SlidingWindow",
+    "SlidingWindowError", "Slot", "TopEntry",
     "UnavailableError", "arguments", "canonical_ip", "headers", "policy_header", "ratelimit_header",
     "retry_after_header", "seconds_up",
 ]

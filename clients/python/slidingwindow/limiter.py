@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import redis
 
 from .connections import Connections, read_within
-from .results import AllResult, Key, Limit, Result, UnavailableError
+from .results import AllResult, Key, Limit, Result, SlidingWindowError, TopEntry, UnavailableError
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -159,6 +159,50 @@ class SlidingWindow:
 
         return Lease(self, key, limits, size, duration_ms)
 
+    def acquire(self, key: Key, limit: int, hold: int) -> "Slot":
+        """A slot among ``limit`` in flight on ``key``, held at most ``hold`` seconds (the longest
+        a request may take): ``with sw.acquire(key, 10, 30) as slot: if slot.allowed: ...``.
+        Leaving the block releases it (``REFUND key 1 AT`` its score); a holder that dies frees it
+        when ``hold`` passes. Never more than ``limit`` in flight."""
+        from .inflight import acquire
+
+        return acquire(self, key, limit, hold)
+
+    def reserve(self, key: Key, limits: Limits, n: int) -> "Reservation":
+        """``n`` requests charged now for a cost known only later (tokens of a response):
+        ``settle(used)`` refunds what was not used or charges the excess (an overrun when it does
+        not fit, reported, never hidden); ``cancel()`` refunds all."""
+        from .inflight import reserve
+
+        return reserve(self, key, limits, n)
+
+    def top(self, count: int = 10) -> List[TopEntry]:
+        """The keys refused most since the servers' last ``SLIDINGWINDOW.TOPRESET``, most first
+        (ties: the smaller error, then the key's bytes), at most ``count`` (``SLIDINGWINDOW.TOP
+        COUNT count``; at most the servers' ``slidingwindow.top-keys``). On a cluster every master
+        is asked and a key's counts and errors are added up. Needs the module: the script keeps
+        no summary, so on the script path it raises ``SlidingWindowError``."""
+        if not (isinstance(count, int) and not isinstance(count, bool) and count >= 1):
+            raise ValueError("count must be an integer >= 1")
+        totals: Dict[bytes, List[int]] = {}
+        masters = self._client.get_primaries() if self._cluster else [None]
+        for node in masters:
+            target = self._client if node is None else node.redis_connection
+
+            def ask(conn: Any) -> Any:
+                if not self._detect(conn):
+                    raise SlidingWindowError("top needs the module: the Lua script keeps no summary of refusals")
+                conn.send_command("SLIDINGWINDOW.TOP", "COUNT", count)
+                return conn.read_response()
+
+            for key, refused, error in self._run_on(target, ask):
+                total = totals.setdefault(bytes(key), [0, 0])
+                total[0] += int(refused)
+                total[1] += int(error)
+        entries = [TopEntry(key, refused, error) for key, (refused, error) in totals.items()]
+        entries.sort(key=lambda e: (-e.refused, e.error, e.key))
+        return entries[:count]
+
     @property
     def uses_module(self) -> bool:
         """Whether calls go to the module (else to the script); asks the server the first time."""
@@ -246,9 +290,16 @@ class SlidingWindow:
     def _run(self, key: Optional[Key], body: Callable[[Any], T]) -> T:
         """``body(connection)`` on a connection to the node of ``key``; failures of Redis as
         ``UnavailableError``. A cluster's MOVED reloads the slot map and tries once more."""
+        return self._run_with(lambda: self._pool(key), body)
+
+    def _run_on(self, target: Any, body: Callable[[Any], T]) -> T:
+        """``body(connection)`` on a connection to ``target`` (a redis-py client of one node)."""
+        return self._run_with(lambda: self._pool_of(target), body)
+
+    def _run_with(self, pool: Callable[[], Connections], body: Callable[[Any], T]) -> T:
         for attempt in (0, 1):
             try:
-                with self._pool(key).connection() as conn:
+                with pool().connection() as conn:
                     return body(conn)
             except redis.ResponseError as e:
                 if self._cluster and attempt == 0 and isinstance(e, _REDIRECTS):
@@ -268,6 +319,9 @@ class SlidingWindow:
             target = self._client.get_default_node().redis_connection
         else:
             target = self._client.get_node_from_key(key).redis_connection
+        return self._pool_of(target)
+
+    def _pool_of(self, target: Any) -> Connections:
         pool = target.connection_pool
         found = self._pools.get(id(pool))
         if found is None:

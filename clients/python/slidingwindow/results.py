@@ -68,6 +68,15 @@ class AllResult(Result):
     binding_limit: Limit
 
 
+class TopEntry(NamedTuple):
+    """One key of ``SlidingWindow.top``: ``refused`` is never below the key's true refusals since
+    the servers' last ``SLIDINGWINDOW.TOPRESET`` and never above it by more than ``error``."""
+
+    key: bytes
+    refused: int
+    error: int
+
+
 class SlidingWindowError(Exception):
     """The helper's own errors (a Redis error reply about the call itself stays a
     ``redis.ResponseError``, with the module's exact text)."""

@@ -56,3 +56,22 @@ def test_allow_all_across_slots_is_refused(cluster):
     with pytest.raises((redis.ResponseError, redis.exceptions.RedisClusterException), match="CROSSSLOT|same"):
         sw.allow_all({"{a}:user": Limit(60, 3), "{b}": Limit(60, 3)}, now=NOW)
     assert cluster[1].client().exists("{a}:user", "{b}") == 0
+
+
+def test_top_asks_every_master(cluster):
+    name, cl = cluster
+    sw = SlidingWindow(cl.client())
+    if name == "lua":
+        return
+    for n in cl.nodes:
+        n.client().execute_command("SLIDINGWINDOW.TOPRESET")
+    keys = [f"top:{{user:{i}}}" for i in range(12)]
+    for i, key in enumerate(keys):
+        assert sw.allow(key, Limit(60, 1), now=NOW).allowed
+        for _ in range(i + 1):
+            assert not sw.allow(key, Limit(60, 1), now=NOW).allowed
+    # The keys live on more than one master; TOP of each lists its own.
+    assert sum(1 for n in cl.nodes if n.client().execute_command("SLIDINGWINDOW.TOP")) > 1
+    assert [(e.key.decode(), e.refused, e.error) for e in sw.top(12)] == [
+        (keys[i], i + 1, 0) for i in reversed(range(12))
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from slidingwindow import CROCKFORD, AllResult, Limit, Result, SlidingWindow
+from slidingwindow import CROCKFORD, AllResult, Limit, Result, SlidingWindow, SlidingWindowError, TopEntry
 
 NOW = 1_700_000_000_000
 WINDOW_ERR = "window must be an integer between 1 and 9007199254740 (window * 1000 <= 2^53)"
@@ -438,3 +438,22 @@ def test_refund_errors_are_exact(path, key, args, want):
     with pytest.raises(redis.ResponseError) as e:
         sw.refund(key)
     assert str(e.value).startswith("WRONGTYPE Operation against a key")
+
+
+def test_top_lists_the_keys_refused_most(path, key):
+    name, server = path
+    c = server.client()
+    sw = SlidingWindow(c)
+    if name == "lua":
+        with pytest.raises(SlidingWindowError, match="needs the module"):
+            sw.top()
+        return
+    c.execute_command("SLIDINGWINDOW.TOPRESET")
+    other = key + ":other"
+    for k, refusals in ((key, 3), (other, 1)):
+        assert sw.allow(k, Limit(60, 1), now=NOW).allowed
+        assert [sw.allow(k, Limit(60, 1), now=NOW).allowed for _ in range(refusals)] == [False] * refusals
+    assert sw.top() == [TopEntry(key.encode(), 3, 0), TopEntry(other.encode(), 1, 0)]
+    assert sw.top(1) == [TopEntry(key.encode(), 3, 0)]
+    with pytest.raises(ValueError):
+        sw.top(0)

@@ -11,7 +11,9 @@ use crate::sentinel::{SentinelLink, not_master};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::{Cmd, Pipeline, Value};
 use std::sync::Arc;
 
@@ -148,7 +150,7 @@ impl Client {
     /// Any command, sent to the node of `key`'s slot in a cluster; its raw reply (an error reply
     /// is `Error::Server`).
     pub async fn command(&self, cmd: &Cmd, key: &[u8]) -> Result<Value, Error> {
-        let route = Route::with_key(key, redis::cluster_routing::SlotAddr::Master);
+        let route = Route::with_key(key, SlotAddr::Master);
         match self.send(cmd, route).await? {
             Value::ServerError(e) => Err(Error::Server(crate::error::line(e.code(), e.details()))),
             v => Ok(v),
@@ -188,6 +190,29 @@ impl Client {
                 "slidingwindow.storage could not be checked ({e}): PRECISION saves memory only on \
                  the compact storage"
             )),
+        }
+    }
+
+    /// A command without a key, sent to every master of a cluster (their array replies
+    /// concatenated) or to the one node; an error reply is `Error::Server`.
+    pub(crate) async fn on_masters(&self, cmd: &Cmd) -> Result<Value, Error> {
+        let value = self
+            .twice(|| async {
+                Ok(match &self.link {
+                    Link::Cluster(con) => {
+                        let to = RoutingInfo::MultiNode((
+                            MultipleNodeRoutingInfo::AllMasters,
+                            Some(ResponsePolicy::CombineArrays),
+                        ));
+                        con.clone().route_command(cmd.clone(), to).await?
+                    }
+                    _ => self.send_once(cmd, Route::new(0, SlotAddr::Master)).await?,
+                })
+            })
+            .await?;
+        match value {
+            Value::ServerError(e) => Err(Error::Server(crate::error::line(e.code(), e.details()))),
+            v => Ok(v),
         }
     }
 

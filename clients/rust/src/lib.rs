@@ -6,6 +6,7 @@ mod client;
 mod connect;
 mod error;
 mod error_log;
+mod inflight;
 mod lease;
 mod lease_map;
 mod limit;
@@ -14,12 +15,14 @@ mod refusal;
 mod reply;
 mod request;
 mod sentinel;
+mod top;
 
 pub use batch::{Answer, Batch};
 pub use client::Client;
 pub use connect::{Auth, Options, Topology};
 pub use error::Error;
 pub use error_log::ErrorLog;
+pub use inflight::{Reservation, Settlement, Slot};
 pub use lease::{
     Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take,
 };
@@ -32,3 +35,4 @@ pub use lru::Lru;
 pub use redis;
 pub use reply::{Detail, LimitState, Reply, RetryAfter};
 pub use request::{Call, Check, CheckAll, Keyed, Refund};
+pub use top::TopEntry;

@@ -365,3 +365,51 @@ async fn a_cluster_routes_every_call_to_its_slot() {
     assert_eq!(counted(owner, "{hot}", 60), 7);
     assert_eq!(lease.stats().lease_calls, 2);
 }
+
+/// `top` on one node, then on a cluster: every master asked, the keys of each listed once, in
+/// TOP's order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_lists_the_keys_refused_most_on_every_master() {
+    let one = [limit(60, 1)];
+    async fn refuse(c: &Client, key: &str, one: &[slidingwindow_client::Limit], n: usize) {
+        let check = Check::new(key.as_bytes(), one).now(Now::Ms(T));
+        assert!(c.allow(&check).await.unwrap().allowed, "{key}");
+        for _ in 0..n {
+            assert!(!c.allow(&check).await.unwrap().allowed, "{key}");
+        }
+    }
+    let entry = |key: &str, refused| slidingwindow_client::TopEntry {
+        key: key.as_bytes().to_vec(),
+        refused,
+        error: 0,
+    };
+    let s = Server::start();
+    let c = client(&s);
+    refuse(&c, "a", &one, 2).await;
+    refuse(&c, "b", &one, 3).await;
+    assert_eq!(c.top(10).await.unwrap(), vec![entry("b", 3), entry("a", 2)]);
+    assert_eq!(c.top(1).await.unwrap(), vec![entry("b", 3)]);
+    assert!(matches!(c.top(0).await, Err(Error::Invalid(_))));
+    assert!(matches!(c.top(5000).await, Err(Error::Server(_))));
+
+    let cl = cluster::Cluster::start("zset");
+    let seeds: Vec<String> = cl.nodes.iter().map(Server::url).collect();
+    let c = Client::new(&Options::from_urls(&seeds, true).unwrap()).unwrap();
+    let keys: Vec<String> = (0..12).map(|i| format!("top:{{user:{i}}}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        refuse(&c, key, &one, i + 1).await;
+    }
+    let listing = cl
+        .masters()
+        .iter()
+        .filter(|&&m| {
+            call(&mut cl.nodes[m].client(), &["SLIDINGWINDOW.TOP"]) != redis::Value::Array(vec![])
+        })
+        .count();
+    assert!(listing > 1, "the refused keys are on {listing} master(s)");
+    let want: Vec<_> = (0..12)
+        .rev()
+        .map(|i| entry(&keys[i], i as u64 + 1))
+        .collect();
+    assert_eq!(c.top(12).await.unwrap(), want);
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/mna/redisc"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
@@ -51,6 +52,55 @@ func (d cluster) once(ctx context.Context, key string, hasKey bool, name string,
 		return nil, err
 	}
 	return redigo.Do(ctx, conn, name, args...)
+}
+
+// Masters is a Doer for each master CLUSTER NODES (asked of any node) lists, failing ones left
+// out; each dials its master with the cluster's DialOptions for every command.
+func (d cluster) Masters(ctx context.Context) ([]slidingwindow.Doer, error) {
+	reply, err := d.once(ctx, "", false, "CLUSTER", []any{"NODES"})
+	if err != nil {
+		return nil, err
+	}
+	text, err := redis.String(reply, nil)
+	if err != nil {
+		return nil, err
+	}
+	var masters []slidingwindow.Doer
+	for _, line := range strings.Split(text, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 3 {
+			continue
+		}
+		flags := "," + fields[2] + ","
+		if !strings.Contains(flags, ",master,") || strings.Contains(flags, ",fail,") || strings.Contains(flags, ",noaddr,") {
+			continue
+		}
+		addr, _, _ := strings.Cut(fields[1], "@")
+		masters = append(masters, node{addr: addr, options: d.c.DialOptions})
+	}
+	if len(masters) == 0 {
+		return nil, fmt.Errorf("cluster: CLUSTER NODES lists no master")
+	}
+	return masters, nil
+}
+
+// node sends each command on a connection of its own to one address.
+type node struct {
+	addr    string
+	options []redis.DialOption
+}
+
+func (n node) Do(ctx context.Context, args ...any) (any, error) {
+	name, rest, err := redigo.Split(args)
+	if err != nil {
+		return nil, err
+	}
+	c, err := redis.DialContext(ctx, "tcp", n.addr, n.options...)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return redigo.Do(ctx, c, name, rest...)
 }
 
 // firstKey is the key a command is routed by: the first key of the module's commands and of

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -101,6 +102,43 @@ func TestCluster(t *testing.T) {
 				}
 				if holding < 2 {
 					t.Fatalf("the keys are on %d node(s)", holding)
+				}
+			})
+
+			t.Run("Top asks every master", func(t *testing.T) {
+				if path == "lua" {
+					if _, err := sw.Top(ctx, 10); !errors.Is(err, slidingwindow.ErrNeedsModule) {
+						t.Fatalf("Top on the script path: %v", err)
+					}
+					return
+				}
+				for _, n := range c.Nodes {
+					if _, err := n.Do("SLIDINGWINDOW.TOPRESET"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				one := []slidingwindow.Limit{slidingwindow.PerMinute(1)}
+				var want []slidingwindow.TopEntry
+				for i := 0; i < 12; i++ {
+					key := fmt.Sprintf("top:{user:%d}", i)
+					for j := 0; j <= i+1; j++ {
+						if r, err := sw.AllowWith(ctx, key, one, at(nowMs)); err != nil || r.Allowed != (j == 0) {
+							t.Fatalf("%s call %d: %+v, %v", key, j, r, err)
+						}
+					}
+					want = append([]slidingwindow.TopEntry{{Key: key, Refused: int64(i + 1)}}, want...)
+				}
+				listing := 0
+				for _, n := range c.Nodes {
+					if entries, _ := redis.Values(n.Do("SLIDINGWINDOW.TOP")); len(entries) > 0 {
+						listing++
+					}
+				}
+				if listing < 2 {
+					t.Fatalf("the refused keys are on %d node(s)", listing)
+				}
+				if got, err := sw.Top(ctx, 12); err != nil || !reflect.DeepEqual(got, want) {
+					t.Fatalf("Top: %+v, %v; want %+v", got, err, want)
 				}
 			})
 

@@ -1,0 +1,430 @@
+//! The summary of refused keys behind `SLIDINGWINDOW.TOP`: Space-Saving (Metwally, Agrawal and
+//! El Abbadi, 2005) over at most `capacity` names.
+//!
+//! Every entry holds an estimate `count` and an `error`: the key's true refusals since the reset
+//! lie in `count - error ..= count`. A name not in a full summary replaces the entry with the
+//! smallest count `m` and starts at `m + 1` with error `m`; since the counts add up to the
+//! refusals `R`, `m <= R / capacity`, so every key refused more than that is kept.
+//!
+//! The entries are kept in one array sorted by count, largest first, with the first position of
+//! every count in a map: a refusal moves its entry to the front of its count's run and adds one,
+//! which keeps the order, in O(1) expected time.
+
+use super::args::integer;
+use super::error::{Arg, Error, token};
+use foldhash::fast::RandomState;
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+/// Most bytes of a name the summary keeps.
+pub const NAME_BYTES: usize = 256;
+/// Bytes of a longer name kept verbatim, before `...` and the hex of its SHA-256's first 4 bytes.
+const KEPT_PREFIX: usize = 240;
+
+/// One key of the summary as `TOP` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: Box<[u8]>,
+    /// Never below the key's true refusals, never above it by more than `error`.
+    pub count: u64,
+    pub error: u64,
+}
+
+struct Slot {
+    entry: Entry,
+    /// Where the slot is in `order`.
+    at: u32,
+}
+
+/// A bounded heavy-hitters summary of names.
+pub struct Summary {
+    capacity: usize,
+    slots: Vec<Slot>,
+    /// Slot numbers, largest count first.
+    order: Vec<u32>,
+    /// A name's slot number.
+    index: HashMap<Box<[u8]>, u32, RandomState>,
+    /// The first position in `order` of each count present.
+    starts: HashMap<u64, u32, RandomState>,
+    /// Names counted since the reset.
+    total: u64,
+}
+
+impl Summary {
+    /// An empty summary of at most `capacity` names (0 counts nothing).
+    pub fn new(capacity: usize) -> Summary {
+        Summary {
+            capacity,
+            slots: Vec::new(),
+            order: Vec::new(),
+            index: HashMap::default(),
+            starts: HashMap::default(),
+            total: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Names counted since the reset (`R`).
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Counts one refusal of `name`, kept as `kept_name` says.
+    pub fn count(&mut self, name: &[u8]) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.total += 1;
+        let name = kept_name(name);
+        let slot = match self.index.get(&name[..]) {
+            Some(&slot) => slot,
+            None => self.admit(name.into_owned().into()),
+        };
+        self.bump(slot);
+    }
+
+    /// The slot a new name takes: a free one, or the one of the smallest count, which keeps its
+    /// count as the new name's error.
+    fn admit(&mut self, name: Box<[u8]>) -> u32 {
+        if self.slots.len() < self.capacity {
+            let slot = self.slots.len() as u32;
+            self.slots.push(Slot {
+                entry: Entry {
+                    name: name.clone(),
+                    count: 0,
+                    error: 0,
+                },
+                at: slot,
+            });
+            self.order.push(slot);
+            self.starts.entry(0).or_insert(slot);
+            self.index.insert(name, slot);
+            return slot;
+        }
+        let slot = self.order[self.order.len() - 1];
+        let entry = &mut self.slots[slot as usize].entry;
+        self.index.remove(&entry.name);
+        entry.name = name.clone();
+        entry.error = entry.count;
+        self.index.insert(name, slot);
+        slot
+    }
+
+    /// Adds one to `slot`'s count: it first swaps places with the first entry of its count.
+    fn bump(&mut self, slot: u32) {
+        let at = self.slots[slot as usize].at;
+        let count = self.slots[slot as usize].entry.count;
+        let first = self.starts[&count];
+        if first != at {
+            let other = self.order[first as usize];
+            self.order.swap(first as usize, at as usize);
+            self.slots[other as usize].at = at;
+            self.slots[slot as usize].at = first;
+        }
+        let next = first as usize + 1;
+        if next < self.order.len() && self.slots[self.order[next] as usize].entry.count == count {
+            self.starts.insert(count, next as u32);
+        } else {
+            self.starts.remove(&count);
+        }
+        self.slots[slot as usize].entry.count = count + 1;
+        self.starts.entry(count + 1).or_insert(first);
+    }
+
+    /// The entries as `TOP` lists them: largest count first, then the smaller error, then the
+    /// name's bytes. O(capacity) to select the first `k`, O(k log k) to sort them.
+    pub fn top(&self, k: usize, mut keep: impl FnMut(&[u8]) -> bool) -> Vec<Entry> {
+        let mut all: Vec<&Entry> = self
+            .order
+            .iter()
+            .map(|&slot| &self.slots[slot as usize].entry)
+            .collect();
+        let mut chosen: Vec<Entry> = Vec::with_capacity(k.min(all.len()));
+        // Entries left out by `keep` make the chosen few come from further down: select in
+        // rounds of `k` until `k` are kept or none are left.
+        while chosen.len() < k && !all.is_empty() {
+            let want = (k - chosen.len()).min(all.len());
+            if want < all.len() {
+                all.select_nth_unstable_by(want - 1, |a, b| rank(a, b));
+            }
+            let mut round: Vec<&Entry> = all.drain(..want).collect();
+            round.sort_unstable_by(|a, b| rank(a, b));
+            chosen.extend(round.into_iter().filter(|e| keep(&e.name)).cloned());
+        }
+        chosen.sort_unstable_by(rank);
+        chosen
+    }
+
+    /// The bytes the summary holds, its tables and names.
+    pub fn bytes(&self) -> usize {
+        let names: usize = self.slots.iter().map(|s| 2 * s.entry.name.len()).sum();
+        let slots = self.slots.capacity() * std::mem::size_of::<Slot>();
+        let order = self.order.capacity() * std::mem::size_of::<u32>();
+        // hashbrown keeps a control byte beside each bucket.
+        let index = self.index.capacity() * (std::mem::size_of::<(Box<[u8]>, u32)>() + 1);
+        let starts = self.starts.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        std::mem::size_of::<Summary>() + names + slots + order + index + starts
+    }
+}
+
+/// How many entries `SLIDINGWINDOW.TOP [COUNT k]` asks for: `k` in `1..=top_keys` (or 1 when the
+/// summary is off), 10 by default (at most `top_keys`).
+pub fn parse_count(argv: &[&[u8]], top_keys: u64) -> Result<usize, Error> {
+    let most = top_keys.max(1);
+    let mut count = None;
+    let mut options = argv.get(1..).unwrap_or_default().iter();
+    while let Some(option) = options.next() {
+        if !option.eq_ignore_ascii_case(b"COUNT") {
+            return Err(Error::UnknownOption(token(option)));
+        }
+        if count.is_some() {
+            return Err(Error::RepeatedOption(token(option)));
+        }
+        let value = options
+            .next()
+            .ok_or_else(|| Error::MissingValue(token(option)))?;
+        count = Some(integer(value, 1, most).ok_or(Error::Invalid(Arg::TopCount(most)))?);
+    }
+    Ok(count.unwrap_or(10.min(most)) as usize)
+}
+
+/// `TOP`'s order: the larger count, then the smaller error, then the name's bytes.
+fn rank(a: &Entry, b: &Entry) -> Ordering {
+    b.count
+        .cmp(&a.count)
+        .then(a.error.cmp(&b.error))
+        .then_with(|| a.name.cmp(&b.name))
+}
+
+/// `name` as the summary keeps it: itself up to `NAME_BYTES`, else its first 240 bytes, `...` and
+/// the hex of the first 4 bytes of its SHA-256.
+pub fn kept_name(name: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if name.len() <= NAME_BYTES {
+        return name.into();
+    }
+    let digest = Sha256::digest(name);
+    let mut kept = name[..KEPT_PREFIX].to_vec();
+    kept.extend_from_slice(b"...");
+    for b in &digest[..4] {
+        kept.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    kept.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::rng::Rng;
+
+    fn names(s: &Summary, k: usize) -> Vec<(String, u64, u64)> {
+        s.top(k, |_| true)
+            .into_iter()
+            .map(|e| {
+                (
+                    String::from_utf8_lossy(&e.name).into_owned(),
+                    e.count,
+                    e.error,
+                )
+            })
+            .collect()
+    }
+
+    fn entry(name: &str, count: u64, error: u64) -> (String, u64, u64) {
+        (name.to_string(), count, error)
+    }
+
+    #[test]
+    fn counts_exactly_while_there_is_room() {
+        let mut s = Summary::new(4);
+        for name in ["a", "b", "a", "c", "a", "b"] {
+            s.count(name.as_bytes());
+        }
+        assert_eq!(s.total(), 6);
+        assert_eq!(
+            names(&s, 10),
+            vec![entry("a", 3, 0), entry("b", 2, 0), entry("c", 1, 0)]
+        );
+        assert_eq!(names(&s, 2), vec![entry("a", 3, 0), entry("b", 2, 0)]);
+    }
+
+    #[test]
+    fn a_new_name_in_a_full_summary_takes_the_smallest_count_as_its_error() {
+        let mut s = Summary::new(2);
+        for name in ["a", "a", "b", "c"] {
+            s.count(name.as_bytes());
+        }
+        // "c" replaced "b" (count 1): count 2, error 1.
+        assert_eq!(names(&s, 2), vec![entry("a", 2, 0), entry("c", 2, 1)]);
+        s.count(b"d");
+        // "d" replaced the last of the count-2 run, "c": count 3, error 2.
+        assert_eq!(names(&s, 2), vec![entry("d", 3, 2), entry("a", 2, 0)]);
+    }
+
+    #[test]
+    fn ties_list_the_smaller_error_then_the_name() {
+        let mut s = Summary::new(3);
+        for name in ["b", "a", "c", "c", "x"] {
+            s.count(name.as_bytes());
+        }
+        // "x" replaced the smallest, which is one of a, b (count 1): count 2, error 1.
+        let top = names(&s, 3);
+        assert_eq!(top[0], entry("c", 2, 0));
+        assert_eq!(top[1].0, "x");
+        assert_eq!((top[1].1, top[1].2), (2, 1));
+        assert_eq!(top[2].1, 1);
+    }
+
+    #[test]
+    fn count_is_an_option_in_range() {
+        let parse = |line: &str, top: u64| {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            parse_count(&words, top)
+        };
+        assert_eq!(parse("TOP", 1024), Ok(10));
+        assert_eq!(parse("TOP", 3), Ok(3));
+        assert_eq!(parse("TOP", 0), Ok(1));
+        assert_eq!(parse("TOP count 1024", 1024), Ok(1024));
+        assert_eq!(parse("TOP COUNT 1", 0), Ok(1));
+        let range = |most| Err(Error::Invalid(Arg::TopCount(most)));
+        assert_eq!(parse("TOP COUNT 1025", 1024), range(1024));
+        assert_eq!(parse("TOP COUNT 0", 1024), range(1024));
+        assert_eq!(parse("TOP COUNT 2", 0), range(1));
+        assert_eq!(parse("TOP COUNT x", 5), range(5));
+        assert_eq!(
+            parse("TOP COUNT", 5),
+            Err(Error::MissingValue("COUNT".into()))
+        );
+        assert_eq!(
+            parse("TOP COUNT 1 COUNT 2", 5),
+            Err(Error::RepeatedOption("COUNT".into()))
+        );
+        assert_eq!(
+            parse("TOP LIMIT 1", 5),
+            Err(Error::UnknownOption("LIMIT".into()))
+        );
+        assert_eq!(
+            Error::Invalid(Arg::TopCount(1024)).to_string(),
+            "ERR COUNT must be an integer between 1 and 1024 (slidingwindow.top-keys)"
+        );
+    }
+
+    #[test]
+    fn capacity_zero_counts_nothing() {
+        let mut s = Summary::new(0);
+        s.count(b"a");
+        assert_eq!(s.total(), 0);
+        assert!(s.top(10, |_| true).is_empty());
+    }
+
+    #[test]
+    fn left_out_names_let_the_next_ones_in() {
+        let mut s = Summary::new(8);
+        for (name, n) in [("a", 5), ("b", 4), ("c", 3), ("d", 2), ("e", 1)] {
+            for _ in 0..n {
+                s.count(name.as_bytes());
+            }
+        }
+        let kept = s.top(2, |name| name != b"a" && name != b"c");
+        let kept: Vec<_> = kept.iter().map(|e| (&e.name[..], e.count)).collect();
+        assert_eq!(kept, vec![(&b"b"[..], 4), (&b"d"[..], 2)]);
+    }
+
+    #[test]
+    fn long_names_keep_a_prefix_and_a_hash() {
+        let short = vec![b'k'; NAME_BYTES];
+        assert_eq!(&kept_name(&short)[..], &short[..]);
+        let long = vec![b'k'; NAME_BYTES + 1];
+        let kept = kept_name(&long);
+        assert_eq!(kept.len(), KEPT_PREFIX + 3 + 8);
+        assert_eq!(&kept[..KEPT_PREFIX], &long[..KEPT_PREFIX]);
+        assert_eq!(&kept[KEPT_PREFIX..KEPT_PREFIX + 3], b"...");
+        let other = [vec![b'k'; NAME_BYTES], vec![b'j']].concat();
+        assert_ne!(kept_name(&other), kept);
+        let mut s = Summary::new(2);
+        s.count(&long);
+        s.count(&long);
+        assert_eq!(s.top(1, |_| true)[0].count, 2);
+        assert_eq!(&s.top(1, |_| true)[0].name[..], &kept[..]);
+    }
+
+    /// Against exact counts on random streams: every estimate within its error of the truth,
+    /// every key above R / capacity present, the order the contract's.
+    #[test]
+    fn estimates_bound_the_truth_on_skewed_streams() {
+        let mut rng = Rng::new(7);
+        for &(capacity, keys) in &[(1usize, 5u64), (4, 10), (16, 200), (64, 5000)] {
+            let mut s = Summary::new(capacity);
+            let mut truth: HashMap<Vec<u8>, u64> = HashMap::new();
+            for _ in 0..20_000 {
+                // Skewed: the smaller numbers far more often.
+                let a = rng.range(0, keys - 1);
+                let k = rng.range(0, a);
+                let name = format!("user:{k}").into_bytes();
+                s.count(&name);
+                *truth.entry(name).or_default() += 1;
+            }
+            let r = s.total();
+            assert_eq!(r, 20_000);
+            let top = s.top(capacity, |_| true);
+            assert_eq!(top.len(), capacity.min(truth.len()));
+            for w in top.windows(2) {
+                assert_ne!(rank(&w[0], &w[1]), Ordering::Greater);
+            }
+            for e in &top {
+                let t = truth[&e.name[..]];
+                assert!(e.count >= t && e.count - e.error <= t, "{e:?} truth {t}");
+            }
+            // Each refusal adds one to one entry.
+            assert_eq!(top.iter().map(|e| e.count).sum::<u64>(), r);
+            for (name, &t) in &truth {
+                if t > r / capacity as u64 {
+                    assert!(top.iter().any(|e| e.name[..] == name[..]), "{t} > R/k");
+                }
+            }
+        }
+    }
+
+    /// Issue 40's target: 1M refusals over 100k keys drawn from Zipf(1.1), 1024 entries: the
+    /// true top 10 are TOP's first 10, every estimate within its error.
+    #[test]
+    fn zipf_top_ten_are_listed_first() {
+        let keys = 100_000usize;
+        let mut cdf = Vec::with_capacity(keys);
+        let mut sum = 0.0f64;
+        for rank in 1..=keys {
+            sum += 1.0 / (rank as f64).powf(1.1);
+            cdf.push(sum);
+        }
+        let mut rng = Rng::new(40);
+        let mut s = Summary::new(1024);
+        let mut truth = vec![0u64; keys];
+        for _ in 0..1_000_000 {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * sum;
+            let k = cdf.partition_point(|&c| c < u).min(keys - 1);
+            truth[k] += 1;
+            s.count(format!("user:{k}").as_bytes());
+        }
+        let mut order: Vec<usize> = (0..keys).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(truth[k]));
+        let top: Vec<Entry> = s.top(10, |_| true);
+        let listed: Vec<String> = top
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+            .collect();
+        for &k in &order[..10] {
+            assert!(
+                listed.contains(&format!("user:{k}")),
+                "user:{k} not in {listed:?}"
+            );
+        }
+        for e in s.top(1024, |_| true) {
+            let name = String::from_utf8_lossy(&e.name).into_owned();
+            let t = truth[name["user:".len()..].parse::<usize>().unwrap()];
+            assert!(e.count >= t && e.count - e.error <= t, "{e:?} truth {t}");
+        }
+    }
+}
