@@ -1,9 +1,8 @@
 //! `INFO slidingwindow`: the counters since load, exact after a scripted sequence of calls (every
 //! trim path, rejections, errors of the module and of the server, MULTI, Lua), and the configs.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call, error_line};
 use kit::{client_as, error_code, five, pipeline, q, sw, sw5};

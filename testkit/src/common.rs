@@ -20,7 +20,7 @@ pub const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
 pub fn module_path() -> PathBuf {
     let path = match std::env::var_os("SLIDINGWINDOW_MODULE") {
         Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libslidingwindow.so"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/libslidingwindow.so"),
     };
     assert!(
         path.is_file(),
