@@ -431,7 +431,7 @@ fn compact_gauges_are_exact() {
     }
     let keys = ["a", "c", "d", "e"];
     let want = (4, keys.iter().map(|k| loaded_bytes(&s, k)).sum::<u64>());
-    let replica = kit::attach_replica(&s, &[]);
+    let replica = common::attach_replica(&s, &[]);
     common::wait_in_sync(&s, &replica);
     assert_eq!(gauges(&replica), want, "the replica after its full sync");
     let ok: String = q(&mut c, &["DEBUG", "RELOAD"]);
