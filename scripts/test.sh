@@ -66,9 +66,9 @@ run() {
 # One build for every run below; a compile error ends here.
 "${cargo_test[@]}" --no-run || exit 1
 
-# The unit tests do not touch a server: once is enough.
+# The unit tests (the module's and its pure crate's) do not touch a server: once is enough.
 if [[ ${UNIT:-yes} != no ]]; then
-    run unit "$logs/unit.log" - - --lib -- --test-threads="$threads"
+    run unit "$logs/unit.log" - - -p slidingwindow-core --lib -- --test-threads="$threads"
 fi
 
 # Resolve (and on first use fetch) every server before running any suite.

@@ -2,9 +2,8 @@
 //! all in `@slidingwindow`, where the server lets a module say so; the rules docs/operating.md
 //! gives per server version. Key patterns check every key of ALLOWALL / PEEKALL.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call};
 use kit::{client_as, error_code, five, q};

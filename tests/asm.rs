@@ -5,11 +5,9 @@
 //! was. On servers without atomic slot migration (Redis 7 and 8, Valkey 8) every test says so
 //! and passes without starting a cluster: the legacy `SETSLOT`/`MIGRATE` path is tests/cluster.rs's.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::cluster;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
 use testkit::rng;
 

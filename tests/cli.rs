@@ -1,6 +1,6 @@
 //! The commands through `redis-cli`, checked exactly as a user sees them printed.
 
-mod common;
+use testkit::common;
 
 use common::Server;
 

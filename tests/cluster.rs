@@ -3,15 +3,11 @@
 //! under traffic (MOVED/ASK), and a replica takes over its master under traffic; no admission is
 //! lost or doubled.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::cluster;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
-use testkit::rng;
-#[path = "support/traffic.rs"]
-mod traffic;
+use testkit::traffic;
 
 use cluster::{CONVERGE_DEADLINE, Cluster, calls_of};
 use common::{Server, call, error_line, wait_until};

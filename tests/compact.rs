@@ -4,9 +4,8 @@
 //! its keyspace events and WATCH. Replication, kill -9 and the cluster run in the `faults`,
 //! `concurrency`, `hostile` and `cluster` suites once per storage.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
 use testkit::rng;
 

@@ -1,9 +1,8 @@
 //! Concurrency: many clients on one key never get more than `max` admitted, and the command behaves
 //! the same (and replicates the same) inside MULTI/EXEC and Lua scripts as on its own.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 use testkit::rng;
 
 use common::{Server, call, start_replica, wait_in_sync};

@@ -1,9 +1,8 @@
 //! The module's configs: from redis.conf, `MODULE LOADEX` and `CONFIG SET`, kept by
 //! `CONFIG REWRITE`, refused out of range, and doing what they say.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call, error_line, module_path};
 use kit::{q, sw, sw5};

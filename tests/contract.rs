@@ -1,11 +1,10 @@
 //! Every line of /work/shared/CONTRACT.md, checked through the `redis` crate against a real
 //! `redis-server` with the module loaded.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
 use model::Model;
 use rng::Rng;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
 use testkit::rng;
 

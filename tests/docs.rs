@@ -2,7 +2,7 @@
 //! valkey-cli show the syntax: checked on the reply itself, in `HELP`, and in a real cli driven
 //! through a pseudo-terminal.
 
-mod common;
+use testkit::common;
 
 use common::{STARTUP_DEADLINE, Server, wait_until};
 use redis::Value;

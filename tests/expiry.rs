@@ -4,9 +4,8 @@
 //! after a long one, never lets a key that still holds counted members expire early. On both
 //! storages and in the helpers' Lua fallback; replicas and the AOF end with the master's expiry.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
 use kit::{Events, detailed, exists, pexpiretime, q};

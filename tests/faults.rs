@@ -2,16 +2,15 @@
 //! an `appendfsync always` AOF, AOF rewrites and RDB saves under traffic, and calls that change
 //! nothing propagating nothing.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
-use testkit::model;
-use testkit::rng;
-#[path = "support/traffic.rs"]
-mod traffic;
+use testkit::common;
+use testkit::kit;
+use testkit::traffic;
 
-use common::{Server, call, error_line, ints, start_replica, wait_in_sync, wait_until};
-use kit::{STORAGES, attach_replica, info_u64, q, sw5_with, wait_link_up, wait_persistence_idle};
+use common::{
+    Server, attach_replica, call, error_line, ints, start_replica, wait_in_sync, wait_link_up,
+    wait_until,
+};
+use kit::{STORAGES, info_u64, q, sw5_with, wait_persistence_idle};
 use std::time::Duration;
 use traffic::{State, Traffic, Workload, assert_keys_match};
 

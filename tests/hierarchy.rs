@@ -5,11 +5,10 @@
 //! every key's scores and TTL equal the contract model's; one key is ALLOW; an error on any key
 //! changes no key; keyspace events and INFO counters.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
 use model::{Expiry, Model, Options};
 use rng::Rng;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
 use testkit::rng;
 

@@ -2,9 +2,8 @@
 //! Nothing may crash the server, touch other keys, or answer anything but an error or five integers;
 //! only a panic while a save is being written stops it (rather than write a truncated value).
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 use testkit::rng;
 
 use common::{Server, call, error_line};

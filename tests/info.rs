@@ -1,9 +1,8 @@
 //! `INFO slidingwindow`: the counters since load, exact after a scripted sequence of calls (every
 //! trim path, rejections, errors of the module and of the server, MULTI, Lua), and the configs.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call, error_line};
 use kit::{client_as, error_code, five, pipeline, q, sw, sw5};
@@ -466,7 +465,7 @@ fn compact_gauges_are_exact() {
     }
     let keys = ["a", "c", "d", "e"];
     let want = (4, keys.iter().map(|k| loaded_bytes(&s, k)).sum::<u64>());
-    let replica = kit::attach_replica(&s, &[]);
+    let replica = common::attach_replica(&s, &[]);
     common::wait_in_sync(&s, &replica);
     assert_eq!(gauges(&replica), want, "the replica after its full sync");
     let ok: String = q(&mut c, &["DEBUG", "RELOAD"]);

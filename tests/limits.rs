@@ -3,11 +3,10 @@
 //! options equal to the positional limit change nothing but the sixth integer; malformed options
 //! are refused and change nothing; replicas and the AOF end with the master's data.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
 use model::{Expiry, Model};
 use rng::Rng;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
 use testkit::rng;
 

@@ -4,11 +4,10 @@
 //! PEEKALL and REFUND with `LEASE`, `PRECISION`, `DETAIL`, `slidingwindow.lateness` and the
 //! per-call cap, on both storages, replies and error texts byte for byte.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
 use model::Expiry;
 use rng::Rng;
+use testkit::common;
+use testkit::kit;
 use testkit::{model, rng};
 
 use common::{Server, call, error_line, ints, server_time_ms};

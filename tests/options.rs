@@ -4,11 +4,10 @@
 //! the TTLs), PEEK == ALLOW with both, `*` with a lease, the errors, and callers out of order:
 //! within the lateness they never over-admit, and the same stream without it does.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
 use model::{Answer, Expiry, Model, Options};
 use rng::Rng;
+use testkit::common;
+use testkit::kit;
 use testkit::model;
 use testkit::rng;
 

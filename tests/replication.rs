@@ -1,10 +1,9 @@
 //! Replicas, the AOF and the RDB receive the effects of the commands, so after any workload
 //! they hold exactly the master's data.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
 use rng::Rng;
+use testkit::common;
+use testkit::kit;
 use testkit::rng;
 
 use std::fs;

@@ -1,9 +1,8 @@
 //! Security and resources: ACL key patterns, maxmemory (refusal and eviction), and WATCH and
 //! keyspace events seen from the fault side (what must and must not count as a change).
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call, error_line, wait_until};
 use kit::{Events, client_as, error_code, five, info_u64, q, snapshot, sw5_with};

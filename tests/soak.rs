@@ -2,12 +2,10 @@
 //! and under valgrind no definite leak or memory error has a module frame in its stack.
 //! A short run is part of the normal suite; the long run and valgrind are `#[ignore]` (`make soak`).
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 use testkit::rng;
-#[path = "support/valgrind.rs"]
-mod valgrind;
+use testkit::valgrind;
 
 use common::{Server, error_line, wait_until};
 use kit::{five, q};

@@ -1,7 +1,7 @@
 //! The shared spec (`spec/cases.json`, made from testkit's contract model): every call on both
 //! storages, each reply and error exactly as the spec says; and the file is current.
 
-mod common;
+use testkit::common;
 
 use common::{Server, call, error_line};
 use redis::Value;

@@ -3,9 +3,8 @@
 //! not (admissions, PEEK, errors), the order, COUNT, long names, ACL key patterns, the config, the
 //! INFO fields, and nothing replicated.
 
-mod common;
-#[path = "support/kit.rs"]
-mod kit;
+use testkit::common;
+use testkit::kit;
 
 use common::{Server, call, call_bytes, error_line, start_replica, wait_in_sync};
 use kit::{client_as, error_code, info_u64, ok, q, sw5};

@@ -10,11 +10,12 @@ use redis::{Connection, Value};
 use crate::Result;
 use crate::info;
 use crate::worst::logged;
+use slidingwindow_core::error::MAX_EXACT;
 
 /// Never trims: 9e12 s (9e15 ms) reaches back before any timestamp used here.
 const WINDOW_S: u64 = 9_000_000_000_000;
-/// Never binds.
-const MAX: u64 = 1 << 53;
+/// Never binds: the largest max the contract allows.
+const MAX: u64 = MAX_EXACT;
 const FIRST_MS: u64 = 1_700_000_000_000;
 /// Slots of a block of one-byte slots (a burst), and of two-byte ones (requests a ms apart):
 /// the module's 4 KiB blocks.

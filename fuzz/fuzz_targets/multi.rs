@@ -7,16 +7,8 @@
 
 #![no_main]
 
-// The module's pure files, included by path (the module crate itself is a cdylib, see Cargo.toml).
-#[allow(dead_code)]
-#[path = "../../src/core/args.rs"]
-mod args;
-#[allow(dead_code)]
-#[path = "../../src/core/error.rs"]
-mod error;
-#[allow(dead_code)]
-#[path = "../../src/core/limits.rs"]
-mod limits;
+// The module's pure logic (crate `slidingwindow-core`).
+use slidingwindow_core::{args, error, limits};
 mod reading;
 
 use args::{AllArgs, Now, RefundArgs};

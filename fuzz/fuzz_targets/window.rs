@@ -7,19 +7,8 @@
 
 #![no_main]
 
-// The module's pure files, included by path (the module crate itself is a cdylib, see Cargo.toml).
-#[allow(dead_code)]
-#[path = "../../src/core/error.rs"]
-mod error;
-#[allow(dead_code)]
-#[path = "../../src/core/limits.rs"]
-mod limits;
-#[allow(dead_code)]
-#[path = "../../src/core/reply.rs"]
-mod reply;
-#[allow(dead_code)]
-#[path = "../../src/core/window.rs"]
-mod window;
+// The module's pure logic (crate `slidingwindow-core`).
+use slidingwindow_core::{error, limits, reply, window};
 
 use error::{Error, MAX_EXACT, MAX_LIMITS, MAX_WINDOW_SECONDS};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};

@@ -1,16 +1,14 @@
-//! The pure logic, free of Redis: argument parsing, the window decision over the `Log` trait,
-//! the reply's fields, member names and errors. Unit-tested with tables of cases.
+//! The pure logic, free of Redis, is the crate `slidingwindow-core` (folder `core/`); its modules
+//! are re-exported here so the module names them `crate::core::...`.
 
-pub mod args;
-pub mod error;
-#[cfg(feature = "panic-test")]
-pub mod fault;
-pub mod limits;
-pub mod member;
-pub mod reply;
-pub mod top;
+pub use slidingwindow_core::*;
 // The shared seeded generator (dev-only crate `testkit`), for unit tests.
 #[cfg(test)]
 pub use testkit::rng;
-pub mod version;
-pub mod window;
+
+/// The window decision, with the shared contract model beside it for the storages' unit tests.
+pub mod window {
+    pub use slidingwindow_core::window::*;
+    #[cfg(test)]
+    pub use testkit::model;
+}

@@ -1,6 +1,24 @@
 //! Test-only code shared by the module's unit tests, the integration tests, the fuzz targets and
-//! the bench: one contract model and one seeded generator, so `src/` never reaches into `tests/`.
+//! the bench: one contract model and one seeded generator, so `src/` never reaches into `tests/`;
+//! with the feature `server`, the one harness that starts `redis-server`s for the module's
+//! integration tests, the Rust client's and the services' tests.
 
 pub mod model;
 pub mod rng;
 pub mod spec;
+
+/// A cluster of servers, its slots and its views.
+#[cfg(feature = "server")]
+pub mod cluster;
+/// A real `redis-server` per test with the module loaded: start, call, poll, replicas.
+#[cfg(feature = "server")]
+pub mod common;
+/// The integration tests' commands and readers: the five-field reply, pipelines, dumps, events.
+#[cfg(feature = "server")]
+pub mod kit;
+/// Concurrent traffic against a server, checked against the contract model.
+#[cfg(feature = "server")]
+pub mod traffic;
+/// A server under valgrind, and its log's readers.
+#[cfg(feature = "server")]
+pub mod valgrind;

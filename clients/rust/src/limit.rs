@@ -4,14 +4,8 @@
 use crate::error::Error;
 use std::time::Duration;
 
-/// Largest value of any numeric argument: integers up to 2^53 are exact as scores.
-pub const MAX_EXACT: u64 = 1 << 53;
-/// Largest window in seconds (`window * 1000 <= 2^53`).
-pub const MAX_WINDOW_SECONDS: u64 = MAX_EXACT / 1000;
-/// Most limits on one key, the positional one included.
-pub const MAX_LIMITS: usize = 16;
-/// Most keys in one ALLOWALL or PEEKALL.
-pub const MAX_KEYS: usize = 16;
+/// The contract's ranges, declared once in the module's pure logic (crate `slidingwindow-core`).
+pub use slidingwindow_core::error::{MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS};
 
 /// The score an admitted call's members are logged at: `s` (its `now`, or `now + ms` with
 /// `LEASE`) rounded up to a multiple of `precision` (contract, "Coarse times"). A refund of such a

@@ -2,12 +2,8 @@
 //! ports, `--loadmodule`), on both storages: every command's typed reply, error replies kept as
 //! their text, requests refused before sending, batches, a restarted server, a cluster.
 
-#[path = "../../../tests/support/cluster.rs"]
-mod cluster;
-#[path = "../../../tests/common/mod.rs"]
-mod common;
-#[path = "../../../tests/support/kit.rs"]
-mod kit;
+use testkit::cluster;
+use testkit::common;
 mod support;
 
 use common::{Server, call, error_line};

@@ -2,8 +2,7 @@
 //! holders see one refusal, a dead holder's slot comes back after the hold, a settlement refunds,
 //! charges or reports an overrun.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

@@ -4,8 +4,7 @@
 //! back at a lease's end and on close, permits given back, leasing only busy keys, several keys,
 //! a Redis that is away.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

@@ -3,8 +3,7 @@
 //! eviction bounded in keys and bytes with the evicted objects' permits back, close_all, permits
 //! given back, a caller's time for the handout, the refund hook, limits that change.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

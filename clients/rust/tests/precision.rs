@@ -4,8 +4,7 @@
 //! in any window, a bounded number of distinct scores, unused and given-back permits refunded at
 //! the score they were logged at (not an older request's).
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

@@ -4,8 +4,7 @@
 //! at most one module call per 20 requests, never admits more than the limit in any window of
 //! the logged scores, and admits at least 85% of what the limit allows.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

@@ -1,8 +1,7 @@
 //! The shared spec (`spec/cases.json`, made from the contract's model): every call through the
 //! crate's raw `command`, each reply and error exactly, on both storages.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

@@ -13,8 +13,7 @@
 //! trial): exact, and leased 20 for 100 ms. With `FLEET_HISTOGRAM=1` each run also prints its
 //! admissions per 250 ms.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::Server;

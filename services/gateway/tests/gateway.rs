@@ -1,8 +1,7 @@
 //! End to end: a real redis-server with the module (the shared harness), the gateway binary as its
 //! own process on a free port, and a real HTTP client.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};

@@ -4,8 +4,7 @@
 //! back at each lease's end and on SIGTERM, the admission log on Redis's clock, no lateness
 //! needed (the module's defaults).
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit::common;
 mod support;
 
 use common::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};

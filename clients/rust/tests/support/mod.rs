@@ -1,4 +1,4 @@
-//! Helpers over the workspace's harness (tests/common): a client for a test server, the scores a
+//! Helpers over the workspace's harness (testkit::common): a client for a test server, the scores a
 //! key holds, and the most requests any window holds.
 #![allow(dead_code)]
 

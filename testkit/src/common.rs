@@ -20,7 +20,7 @@ pub const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
 pub fn module_path() -> PathBuf {
     let path = match std::env::var_os("SLIDINGWINDOW_MODULE") {
         Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libslidingwindow.so"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/libslidingwindow.so"),
     };
     assert!(
         path.is_file(),
@@ -497,6 +497,14 @@ impl Version {
 /// Starts a replica of `master` (module loaded, plus `extra` arguments) and waits until its
 /// link to the master is up and the initial sync is done.
 pub fn start_replica(master: &Server, extra: &[&str]) -> Server {
+    let replica = attach_replica(master, extra);
+    wait_in_sync(master, &replica);
+    replica
+}
+
+/// Starts a replica of `master` and waits only for its link to come up, so traffic may still
+/// be running (`start_replica` waits for equal offsets, which needs a quiet master).
+pub fn attach_replica(master: &Server, extra: &[&str]) -> Server {
     // The default 5 s diskless-sync delay would dominate the test's run time.
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "repl-diskless-sync-delay", "0"])
@@ -507,14 +515,18 @@ pub fn start_replica(master: &Server, extra: &[&str]) -> Server {
         .arg(master.port().to_string())
         .args(extra.iter().copied())
         .start();
+    wait_link_up(&replica);
+    replica
+}
+
+/// Waits until the replica's link to its master is up.
+pub fn wait_link_up(replica: &Server) {
     wait_until(STARTUP_DEADLINE, "replica master_link_status:up", || {
         replica
             .info_field("replication", "master_link_status")
             .as_deref()
             == Some("up")
     });
-    wait_in_sync(master, &replica);
-    replica
 }
 
 /// Waits until the replica has processed everything the master has propagated so far.

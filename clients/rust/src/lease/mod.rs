@@ -23,242 +23,27 @@
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::limit::{Limit, MAX_EXACT, Now, logged_score, unix_ms};
+use crate::limit::{Limit, MAX_EXACT, Now, logged_score};
 use crate::refusal::{Refusal, ms_between};
 use crate::reply::{Reply, RetryAfter};
-use crate::request::{Call, Check, CheckAll, Keyed, Refund};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::request::Keyed;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 
-/// The clock a lease's calls are stamped with.
-#[derive(Clone)]
-pub enum Clock {
-    /// `*` with `DETAIL`: the server's clock, exact under any concurrency.
-    Server,
-    /// The caller's clock in Unix ms, passed as `now`. Concurrent calls then reach Redis out of
-    /// order: set the module's `slidingwindow.lateness` to cover it (contract, "Lateness").
-    Own(Arc<dyn Fn() -> u64 + Send + Sync>),
-}
+mod answer;
+mod config;
+mod stats;
+mod target;
 
-impl Clock {
-    /// The system clock in Unix ms as the caller's own.
-    pub fn system() -> Clock {
-        Clock::Own(Arc::new(unix_ms))
-    }
-
-    fn now(&self) -> Now {
-        match self {
-            Clock::Server => Now::Server,
-            Clock::Own(f) => Now::Ms(f()),
-        }
-    }
-}
-
-/// Told the key after each refund of a lease's permits (see [`LeaseConfig::on_refund`]).
-pub type RefundHook = Arc<dyn Fn(&[u8]) + Send + Sync>;
-
-/// How a lease object leases.
-#[derive(Clone)]
-pub struct LeaseConfig {
-    /// Permits per lease (at most every limit's max).
-    pub size: u64,
-    /// The lease's length in ms (`LEASE ms`).
-    pub duration_ms: u64,
-    pub clock: Clock,
-    /// Lease only while the traffic fills a lease within its duration: calls go exact until
-    /// `size` of them arrive within `duration_ms`, and go back to exact when a lease ends with
-    /// permits unused. Off: every call that finds no live lease asks for one.
-    pub when_busy: bool,
-    /// `PRECISION p` on every call (lease or exact); `None` leaves it out.
-    pub precision: Option<u64>,
-    on_refund: Option<RefundHook>,
-}
-
-impl LeaseConfig {
-    /// `size` permits for `duration_ms`, on the server's clock, always leasing.
-    pub fn new(size: u64, duration_ms: u64) -> LeaseConfig {
-        LeaseConfig {
-            size,
-            duration_ms,
-            clock: Clock::Server,
-            when_busy: false,
-            precision: None,
-            on_refund: None,
-        }
-    }
-
-    pub fn clock(mut self, clock: Clock) -> LeaseConfig {
-        self.clock = clock;
-        self
-    }
-
-    pub fn when_busy(mut self, on: bool) -> LeaseConfig {
-        self.when_busy = on;
-        self
-    }
-
-    /// `PRECISION p` on every call: members logged at a multiple of `p` ms, so that a busy key
-    /// holds a bounded number of distinct scores; each request may count up to `p` ms longer.
-    pub fn precision(mut self, p: Option<u64>) -> LeaseConfig {
-        self.precision = p;
-        self
-    }
-
-    pub(crate) fn refund_hook(&self) -> Option<&RefundHook> {
-        self.on_refund.as_ref()
-    }
-
-    /// Calls `hook` with each key after permits went back to it with REFUND (unused ones at a
-    /// lease's end or on close, or one given back): a caller that remembers refusals (a deny
-    /// cache) can forget those the permits may have caused.
-    pub fn on_refund(mut self, hook: RefundHook) -> LeaseConfig {
-        self.on_refund = Some(hook);
-        self
-    }
-}
-
-/// Where a permit came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// From a lease, without a call.
-    Memory,
-    /// One exact ALLOW of its own (no lease, or a lease refused).
-    Exact,
-}
-
-/// What a permit cost, to give it back (see [`Lease::give_back`]).
-#[derive(Debug, PartialEq, Eq)]
-pub struct Charge {
-    kind: ChargeKind,
-}
-
-impl Charge {
-    /// An exact call's charge, its members logged at `at_ms` (rounded by any `PRECISION`).
-    pub(crate) fn exact(at_ms: u64) -> Charge {
-        Charge {
-            kind: ChargeKind::Exact { at_ms },
-        }
-    }
-
-    /// The score its permit is logged at (a lease's end, or the exact call's `now`, each rounded
-    /// up to a multiple of the object's `PRECISION` if it has one).
-    pub fn logged_at(&self) -> u64 {
-        match self.kind {
-            ChargeKind::Lease { logged_ms, .. } => logged_ms,
-            ChargeKind::Exact { at_ms } => at_ms,
-        }
-    }
-}
-
-/// Grant ids are unique in the process, so that a charge never matches another object's lease
-/// (a lease map replaces objects).
-static NEXT_GRANT: AtomicU64 = AtomicU64::new(0);
-
-/// What [`Lease::try_take`] found.
-pub enum Take {
-    /// A permit from memory.
-    Permit(LeaseReply),
-    /// A lease call is in flight (perhaps started by this call): wait for it, then try again.
-    Wait(Pending),
-    /// Make an exact call of your own: the key is quiet (`when_busy`), a lease was refused with
-    /// room for some requests still, or the object is closed.
-    Exact,
-    /// Refused from memory, without a call: a refusal remembered until its retry time.
-    Refused(LeaseReply),
-}
-
-/// The lease call a [`Take::Wait`] waits for.
-pub struct Pending(watch::Receiver<Option<Round>>);
-
-impl Pending {
-    /// Until the lease call has answered: `Ok(true)` if it was granted or refused (try again:
-    /// the object then answers from what it learned), `Ok(false)` if the caller should make an
-    /// exact call (granted too late to use, or closed), the call's error if it failed.
-    pub async fn wait(mut self) -> Result<bool, Error> {
-        // A round that ended without a word (its task was dropped): go exact.
-        match self
-            .0
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|r| r.clone())
-        {
-            Some(Round::Granted | Round::Refused) => Ok(true),
-            Some(Round::Failed(e)) => Err(e),
-            Some(Round::Exact) | None => Ok(false),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChargeKind {
-    /// Logged at `logged_ms` by lease `id`.
-    Lease { id: u64, logged_ms: u64 },
-    /// Logged at `at_ms` by an exact call.
-    Exact { at_ms: u64 },
-}
-
-/// The answer to one request: the same typed reply as a plain ALLOW.
-#[derive(Debug)]
-pub struct LeaseReply {
-    /// From memory: admitted, with the lease's reply counted down (`count` and `remaining` as an
-    /// exact call would say if nothing else had happened since the lease, `reset_after_ms` less
-    /// the time since). Never with `detail`.
-    pub reply: Reply,
-    /// When it was decided: the caller's clock reading (memory) or the `now` sent (exact); with
-    /// `*`, the server's `now` (exact) or the lease's `now` plus the time since its call was sent,
-    /// an upper bound of the server's clock (memory).
-    pub at_ms: u64,
-    pub source: Source,
-    /// Set when admitted.
-    pub charge: Option<Charge>,
-}
-
-/// Counters since the object was made.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Every Redis call: leases, exact calls, refunds.
-    pub calls: u64,
-    pub lease_calls: u64,
-    pub leases_granted: u64,
-    pub leases_refused: u64,
-    pub exact_calls: u64,
-    /// Permits handed out from memory.
-    pub from_memory: u64,
-    /// Requests refused from memory (a remembered refusal), without a call.
-    pub refused_from_memory: u64,
-    /// Exact calls admitted.
-    pub exact_admitted: u64,
-    pub refund_calls: u64,
-    /// Permits returned with REFUND (unused ones, and given back after their lease ended).
-    pub refunded: u64,
-    /// Permits given back into a live lease, without a call.
-    pub returned: u64,
-    /// Calls that failed (a lease's failure counts once, whoever waited on it).
-    pub errors: u64,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    calls: AtomicU64,
-    lease_calls: AtomicU64,
-    leases_granted: AtomicU64,
-    leases_refused: AtomicU64,
-    exact_calls: AtomicU64,
-    from_memory: AtomicU64,
-    refused_from_memory: AtomicU64,
-    exact_admitted: AtomicU64,
-    refund_calls: AtomicU64,
-    refunded: AtomicU64,
-    returned: AtomicU64,
-    errors: AtomicU64,
-}
-
-fn bump(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
-}
+pub use answer::{Charge, LeaseReply, Pending, Source, Take};
+use answer::{ChargeKind, NEXT_GRANT};
+pub use config::{Clock, LeaseConfig, RefundHook};
+pub(crate) use stats::Counters;
+pub use stats::Stats;
+use stats::bump;
+use target::Target;
 
 /// Shared by every clone; cheap to clone.
 #[derive(Clone)]
@@ -280,12 +65,6 @@ struct Inner {
     refunds_done: Notify,
     /// Shared by every object of a lease map.
     stats: Arc<Counters>,
-}
-
-/// The key and its limits, or several keys (an ALLOWALL: a permit counts on every key).
-enum Target {
-    One(Vec<u8>, Vec<Limit>),
-    All(Vec<(Vec<u8>, Vec<Limit>)>),
 }
 
 #[derive(Default)]
@@ -592,114 +371,6 @@ impl Lease {
     /// its limits.
     pub(crate) fn object_bytes(limits: usize) -> usize {
         size_of::<Inner>() + size_of::<Grant>() + limits * size_of::<Limit>()
-    }
-}
-
-impl Counters {
-    /// An exact call made for an object's key outside it (by its lease map).
-    pub(crate) fn bump_exact(&self) {
-        bump(&self.calls, 1);
-        bump(&self.exact_calls, 1);
-    }
-
-    pub(crate) fn bump_exact_admitted(&self) {
-        bump(&self.exact_admitted, 1);
-    }
-
-    pub(crate) fn bump_refund(&self, n: u64) {
-        bump(&self.calls, 1);
-        bump(&self.refund_calls, 1);
-        bump(&self.refunded, n);
-    }
-
-    pub(crate) fn bump_error(&self) {
-        bump(&self.errors, 1);
-    }
-
-    pub(crate) fn snapshot(&self) -> Stats {
-        let s = self;
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        Stats {
-            calls: get(&s.calls),
-            lease_calls: get(&s.lease_calls),
-            leases_granted: get(&s.leases_granted),
-            leases_refused: get(&s.leases_refused),
-            exact_calls: get(&s.exact_calls),
-            from_memory: get(&s.from_memory),
-            refused_from_memory: get(&s.refused_from_memory),
-            exact_admitted: get(&s.exact_admitted),
-            refund_calls: get(&s.refund_calls),
-            refunded: get(&s.refunded),
-            returned: get(&s.returned),
-            errors: get(&s.errors),
-        }
-    }
-}
-
-impl Target {
-    fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        let (one, all) = match self {
-            Target::One(key, _) => (Some(key.as_slice()), None),
-            Target::All(keys) => (None, Some(keys.iter().map(|(k, _)| k.as_slice()))),
-        };
-        one.into_iter().chain(all.into_iter().flatten())
-    }
-
-    fn limits(&self) -> impl Iterator<Item = &Limit> {
-        let (one, all) = match self {
-            Target::One(_, limits) => (Some(limits.iter()), None),
-            Target::All(keys) => (None, Some(keys.iter().flat_map(|(_, l)| l.iter()))),
-        };
-        one.into_iter().flatten().chain(all.into_iter().flatten())
-    }
-
-    fn call(
-        &self,
-        now: Now,
-        cost: u64,
-        lease: Option<u64>,
-        precision: Option<u64>,
-        detail: bool,
-    ) -> Result<Call, Error> {
-        match self {
-            Target::One(key, limits) => {
-                let mut c = Check::new(key, limits)
-                    .now(now)
-                    .cost(cost)
-                    .precision(precision)
-                    .detail(detail);
-                if let Some(ms) = lease {
-                    c = c.lease(ms);
-                }
-                Call::allow(&c)
-            }
-            Target::All(keys) => {
-                let keyed: Vec<Keyed<'_>> = keys
-                    .iter()
-                    .map(|(key, limits)| Keyed { key, limits })
-                    .collect();
-                let mut c = CheckAll::new(&keyed)
-                    .now(now)
-                    .cost(cost)
-                    .precision(precision)
-                    .detail(detail);
-                if let Some(ms) = lease {
-                    c = c.lease(ms);
-                }
-                Call::allow_all(&c)
-            }
-        }
-    }
-
-    /// `REFUND key n AT at` on every key.
-    async fn refund(&self, client: &Client, n: u64, at: u64) -> Result<u64, Error> {
-        match self {
-            Target::One(key, _) => client.refund(&Refund::new(key, n).at(Now::Ms(at))).await,
-            Target::All(keys) => {
-                let names: Vec<&[u8]> = keys.iter().map(|(key, _)| key.as_slice()).collect();
-                client.refund_all(&names, n, Now::Ms(at)).await
-            }
-        }
     }
 }
 

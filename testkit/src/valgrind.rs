@@ -45,7 +45,7 @@ impl Valgrind {
                 "--soname-synonyms=somalloc=*jemalloc*",
             ])
             .arg(format!(
-                "--suppressions={}/tests/support/valgrind.supp",
+                "--suppressions={}/valgrind.supp",
                 env!("CARGO_MANIFEST_DIR")
             ))
             .arg(format!("--log-file={}", dir.join("valgrind.log").display()))

@@ -2,7 +2,7 @@
 //! INFO numbers, key snapshots, and replicas attached while traffic runs.
 #![allow(dead_code)]
 
-use crate::common::{self, STARTUP_DEADLINE, Server, error_line, wait_until};
+use crate::common::{self, Server, error_line, wait_until};
 use redis::{Connection, ConnectionLike, FromRedisValue, Value};
 use std::time::Duration;
 
@@ -294,31 +294,6 @@ pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
 pub fn snapshot(con: &mut Connection, key: &str) -> (Option<Vec<u8>>, i64) {
     let dump: Option<Vec<u8>> = q(con, &["DUMP", key]);
     (dump, pexpiretime(con, key))
-}
-
-/// Starts a replica of `master` and waits only for its link to come up, so traffic may still
-/// be running (the harness's `start_replica` waits for equal offsets, which needs a quiet master).
-pub fn attach_replica(master: &Server, extra: &[&str]) -> Server {
-    let _: () = q(
-        &mut master.client(),
-        &["CONFIG", "SET", "repl-diskless-sync-delay", "0"],
-    );
-    let replica = Server::builder()
-        .args(["--replicaof", "127.0.0.1"])
-        .arg(master.port().to_string())
-        .args(extra.iter().copied())
-        .start();
-    wait_link_up(&replica);
-    replica
-}
-
-pub fn wait_link_up(replica: &Server) {
-    wait_until(STARTUP_DEADLINE, "replica master_link_status:up", || {
-        replica
-            .info_field("replication", "master_link_status")
-            .as_deref()
-            == Some("up")
-    });
 }
 
 /// Waits for a background save or rewrite: polls `field` in INFO persistence until it is 0.

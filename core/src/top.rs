@@ -218,7 +218,7 @@ pub fn kept_name(name: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::rng::Rng;
+    use crate::rng::Rng;
 
     fn names(s: &Summary, k: usize) -> Vec<(String, u64, u64)> {
         s.top(k, |_| true)

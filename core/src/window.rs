@@ -471,15 +471,11 @@ impl<L: Log> Log for Preview<'_, L> {
     }
 }
 
-// The shared contract model (dev-only crate `testkit`), for the storages' unit tests too.
-#[cfg(test)]
-pub(crate) use testkit::model;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::limits::Limit;
-    use crate::core::rng::Rng;
+    use crate::limits::Limit;
+    use crate::rng::Rng;
     // The shared contract model (dev-only crate `testkit`): an independent reading of the contract.
     use testkit::model::Model;
 
@@ -518,7 +514,7 @@ mod tests {
     /// Where the parser scores an admitted call's members (`args::score`), within 2^53.
     fn scored(now: u64, lease: u64, precision: u64) -> u64 {
         let some = |v| (v > 0).then_some(v);
-        crate::core::args::score(now, some(lease), some(precision)).expect("within 2^53")
+        crate::args::score(now, some(lease), some(precision)).expect("within 2^53")
     }
 
     fn req(window_s: u64, max: u64, now: u64, cost: u64) -> Request {
@@ -1074,8 +1070,8 @@ mod tests {
 
     #[test]
     fn extremes_do_not_overflow() {
-        let top = crate::core::error::MAX_EXACT;
-        let win = crate::core::error::MAX_WINDOW_SECONDS;
+        let top = crate::error::MAX_EXACT;
+        let win = crate::error::MAX_WINDOW_SECONDS;
         let weird = [f64::NEG_INFINITY, -1e300, -1.0, 0.0, 1e300, f64::INFINITY];
         for now in [0, 1, top - 1, top] {
             for window in [1, win] {
