@@ -18,7 +18,7 @@
 //! block. A log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in
 //! one pass and builds the tree bottom-up.
 
-use super::block::{BLOCK_BYTES, Block, fits, size_class, width_for};
+use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits, fits_runs, size_class};
 pub use super::index::Mover;
 use super::index::{Item, Iter, Tree};
 use super::small::Small;
@@ -69,35 +69,52 @@ fn pack(ts: &[u64]) -> Vec<Block> {
     }
 }
 
-/// `n` copies of `ts` as full one-byte blocks.
+/// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`).
 fn runs_of(ts: u64, n: u64) -> Vec<Block> {
-    let full = (n / BLOCK_BYTES as u64) as usize;
-    let rest = (n % BLOCK_BYTES as u64) as usize;
+    let full = (n / MAX_LEN as u64) as usize;
+    let rest = (n % MAX_LEN as u64) as usize;
     let mut blocks: Vec<Block> = Vec::with_capacity(full + 1);
-    blocks.extend((0..full).map(|_| Block::run(ts, BLOCK_BYTES)));
+    blocks.extend((0..full).map(|_| Block::run(ts, MAX_LEN)));
     if rest > 0 {
         blocks.push(Block::run(ts, rest));
     }
     blocks
 }
 
-/// Builds a log from sorted timestamps in one pass: each block as full as its width allows, then
-/// the tree over them bottom-up.
+/// Builds a log from sorted timestamps in one pass: each block as full as its width and form
+/// allow, then the tree over them bottom-up.
 #[derive(Default)]
 pub struct Builder {
     blocks: Vec<Block>,
     run: Vec<u64>,
+    /// Distinct timestamps in `run`, requests on its last one, and the most on any.
+    slots: usize,
+    last_count: usize,
+    most: usize,
 }
 
 impl Builder {
     /// Appends `ts`, at or after every timestamp pushed before.
     pub fn push(&mut self, ts: u64) {
+        let same = self.run.last() == Some(&ts);
+        let slots = self.slots + usize::from(!same);
+        let count = if same { self.last_count + 1 } else { 1 };
         if let Some(&lo) = self.run.first()
-            && !fits(self.run.len() + 1, ts.saturating_sub(lo))
+            && !fits_runs(
+                self.run.len() + 1,
+                slots,
+                ts.saturating_sub(lo),
+                self.most.max(count),
+            )
         {
             self.blocks.push(Block::from_sorted(&self.run));
             self.run.clear();
+            (self.slots, self.last_count, self.most) = (0, 0, 0);
         }
+        let same = self.run.last() == Some(&ts);
+        self.slots += usize::from(!same);
+        self.last_count = if same { self.last_count + 1 } else { 1 };
+        self.most = self.most.max(self.last_count);
         self.run.push(ts);
     }
 
@@ -223,7 +240,7 @@ impl Blocks {
         };
         let (pa, pb) = (pa as usize, pb as usize);
         // Whether a block the cut leaves may go or merge: emptied, or within half a block.
-        let small = |b: &Block| b.len() * b.w() <= BLOCK_BYTES / 2;
+        let small = |b: &Block| b.bytes() <= BLOCK_BYTES / 2;
         let left_small = if i == j {
             self.tree.edit(i, |block| {
                 block.remove(pa, pb + 1);
@@ -280,7 +297,7 @@ impl Blocks {
 
     /// Merges blocks `k - 1` and `k` when together they fit half a block.
     fn merge(&mut self, k: usize) {
-        let half = |b: &Block| !b.is_empty() && b.len() * b.w() <= BLOCK_BYTES / 2;
+        let half = |b: &Block| !b.is_empty() && b.bytes() <= BLOCK_BYTES / 2;
         let Some(b) = self.tree.get(k).filter(|b| half(b)) else {
             return;
         };
@@ -291,11 +308,11 @@ impl Blocks {
         else {
             return;
         };
-        if (a.len() + b.len()) * width_for(b.last() - a.first()) > BLOCK_BYTES / 2 {
-            return;
-        }
         let ts: Vec<u64> = a.values().chain(b.values()).collect();
-        let merged = Block::from_sorted(&ts);
+        let Some(merged) = Block::try_from_sorted(&ts).filter(|m| m.bytes() <= BLOCK_BYTES / 2)
+        else {
+            return;
+        };
         self.tree.remove(k);
         self.tree.edit(k - 1, |x| *x = merged);
     }
@@ -531,8 +548,8 @@ impl CompactLog {
     }
 }
 
-/// Iterator over runs of equal timestamps: a search inside each block for a run's end, not a
-/// walk over its timestamps.
+/// Iterator over runs of equal timestamps: a block's slots in turn, equal neighbours (within a
+/// block or across two) merged.
 pub struct Runs<'a> {
     small: std::vec::IntoIter<(u64, u64)>,
     blocks: Option<Iter<'a, Block>>,
@@ -549,24 +566,19 @@ impl Iterator for Runs<'_> {
         }
         let mut run: Option<(u64, u64)> = None;
         loop {
-            let block = match self.block {
-                Some(b) if self.at < b.len() => b,
-                _ => {
-                    let next = self.blocks.as_mut().and_then(Iterator::next);
-                    let Some(next) = next else {
-                        return run;
-                    };
-                    (self.block, self.at) = (Some(next), 0);
-                    continue;
-                }
+            let Some((ts, n)) = self.block.and_then(|b| b.slot_run(self.at)) else {
+                let next = self.blocks.as_mut().and_then(Iterator::next);
+                let Some(next) = next else {
+                    return run;
+                };
+                (self.block, self.at) = (Some(next), 0);
+                continue;
             };
-            let ts = block.get(self.at);
             if run.is_some_and(|(t, _)| t != ts) {
                 return run;
             }
-            let end = block.count_le(ts).max(self.at + 1);
-            let n = run.map_or(0, |(_, n)| n) + (end - self.at) as u64;
-            (run, self.at) = (Some((ts, n)), end);
+            run = Some((ts, run.map_or(0, |(_, m)| m) + n));
+            self.at += 1;
         }
     }
 }
@@ -587,6 +599,14 @@ impl CompactLog {
         match &self.repr {
             Repr::Small(_) => Vec::new(),
             Repr::Blocks(b) => b.tree.iter().map(|b| (b.w(), b.len())).collect(),
+        }
+    }
+
+    /// Whether the log's last block is full.
+    fn last_block_full(&self) -> bool {
+        match &self.repr {
+            Repr::Small(_) => false,
+            Repr::Blocks(b) => b.tree.last().is_some_and(Block::is_full),
         }
     }
 
@@ -826,13 +846,14 @@ mod tests {
     #[test]
     fn blocks_neither_appear_nor_vanish_at_an_edge() {
         let t = 1_700_000_000_000u64;
-        // Full one-byte blocks of bursts, the last one exactly full.
+        // Counted blocks of 3 requests a ms (3 bytes a timestamp), the last one exactly full.
         let mut log = CompactLog::default();
-        for i in 0..40 {
-            log.add(t + i, BLOCK_BYTES as u64);
+        let mut newest = t;
+        while !log.last_block_full() {
+            newest += 1;
+            log.add(newest, 3);
         }
         let full = log.shape().len();
-        let newest = t + 39;
         let mut seen = Vec::new();
         for round in 0..50 {
             log.add(newest + 1000, 1);
@@ -845,8 +866,8 @@ mod tests {
             log.check();
         }
         assert_eq!(log.newest(), Some(newest));
-        // A refund from the block before it: the empty one goes.
-        assert_eq!(log.refund(MAX_TS, 1), 1);
+        // A refund of the newest timestamp from the block before it: the empty one goes.
+        assert_eq!(log.refund(MAX_TS, 3), 3);
         assert_eq!(log.shape().len(), full);
         log.check();
         // Requests a ms apart: full two-byte blocks; the edge between the 20th and 21st.
