@@ -227,6 +227,7 @@ impl Block {
         Block::laid(&[(ts, n as u32)], ts, 1, 0, cw)
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.len as usize
     }
@@ -239,6 +240,7 @@ impl Block {
         usize::from(self.width)
     }
 
+    #[inline]
     fn counted(&self) -> bool {
         self.cw > 0
     }
@@ -318,6 +320,7 @@ impl Block {
     }
 
     /// Requests in the slots before slot `s`: summed from the nearer end.
+    #[inline]
     fn prefix(&self, s: usize) -> usize {
         if !self.counted() {
             return s;
@@ -331,6 +334,7 @@ impl Block {
 
     /// The slot holding request `i` (below the length) and the requests before that slot,
     /// walked from the nearer end.
+    #[inline]
     fn locate(&self, i: usize) -> (usize, usize) {
         if !self.counted() {
             return (i, i);
@@ -359,6 +363,7 @@ impl Block {
     }
 
     /// The timestamp of slot `s` (below the live slots).
+    #[inline]
     fn slot(&self, s: usize) -> u64 {
         let w = self.w();
         let at = (usize::from(self.start) + s) * w;
@@ -377,6 +382,7 @@ impl Block {
     }
 
     /// The `i`-th timestamp of the block (below its length).
+    #[inline]
     pub fn get(&self, i: usize) -> u64 {
         self.slot(self.locate(i).0)
     }
@@ -386,6 +392,7 @@ impl Block {
     }
 
     /// The last timestamp (the first one of an empty block).
+    #[inline]
     pub fn last(&self) -> u64 {
         match self.slots() {
             0 => self.first,
@@ -394,6 +401,7 @@ impl Block {
     }
 
     /// Timestamps at or before `t`.
+    #[inline]
     pub fn count_le(&self, t: u64) -> usize {
         if self.last() <= t {
             return self.len();
@@ -453,9 +461,20 @@ impl Block {
     /// plain form the slots that move are those on the shorter side of `p` when the buffer has
     /// room there; in the counted form an insert after an equal timestamp bumps its count and an
     /// append takes the next slot.
+    #[inline]
     pub fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
         let len = self.len();
         let p = p.min(len);
+        // An append on a counted block's newest timestamp: its count bumped.
+        if self.counted() && p == len && len > 0 && len + n <= MAX_LEN {
+            let i = usize::from(self.start) + self.slots() - 1;
+            let c = self.read_count(i);
+            if self.slot(self.slots() - 1) == ts && self.count_fits(c + n) {
+                self.set_count(i, c + n);
+                self.len += n as u32;
+                return true;
+            }
+        }
         if len == 0 {
             // Nothing to keep: a new base, the narrowest width, the buffer if it is big enough.
             if n > MAX_LEN {
