@@ -194,7 +194,7 @@ impl Block {
 
     /// A block holding `runs` in its smaller form with `spare` slots of room, or None when it
     /// does not fit.
-    fn best(runs: &[(u64, u32)], width: Option<usize>, spare: usize) -> Option<Block> {
+    pub fn best(runs: &[(u64, u32)], width: Option<usize>, spare: usize) -> Option<Block> {
         let (Some(lo), Some(hi)) = (runs.first(), runs.last()) else {
             return Some(Block::laid(&[], 0, 1, spare, 0));
         };
@@ -202,11 +202,6 @@ impl Block {
         let (len, most) = totals(runs);
         let (bytes, cw) = form_bytes(len, runs.len(), width, most);
         (bytes <= BLOCK_BYTES && len <= MAX_LEN).then(|| Block::laid(runs, lo.0, width, spare, cw))
-    }
-
-    /// A block holding `ts` (sorted), or None when they do not fit one.
-    pub fn try_from_sorted(ts: &[u64]) -> Option<Block> {
-        Block::best(&runs(ts.iter().copied()), None, 0)
     }
 
     /// A block holding `ts` (sorted, fitting `BLOCK_BYTES` in the plain form at their width).
@@ -432,15 +427,62 @@ impl Block {
         (s < self.slots()).then(|| (self.slot(s), self.count_at(s) as u64))
     }
 
-    /// The block's runs with `n` copies of `ts` inserted at request `p` and requests `a..b`
-    /// left out (of the requests before the insertion).
-    fn runs_with(&self, p: usize, ts: u64, n: usize, a: usize, b: usize) -> Vec<(u64, u32)> {
-        let mut v: Vec<u64> = self.values().collect();
-        let (a, b) = (a.min(v.len()), b.min(v.len()));
-        v.drain(a..b.max(a));
-        let p = p.min(v.len());
-        v.splice(p..p, std::iter::repeat_n(ts, n));
-        runs(v.into_iter())
+    /// The block's runs (equal neighbours merged) with `n` copies of `ts` inserted at request
+    /// `p` and requests `a..b` left out (of the block before the insertion): O(slots).
+    pub fn runs_with(&self, p: usize, ts: u64, n: usize, a: usize, b: usize) -> Vec<(u64, u32)> {
+        fn push(out: &mut Vec<(u64, u32)>, t: u64, k: usize) {
+            match out.last_mut() {
+                _ if k == 0 => {}
+                Some((v, c)) if *v == t => *c += k as u32,
+                _ => out.push((t, k as u32)),
+            }
+        }
+        let mut out: Vec<(u64, u32)> = Vec::with_capacity(self.slots() + 2);
+        let mut at = 0;
+        let mut inserted = n == 0;
+        for s in 0..self.slots() {
+            let (t, c) = (self.slot(s), self.count_at(s));
+            let cut = (at + c).min(b).saturating_sub(at.max(a));
+            let kept = c - cut;
+            if !inserted && p < at + c {
+                let head = p.saturating_sub(at).min(kept);
+                push(&mut out, t, head);
+                push(&mut out, ts, n);
+                push(&mut out, t, kept - head);
+                inserted = true;
+            } else {
+                push(&mut out, t, kept);
+            }
+            at += c;
+        }
+        if !inserted {
+            push(&mut out, ts, n);
+        }
+        out
+    }
+
+    /// Its runs, equal neighbours merged: O(slots).
+    pub fn slot_runs(&self) -> Vec<(u64, u32)> {
+        self.runs_with(0, 0, 0, 0, 0)
+    }
+
+    /// `a` and `b` (in order) as one block of at most `bytes`, built from their slots; None when
+    /// the estimate from their slots or the block itself is larger.
+    pub fn merged(a: &Block, b: &Block, bytes: usize) -> Option<Block> {
+        let w = width_for(b.last().saturating_sub(a.first()));
+        let plain = (a.len() + b.len()) * w;
+        let counted = (a.slots() + b.slots()) * (w + a.cw().max(b.cw()).max(1));
+        if plain.min(counted) > bytes {
+            return None;
+        }
+        let mut runs = a.slot_runs();
+        for (t, n) in b.slot_runs() {
+            match runs.last_mut() {
+                Some((v, c)) if *v == t => *c += n,
+                _ => runs.push((t, n)),
+            }
+        }
+        Block::best(&runs, None, 0).filter(|m| m.bytes() <= bytes)
     }
 
     /// Writes `offset` into the `n` slots from byte `at`.
@@ -465,8 +507,11 @@ impl Block {
     pub fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
         let len = self.len();
         let p = p.min(len);
+        if len + n > MAX_LEN {
+            return false;
+        }
         // An append on a counted block's newest timestamp: its count bumped.
-        if self.counted() && p == len && len > 0 && len + n <= MAX_LEN {
+        if self.counted() && p == len && len > 0 {
             let i = usize::from(self.start) + self.slots() - 1;
             let c = self.read_count(i);
             if self.slot(self.slots() - 1) == ts && self.count_fits(c + n) {
@@ -687,7 +732,7 @@ impl Block {
             return;
         }
         if width != self.w() || self.counted() {
-            let runs = runs(self.values());
+            let runs = self.slot_runs();
             let (len, most) = totals(&runs);
             let (_, cw) = form_bytes(len, runs.len(), width, most);
             *self = Block::laid(&runs, self.first, width, usize::from(slots == 0), cw);

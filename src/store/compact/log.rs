@@ -18,7 +18,7 @@
 //! block. A log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in
 //! one pass and builds the tree bottom-up.
 
-use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits, fits_runs, size_class};
+use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits_runs, size_class};
 pub use super::index::Mover;
 use super::index::{Item, Iter, Tree};
 use super::small::Small;
@@ -49,24 +49,24 @@ impl Item for Block {
     }
 }
 
-/// Blocks holding `ts` (sorted): the fewest equal shares that each fit a block, so that a split
-/// leaves room on both sides.
-fn pack(ts: &[u64]) -> Vec<Block> {
-    if ts.is_empty() {
-        return Vec::new();
-    }
-    let fit = |share: &[u64]| match (share.first(), share.last()) {
-        (Some(lo), Some(hi)) => fits(share.len(), hi - lo),
-        _ => true,
-    };
+/// Blocks holding `runs` (sorted timestamps and their counts): the fewest equal shares of the
+/// runs that each fit a block, so that a split leaves room on both sides.
+fn pack(runs: &[(u64, u32)]) -> Vec<Block> {
     let mut k = 1;
-    loop {
-        let share = ts.len().div_ceil(k);
-        if share <= 1 || ts.chunks(share).all(fit) {
-            return ts.chunks(share).map(Block::from_sorted).collect();
+    while k < runs.len() {
+        let share = runs.len().div_ceil(k);
+        let blocks: Option<Vec<Block>> = runs
+            .chunks(share)
+            .map(|c| Block::best(c, None, 0))
+            .collect();
+        if let Some(blocks) = blocks {
+            return blocks;
         }
         k += 1;
     }
+    runs.iter()
+        .filter_map(|r| Block::best(std::slice::from_ref(r), None, 0))
+        .collect()
 }
 
 /// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`).
@@ -182,7 +182,7 @@ impl Blocks {
         let at_end = p == block.len();
         let last = i + 1 == self.tree.items();
         let empty = block.is_empty();
-        let small = usize::try_from(n).ok().filter(|n| *n <= BLOCK_BYTES);
+        let small = usize::try_from(n).ok().filter(|n| *n <= MAX_LEN);
         if let Some(m) = small {
             if self.tree.edit(i, |b| b.insert(p, ts, m)) == Some(true) {
                 return;
@@ -201,22 +201,13 @@ impl Blocks {
         let Some(block) = self.tree.get(i) else {
             return;
         };
-        let values: Vec<u64> = block.values().collect();
-        let (left, right) = values.split_at(p.min(values.len()));
+        let len = block.len();
         let mut fresh = match small {
-            Some(m) => {
-                let ts_all: Vec<u64> = left
-                    .iter()
-                    .copied()
-                    .chain(std::iter::repeat_n(ts, m))
-                    .chain(right.iter().copied())
-                    .collect();
-                pack(&ts_all)
-            }
-            None => {
-                let mut fresh = pack(left);
+            Some(m) if len + m <= MAX_LEN => pack(&block.runs_with(p, ts, m, 0, 0)),
+            _ => {
+                let mut fresh = pack(&block.runs_with(0, 0, 0, p, len));
                 fresh.extend(runs_of(ts, n));
-                fresh.extend(pack(right));
+                fresh.extend(pack(&block.runs_with(0, 0, 0, 0, p)));
                 fresh
             }
         };
@@ -308,9 +299,7 @@ impl Blocks {
         else {
             return;
         };
-        let ts: Vec<u64> = a.values().chain(b.values()).collect();
-        let Some(merged) = Block::try_from_sorted(&ts).filter(|m| m.bytes() <= BLOCK_BYTES / 2)
-        else {
+        let Some(merged) = Block::merged(a, b, BLOCK_BYTES / 2) else {
             return;
         };
         self.tree.remove(k);
@@ -643,6 +632,7 @@ impl CompactLog {
 
 #[cfg(test)]
 mod tests {
+    use super::super::block::fits;
     use super::*;
 
     fn all(log: &CompactLog) -> Vec<u64> {
@@ -810,6 +800,39 @@ mod tests {
         assert_eq!(log.refund(4, 4_999), 4_999);
         assert_eq!(all(&log), [1, 1, 2, 3, 5, 5, 5, 9]);
         log.check();
+    }
+
+    /// A million requests on each of 3000 timestamps: one slot each, and inserts inside full
+    /// counted blocks, trims and refunds work on slots, never on the requests one by one.
+    #[test]
+    fn huge_counts_cost_their_slots() {
+        let t = 1u64 << 40;
+        let mut log = CompactLog::default();
+        let mut model: Vec<(u64, u64)> = Vec::new();
+        for i in 0..3000u64 {
+            log.add(t + 2 * i, 1_000_000);
+            model.push((t + 2 * i, 1_000_000));
+        }
+        assert!(log.shape().len() > 2, "{:?}", log.shape().len());
+        assert!(log.heap_bytes() < 32_000, "{}", log.heap_bytes());
+        for i in (1..3000u64).step_by(7) {
+            log.add(t + 2 * i - 1, 3);
+            let at = model.partition_point(|r| r.0 < t + 2 * i - 1);
+            model.insert(at, (t + 2 * i - 1, 3));
+        }
+        log.trim((t + 1000) as i64);
+        model.retain(|r| r.0 > t + 1000);
+        assert_eq!(log.refund(t + 3000, 2_500_000), 2_500_000);
+        let mut left = 2_500_000u64;
+        for r in model.iter_mut().rev().skip_while(|r| r.0 > t + 3000) {
+            let cut = left.min(r.1);
+            r.1 -= cut;
+            left -= cut;
+        }
+        model.retain(|r| r.1 > 0);
+        assert_eq!(log.runs().collect::<Vec<_>>(), model);
+        assert_eq!(log.len(), model.iter().map(|r| r.1).sum::<u64>());
+        assert!(log.heap_bytes() < 64_000, "{}", log.heap_bytes());
     }
 
     #[test]
