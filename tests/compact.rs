@@ -1128,16 +1128,12 @@ fn apply_refuses_what_it_cannot_replay() {
 fn a_whole_expired_log_is_freed_in_the_background() {
     let s = compact_server();
     let mut c = s.client();
-    // Freeing costs one free per block (4096 requests of a burst): 98 of them, past 64.
-    for i in 0..4u64 {
-        sw5(
-            &mut c,
-            &format!("ALLOW big 10 1000000 {} COST 100000", T0 + i),
-        );
-    }
+    // Freeing costs one free per block (2048 requests 1 ms apart): 74 of them, past 64.
+    let ts: Vec<u64> = (0..150_000u64).map(|i| T0 + i).collect();
+    fill(&mut c, "big", &ts);
     let freed = info_u64(&s, "memory", "lazyfreed_objects");
     assert_eq!(
-        sw5(&mut c, &format!("ALLOW big 10 5 {} COST 6", T0 + 60_000)),
+        sw5(&mut c, &format!("ALLOW big 10 5 {} COST 6", T0 + 200_000)),
         [0, 0, 5, -1, 0]
     );
     assert_eq!(kind(&mut c, "big"), "none");

@@ -1,6 +1,13 @@
-//! One block of the compact log, free of Redis: a sorted run of timestamps, each stored as its
-//! offset from the block's base in the fewest bytes (1 to 7) the block's own span needs, in a
-//! buffer sized on the allocator's size classes and never more than `BLOCK_BYTES` of slots.
+//! One block of the compact log, free of Redis: a sorted run of timestamps, each slot storing one
+//! timestamp as its offset from the block's base in the fewest bytes (1 to 7) the block's own span
+//! needs, in a buffer sized on the allocator's size classes and never more than `BLOCK_BYTES` of
+//! slots and counts together.
+//!
+//! Two forms: plain (a slot per request) and counted (a slot per distinct timestamp, with its
+//! count beside it in the fewest bytes, 1 to 4, the block's largest count needs). A block is
+//! laid out in whichever takes fewer bytes; a plain block that fills up is re-laid counted when
+//! that is smaller, and an append on a counted block's newest timestamp bumps its count. So
+//! equal timestamps cost one slot together, however many.
 //!
 //! A block keeps its buffer tight as requests leave it: after a removal it is re-laid (a new
 //! base, the narrowest width its span allows or one byte more, the smallest size class that
@@ -8,12 +15,16 @@
 //! slots and the spare byte keep one request coming and going at a class boundary or at a
 //! width's reach from re-laying it each time.
 
-/// Bytes of slots in one block at most: one allocator class, moved whole at most once a call.
+/// Bytes of slots (and counts) in one block at most: one allocator class, moved whole at most
+/// once a call.
 #[cfg(not(fuzzing))]
 pub const BLOCK_BYTES: usize = 4096;
 /// Tiny blocks under the fuzzer, so that a short input splits and merges many.
 #[cfg(fuzzing)]
 pub const BLOCK_BYTES: usize = 32;
+
+/// Requests a block holds at most (and so one slot's count).
+pub const MAX_LEN: usize = u32::MAX as usize;
 
 /// Offsets below this fit a slot of `width` bytes (1 to 7).
 fn reach(width: usize) -> u64 {
@@ -38,23 +49,69 @@ pub fn size_class(bytes: usize) -> usize {
     }
 }
 
-/// Whether `len` timestamps spanning `span` fit one block.
+/// Whether `len` timestamps spanning `span` fit one block in the plain form.
 pub fn fits(len: usize, span: u64) -> bool {
     len * width_for(span) <= BLOCK_BYTES
 }
 
-/// A sorted run of timestamps, each stored as its offset from `base` in `width` little-endian
-/// bytes; the live slots are `start..start + len` of `buf`. The first timestamp is kept beside
-/// them, so that searching the blocks reads no buffer but one. An empty block (the log's last,
-/// kept for the next append) keeps the first timestamp it had, which orders it among the others.
+/// The fewest bytes (1 to 4) a count up to `most` needs.
+fn count_width(most: usize) -> usize {
+    width_for(most as u64).min(4)
+}
+
+/// Bytes of the smaller form for `len` requests in `runs` distinct timestamps of `width` bytes,
+/// the largest count `most`; and the count width of that form (0: plain).
+fn form_bytes(len: usize, runs: usize, width: usize, most: usize) -> (usize, usize) {
+    let cw = count_width(most);
+    let (plain, counted) = (len * width, runs * (width + cw));
+    if counted < plain {
+        (counted, cw)
+    } else {
+        (plain, 0)
+    }
+}
+
+/// Whether `len` timestamps in `runs` distinct ones spanning `span`, the largest count `most`,
+/// fit one block in its smaller form.
+pub fn fits_runs(len: usize, runs: usize, span: u64, most: usize) -> bool {
+    len <= MAX_LEN && form_bytes(len, runs, width_for(span), most).0 <= BLOCK_BYTES
+}
+
+/// Runs of equal timestamps in sorted `ts`.
+fn runs(ts: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
+    let mut out: Vec<(u64, u32)> = Vec::new();
+    for t in ts {
+        match out.last_mut() {
+            Some((v, n)) if *v == t => *n += 1,
+            _ => out.push((t, 1)),
+        }
+    }
+    out
+}
+
+/// The length and the largest count of `runs`.
+fn totals(runs: &[(u64, u32)]) -> (usize, usize) {
+    runs.iter().fold((0, 0), |(len, most), (_, n)| {
+        (len + *n as usize, most.max(*n as usize))
+    })
+}
+
+/// A sorted run of timestamps, each slot storing its offset from `base` in `width` little-endian
+/// bytes; the live slots are `start..start + slots` of `buf`. In the plain form (`cw` 0) a slot
+/// is a request; in the counted form the buffer holds `cap = len / (width + cw)` slots and then
+/// `cap` counts of `cw` bytes, each slot's requests at the same index. The first timestamp is kept beside them, so that searching the blocks reads no buffer
+/// but one. An empty block (the log's last, kept for the next append) keeps the first timestamp
+/// it had, which orders it among the others.
 #[derive(Debug, Clone)]
 pub struct Block {
     first: u64,
     base: u64,
     buf: Box<[u8]>,
+    len: u32,
     start: u16,
-    len: u16,
+    slots: u16,
     width: u8,
+    cw: u8,
 }
 
 /// A zeroed buffer of `bytes`.
@@ -62,54 +119,112 @@ fn zeroed(bytes: usize) -> Box<[u8]> {
     vec![0u8; bytes].into_boxed_slice()
 }
 
+/// The timestamps of a block, oldest first.
+#[derive(Clone)]
+pub struct Values<'a> {
+    block: &'a Block,
+    slot: usize,
+    left: usize,
+    remaining: usize,
+}
+
+impl Iterator for Values<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        if self.remaining == 0 {
+            return None;
+        }
+        while self.left == 0 {
+            self.slot += 1;
+            self.left = self.block.count_at(self.slot);
+        }
+        self.left -= 1;
+        self.remaining -= 1;
+        Some(self.block.slot(self.slot))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Values<'_> {}
+
 impl Block {
-    /// A block holding `ts` (sorted, from `lo`, fitting `BLOCK_BYTES` at `width`), with `spare`
-    /// more slots of room (within the same bound).
-    fn laid(
-        ts: impl ExactSizeIterator<Item = u64> + Clone,
-        lo: u64,
-        width: usize,
-        spare: usize,
-    ) -> Block {
-        let len = ts.len();
-        let slots = (len + spare).min((BLOCK_BYTES / width).max(len));
-        let mut buf = zeroed(size_class(slots * width));
-        for (slot, t) in buf.chunks_exact_mut(width).zip(ts) {
-            if let Some(bytes) = t.saturating_sub(lo).to_le_bytes().get(..width) {
-                slot.copy_from_slice(bytes);
+    /// A block holding `runs` (sorted, from `lo`, fitting `BLOCK_BYTES` at `width` with counts
+    /// of `cw` bytes, 0 for the plain form), with `spare` more slots of room (within the same
+    /// bound).
+    fn laid(runs: &[(u64, u32)], lo: u64, width: usize, spare: usize, cw: usize) -> Block {
+        let (len, _) = totals(runs);
+        let counted = cw > 0;
+        let slots = if counted { runs.len() } else { len };
+        let per = width + cw;
+        let cap = (slots + spare).min((BLOCK_BYTES / per).max(slots));
+        let mut buf = zeroed(size_class(cap * per));
+        let off = buf.len() / per * width;
+        let (slot_bytes, counts) = buf.split_at_mut(off);
+        let mut chunks = slot_bytes.chunks_exact_mut(width);
+        let mut count_chunks = counts.chunks_exact_mut(cw.max(1));
+        for (t, n) in runs {
+            let bytes = t.saturating_sub(lo).to_le_bytes();
+            let copies = if counted { 1 } else { *n as usize };
+            if counted
+                && let (Some(c), Some(from)) = (count_chunks.next(), n.to_le_bytes().get(..cw))
+            {
+                c.copy_from_slice(from);
+            }
+            for slot in chunks.by_ref().take(copies) {
+                if let Some(b) = bytes.get(..width) {
+                    slot.copy_from_slice(b);
+                }
             }
         }
         Block {
             first: lo,
             base: lo,
             buf,
+            len: len as u32,
             start: 0,
-            len: len as u16,
+            slots: slots as u16,
             width: width as u8,
+            cw: cw as u8,
         }
     }
 
-    /// A block holding `ts` (sorted, fitting `BLOCK_BYTES` at their width).
+    /// A block holding `runs` in its smaller form with `spare` slots of room, or None when it
+    /// does not fit.
+    pub fn best(runs: &[(u64, u32)], width: Option<usize>, spare: usize) -> Option<Block> {
+        let (Some(lo), Some(hi)) = (runs.first(), runs.last()) else {
+            return Some(Block::laid(&[], 0, 1, spare, 0));
+        };
+        let width = width.unwrap_or_else(|| width_for(hi.0 - lo.0));
+        let (len, most) = totals(runs);
+        let (bytes, cw) = form_bytes(len, runs.len(), width, most);
+        (bytes <= BLOCK_BYTES && len <= MAX_LEN).then(|| Block::laid(runs, lo.0, width, spare, cw))
+    }
+
+    /// A block holding `ts` (sorted, fitting `BLOCK_BYTES` in the plain form at their width).
     pub fn from_sorted(ts: &[u64]) -> Block {
+        let runs = runs(ts.iter().copied());
         let lo = ts.first().copied().unwrap_or(0);
         let hi = ts.last().copied().unwrap_or(0);
-        Block::laid(ts.iter().copied(), lo, width_for(hi - lo), 0)
+        let width = width_for(hi - lo);
+        let (len, most) = totals(&runs);
+        let (_, cw) = form_bytes(len, runs.len(), width, most);
+        Block::laid(&runs, lo, width, 0, cw)
     }
 
-    /// `n` copies of `ts`, one byte each (`n` at most `BLOCK_BYTES`).
+    /// `n` copies of `ts` (`n` at most `MAX_LEN`).
     pub fn run(ts: u64, n: usize) -> Block {
-        Block {
-            first: ts,
-            base: ts,
-            buf: zeroed(size_class(n)),
-            start: 0,
-            len: n as u16,
-            width: 1,
-        }
+        let n = n.min(MAX_LEN);
+        let (_, cw) = form_bytes(n, 1, 1, n);
+        Block::laid(&[(ts, n as u32)], ts, 1, 0, cw)
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
-        usize::from(self.len)
+        self.len as usize
     }
 
     pub fn is_empty(&self) -> bool {
@@ -120,20 +235,133 @@ impl Block {
         usize::from(self.width)
     }
 
+    #[inline]
+    fn counted(&self) -> bool {
+        self.cw > 0
+    }
+
+    fn cw(&self) -> usize {
+        usize::from(self.cw)
+    }
+
+    /// Slots the buffer holds.
+    fn cap(&self) -> usize {
+        self.buf.len() / (self.w() + self.cw())
+    }
+
+    /// Where the counts start in the buffer (counted form).
+    fn counts_at(&self) -> usize {
+        self.cap() * self.w()
+    }
+
+    /// Sets the count of buffer slot `i` (counted form; `n` fits its count width).
+    fn set_count(&mut self, i: usize, n: usize) {
+        let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
+        if let (Some(to), Some(from)) = (self.buf.get_mut(at..at + cw), n.to_le_bytes().get(..cw)) {
+            to.copy_from_slice(from);
+        }
+    }
+
+    /// The count of buffer slot `i` (counted form).
+    fn read_count(&self, i: usize) -> usize {
+        let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
+        let mut bytes = [0u8; 8];
+        if let (Some(to), Some(from)) = (bytes.get_mut(..cw), self.buf.get(at..at + cw)) {
+            to.copy_from_slice(from);
+        }
+        u64::from_le_bytes(bytes) as usize
+    }
+
+    /// Whether a count of `n` fits this block's count width.
+    fn count_fits(&self, n: usize) -> bool {
+        (n as u64) < reach(self.cw())
+    }
+
+    /// Live slots.
+    pub fn slots(&self) -> usize {
+        usize::from(self.slots)
+    }
+
+    /// Bytes of its live slots and counts.
+    pub fn bytes(&self) -> usize {
+        self.slots() * (self.w() + self.cw())
+    }
+
     /// Bytes of its buffer (a size class).
     pub fn buf_bytes(&self) -> usize {
         self.buf.len()
     }
 
-    /// Whether one more timestamp at this block's width would exceed `BLOCK_BYTES`.
+    /// Whether one more slot would exceed `BLOCK_BYTES`, or one more request `MAX_LEN`.
     pub fn is_full(&self) -> bool {
-        (self.len() + 1) * self.w() > BLOCK_BYTES
+        self.len() >= MAX_LEN || self.bytes() + self.w() + self.cw() > BLOCK_BYTES
     }
 
-    /// The `i`-th timestamp of the block (below its length).
-    pub fn get(&self, i: usize) -> u64 {
+    /// Requests of slot `s` (1 past the live slots: 0).
+    fn count_at(&self, s: usize) -> usize {
+        if s >= self.slots() {
+            return 0;
+        }
+        if !self.counted() {
+            return 1;
+        }
+        self.read_count(usize::from(self.start) + s)
+    }
+
+    /// Requests in slots `a..b` (counted form).
+    fn sum(&self, a: usize, b: usize) -> usize {
+        let start = usize::from(self.start);
+        (start + a..start + b).map(|i| self.read_count(i)).sum()
+    }
+
+    /// Requests in the slots before slot `s`: summed from the nearer end.
+    #[inline]
+    fn prefix(&self, s: usize) -> usize {
+        if !self.counted() {
+            return s;
+        }
+        if s * 2 <= self.slots() {
+            self.sum(0, s)
+        } else {
+            self.len() - self.sum(s, self.slots())
+        }
+    }
+
+    /// The slot holding request `i` (below the length) and the requests before that slot,
+    /// walked from the nearer end.
+    #[inline]
+    fn locate(&self, i: usize) -> (usize, usize) {
+        if !self.counted() {
+            return (i, i);
+        }
+        let slots = self.slots();
+        if i * 2 <= self.len() {
+            let mut before = 0;
+            for s in 0..slots {
+                let n = self.count_at(s);
+                if i < before + n {
+                    return (s, before);
+                }
+                before += n;
+            }
+            (slots.saturating_sub(1), before)
+        } else {
+            let mut after = self.len();
+            for s in (0..slots).rev() {
+                after -= self.count_at(s);
+                if i >= after {
+                    return (s, after);
+                }
+            }
+            (0, 0)
+        }
+    }
+
+    /// The timestamp of slot `s` (below the live slots).
+    #[inline]
+    fn slot(&self, s: usize) -> u64 {
         let w = self.w();
-        let at = (usize::from(self.start) + i) * w;
+        let at = (usize::from(self.start) + s) * w;
         // One 8-byte load and a mask where the buffer has 8 bytes left, else byte by byte.
         let offset = match self.buf.get(at..at + 8).map(<[u8; 8]>::try_from) {
             Some(Ok(bytes)) => u64::from_le_bytes(bytes) & (u64::MAX >> (64 - 8 * w as u32)),
@@ -148,37 +376,113 @@ impl Block {
         self.base.saturating_add(offset)
     }
 
+    /// The `i`-th timestamp of the block (below its length).
+    #[inline]
+    pub fn get(&self, i: usize) -> u64 {
+        self.slot(self.locate(i).0)
+    }
+
     pub fn first(&self) -> u64 {
         self.first
     }
 
     /// The last timestamp (the first one of an empty block).
+    #[inline]
     pub fn last(&self) -> u64 {
-        match self.len() {
+        match self.slots() {
             0 => self.first,
-            n => self.get(n - 1),
+            n => self.slot(n - 1),
         }
     }
 
     /// Timestamps at or before `t`.
+    #[inline]
     pub fn count_le(&self, t: u64) -> usize {
         if self.last() <= t {
             return self.len();
         }
-        let (mut lo, mut hi) = (0, self.len());
+        let (mut lo, mut hi) = (0, self.slots());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.get(mid) <= t {
+            if self.slot(mid) <= t {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        lo
+        self.prefix(lo)
     }
 
-    pub fn values(&self) -> impl ExactSizeIterator<Item = u64> + Clone + '_ {
-        (0..self.len()).map(|i| self.get(i))
+    pub fn values(&self) -> Values<'_> {
+        Values {
+            block: self,
+            slot: 0,
+            left: self.count_at(0),
+            remaining: self.len(),
+        }
+    }
+
+    /// Slot `s`'s timestamp and requests (None past the live slots).
+    pub fn slot_run(&self, s: usize) -> Option<(u64, u64)> {
+        (s < self.slots()).then(|| (self.slot(s), self.count_at(s) as u64))
+    }
+
+    /// The block's runs (equal neighbours merged) with `n` copies of `ts` inserted at request
+    /// `p` and requests `a..b` left out (of the block before the insertion): O(slots).
+    pub fn runs_with(&self, p: usize, ts: u64, n: usize, a: usize, b: usize) -> Vec<(u64, u32)> {
+        fn push(out: &mut Vec<(u64, u32)>, t: u64, k: usize) {
+            match out.last_mut() {
+                _ if k == 0 => {}
+                Some((v, c)) if *v == t => *c += k as u32,
+                _ => out.push((t, k as u32)),
+            }
+        }
+        let mut out: Vec<(u64, u32)> = Vec::with_capacity(self.slots() + 2);
+        let mut at = 0;
+        let mut inserted = n == 0;
+        for s in 0..self.slots() {
+            let (t, c) = (self.slot(s), self.count_at(s));
+            let cut = (at + c).min(b).saturating_sub(at.max(a));
+            let kept = c - cut;
+            if !inserted && p < at + c {
+                let head = p.saturating_sub(at).min(kept);
+                push(&mut out, t, head);
+                push(&mut out, ts, n);
+                push(&mut out, t, kept - head);
+                inserted = true;
+            } else {
+                push(&mut out, t, kept);
+            }
+            at += c;
+        }
+        if !inserted {
+            push(&mut out, ts, n);
+        }
+        out
+    }
+
+    /// Its runs, equal neighbours merged: O(slots).
+    pub fn slot_runs(&self) -> Vec<(u64, u32)> {
+        self.runs_with(0, 0, 0, 0, 0)
+    }
+
+    /// `a` and `b` (in order) as one block of at most `bytes`, built from their slots; None when
+    /// the estimate from their slots or the block itself is larger.
+    pub fn merged(a: &Block, b: &Block, bytes: usize) -> Option<Block> {
+        let w = width_for(b.last().saturating_sub(a.first()));
+        let plain = (a.len() + b.len()) * w;
+        let counted = (a.slots() + b.slots()) * (w + a.cw().max(b.cw()).max(1));
+        if plain.min(counted) > bytes {
+            return None;
+        }
+        let mut runs = a.slot_runs();
+        for (t, n) in b.slot_runs() {
+            match runs.last_mut() {
+                Some((v, c)) if *v == t => *c += n,
+                _ => runs.push((t, n)),
+            }
+        }
+        Block::best(&runs, None, 0).filter(|m| m.bytes() <= bytes)
     }
 
     /// Writes `offset` into the `n` slots from byte `at`.
@@ -195,44 +499,131 @@ impl Block {
     }
 
     /// Inserts `n` copies of `ts` at `p` when the block can take them within `BLOCK_BYTES`
-    /// (re-laid out if its base or width must change); false leaves it untouched. The slots
-    /// that move are those on the shorter side of `p` when the buffer has room there.
+    /// (re-laid out if its base, width or form must change); false leaves it untouched. In the
+    /// plain form the slots that move are those on the shorter side of `p` when the buffer has
+    /// room there; in the counted form an insert after an equal timestamp bumps its count and an
+    /// append takes the next slot.
+    #[inline]
     pub fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
         let len = self.len();
         let p = p.min(len);
+        if len + n > MAX_LEN {
+            return false;
+        }
+        // An append on a counted block's newest timestamp: its count bumped.
+        if self.counted() && p == len && len > 0 {
+            let i = usize::from(self.start) + self.slots() - 1;
+            let c = self.read_count(i);
+            if self.slot(self.slots() - 1) == ts && self.count_fits(c + n) {
+                self.set_count(i, c + n);
+                self.len += n as u32;
+                return true;
+            }
+        }
         if len == 0 {
             // Nothing to keep: a new base, the narrowest width, the buffer if it is big enough.
-            if n > BLOCK_BYTES {
+            if n > MAX_LEN {
                 return false;
             }
-            if self.buf.len() < n {
-                self.buf = zeroed(size_class(n));
+            if n <= 2 && !self.counted() && self.buf.len() >= n {
+                (self.first, self.base, self.start, self.width) = (ts, ts, 0, 1);
+                self.fill(0, n, 0);
+                (self.slots, self.len) = (n as u16, n as u32);
+            } else {
+                *self = Block::run(ts, n);
             }
-            (self.first, self.base, self.start, self.width) = (ts, ts, 0, 1);
-            self.fill(0, n, 0);
-            self.len = n as u16;
             return true;
         }
         let (lo, hi) = (self.first.min(ts), self.last().max(ts));
-        // Offsets count from the base, which removals from the front leave behind the first; a
-        // block one byte wider than its span needs may fit more once narrowed.
-        if ts < self.base
-            || width_for(hi - self.base) > self.w()
-            || (len + n) * self.w() > BLOCK_BYTES
-        {
-            if !fits(len + n, hi - lo) {
+        if self.counted() {
+            if self.insert_counted(p, ts, n) {
+                return true;
+            }
+            // A new slot that cannot fit at the width the span needs: no re-layout would help.
+            let equal = p > 0 && self.get(p - 1) == ts;
+            if !equal && (self.slots() + 1) * (width_for(hi - lo) + self.cw()) > BLOCK_BYTES {
                 return false;
             }
-            let values = self.values();
-            let ts_all = values
-                .clone()
-                .take(p)
-                .chain(std::iter::repeat_n(ts, n))
-                .chain(values.skip(p));
-            let ts_all: Vec<u64> = ts_all.collect();
-            *self = Block::laid(ts_all.iter().copied(), lo, width_for(hi - lo), 0);
+        } else if ts >= self.base
+            && width_for(hi - self.base) <= self.w()
+            && (len + n) * self.w() <= BLOCK_BYTES
+            && !self.run_ends_at(p, ts, n)
+        {
+            self.insert_plain(p, ts, n);
+            return true;
+        } else if !fits(len + n, hi - lo) && !self.may_count(p, ts, n) {
+            // Too many for the plain form, and no sign that the counted one is smaller.
+            return false;
+        }
+        // Re-laid in its smaller form, if that fits.
+        match Block::best(&self.runs_with(p, ts, n, 0, 0), None, 0) {
+            Some(block) => {
+                *self = block;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether an append on a plain block is a point at which it tries the counted form: the
+    /// block reaches a multiple of 256 requests while ending in at least 3 copies of `ts` (at
+    /// most 16 tries a block, each O(block)).
+    fn run_ends_at(&self, p: usize, ts: u64, n: usize) -> bool {
+        let len = self.len();
+        p == len
+            && (len + n) % 256 < n
+            && p >= 3
+            && self.slot(p - 1) == ts
+            && self.slot(p - 3) == ts
+    }
+
+    /// Whether a plain block too full for `n` more copies of `ts` at `p` shows equal neighbours
+    /// (the insert's own, or at its middle and ends), so that the counted form may be smaller.
+    fn may_count(&self, p: usize, ts: u64, n: usize) -> bool {
+        let len = self.len();
+        let equal = |i: usize| i + 1 < len && self.slot(i) == self.slot(i + 1);
+        n > 1 || (p > 0 && self.get(p - 1) == ts) || equal(0) || equal(len / 2) || equal(len - 2)
+    }
+
+    /// A counted block's cheap inserts: a count bumped after an equal timestamp, an append into
+    /// the next free slot. False: neither applies (nothing changed).
+    fn insert_counted(&mut self, p: usize, ts: u64, n: usize) -> bool {
+        let start = usize::from(self.start);
+        if p > 0 {
+            let (s, before) = self.locate(p - 1);
+            let c = self.count_at(s);
+            if before + c == p
+                && self.slot(s) == ts
+                && self.count_fits(c + n)
+                && self.len() + n <= MAX_LEN
+            {
+                self.set_count(start + s, c + n);
+                self.len += n as u32;
+                return true;
+            }
+        }
+        let (w, slots) = (self.w(), self.slots());
+        let end = start + slots;
+        if p == self.len()
+            && ts >= self.base
+            && width_for(ts - self.base) <= w
+            && self.count_fits(n)
+            && self.len() + n <= MAX_LEN
+            && !self.is_full()
+            && end < self.cap()
+        {
+            self.fill(end * w, 1, ts - self.base);
+            self.set_count(end, n);
+            self.slots += 1;
+            self.len += n as u32;
             return true;
         }
+        false
+    }
+
+    /// Inserts `n` copies of `ts` at `p` in a plain block that has the width and room for them.
+    fn insert_plain(&mut self, p: usize, ts: u64, n: usize) {
+        let len = self.len();
         let w = self.w();
         let start = usize::from(self.start);
         let cap = self.buf.len() / w;
@@ -267,57 +658,92 @@ impl Block {
             self.start = 0;
         }
         self.fill((usize::from(self.start) + p) * w, n, ts - self.base);
-        self.len = (len + n) as u16;
+        self.len = (len + n) as u32;
+        self.slots = (len + n) as u16;
         self.first = self.first.min(ts);
-        true
     }
 
-    /// Removes slots `a..b` (within the length), moving the shorter side, then re-lays the block
-    /// if its buffer is larger than its live slots need (see the top of this file).
+    /// Removes requests `a..b` (within the length): in the plain form moving the shorter side,
+    /// in the counted form dropping slots and cutting counts at either end (re-laid for a cut
+    /// inside); then re-lays the block if its buffer is larger than its live slots need (see the
+    /// top of this file).
     pub fn remove(&mut self, a: usize, b: usize) {
-        let (len, w) = (self.len(), self.w());
+        let len = self.len();
         let (a, b) = (a.min(len), b.min(len));
         if a >= b {
             return;
         }
         let start = usize::from(self.start);
-        if a <= len - b {
-            // The first `a` move up to close the gap.
-            self.buf
-                .copy_within(start * w..(start + a) * w, (start + b - a) * w);
-            self.start = (start + b - a) as u16;
+        if !self.counted() {
+            let w = self.w();
+            if a <= len - b {
+                // The first `a` move up to close the gap.
+                self.buf
+                    .copy_within(start * w..(start + a) * w, (start + b - a) * w);
+                self.start = (start + b - a) as u16;
+            } else {
+                self.buf
+                    .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
+            }
+            self.len = (len - (b - a)) as u32;
+            self.slots = self.len as u16;
+        } else if a == 0 {
+            let (s, before) = self.locate(b - 1);
+            let c = self.count_at(s);
+            let cut = b - before;
+            let drop = if cut == c {
+                s + 1
+            } else {
+                self.set_count(start + s, c - cut);
+                s
+            };
+            self.start = (start + drop) as u16;
+            self.slots -= drop as u16;
+            self.len = (len - b) as u32;
+        } else if b == len {
+            let (s, before) = self.locate(a);
+            if before < a {
+                self.set_count(start + s, a - before);
+            }
+            self.slots = (s + usize::from(before < a)) as u16;
+            self.len = a as u32;
         } else {
-            self.buf
-                .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
+            let runs = self.runs_with(0, 0, 0, a, b);
+            let width = width_for(runs.last().map_or(0, |r| r.0) - self.first);
+            let (kept, most) = totals(&runs);
+            let (_, cw) = form_bytes(kept, runs.len(), width, most);
+            *self = Block::laid(&runs, self.first, width, 0, cw);
         }
-        self.len = (len - (b - a)) as u16;
         if self.len > 0 {
-            self.first = self.get(0);
+            self.first = self.slot(0);
         }
         self.settle();
     }
 
     /// Re-lays the block when its buffer holds more than its slots at the narrowest width with
-    /// two to spare: into the smallest class that holds them (one slot for an empty block). Costs
-    /// one block's length; a block just re-laid is re-laid again only after removals that take
-    /// it below the next smaller class (past 128 bytes, a class step is an eighth to a quarter
-    /// of its size).
+    /// two to spare: into the smallest class that holds them (one slot for an empty block), in
+    /// its smaller form. Costs one block's length; a block just re-laid is re-laid again only
+    /// after removals that take it below the next smaller class (past 128 bytes, a class step
+    /// is an eighth to a quarter of its size).
     fn settle(&mut self) {
-        let len = self.len();
+        let slots = self.slots();
         let width = self.kept_width();
-        if self.buf.len() <= size_class((len + 2) * width) {
+        if self.buf.len() <= size_class((slots + 2) * (width + self.cw())) {
             return;
         }
-        if width != self.w() {
-            *self = Block::laid(self.values(), self.first, width, usize::from(len == 0));
+        if width != self.w() || self.counted() {
+            let runs = self.slot_runs();
+            let (len, most) = totals(&runs);
+            let (_, cw) = form_bytes(len, runs.len(), width, most);
+            *self = Block::laid(&runs, self.first, width, usize::from(slots == 0), cw);
             return;
         }
         // The same slots into a smaller class: copied as they are, no re-encoding.
         let (w, start) = (self.w(), usize::from(self.start));
-        let mut buf = zeroed(size_class(len.max(1) * w));
+        let mut buf = zeroed(size_class(slots.max(1) * w));
         if let (Some(to), Some(from)) = (
-            buf.get_mut(..len * w),
-            self.buf.get(start * w..(start + len) * w),
+            buf.get_mut(..slots * w),
+            self.buf.get(start * w..(start + slots) * w),
         ) {
             to.copy_from_slice(from);
         }
@@ -335,7 +761,7 @@ impl Block {
         }
     }
 
-    /// Hands its buffer to `mover`.
+    /// Hands its buffers to `mover`.
     pub fn move_buffer(&mut self, mover: &mut impl super::index::Mover) {
         mover.bytes(&mut self.buf);
     }
@@ -350,13 +776,18 @@ impl Block {
     /// Checks the block's invariants (for the tests of this folder).
     #[cfg(test)]
     pub fn check(&self) {
-        let (len, w) = (self.len(), self.w());
-        assert!(len * w <= BLOCK_BYTES, "too big");
-        assert!(
-            (usize::from(self.start) + len) * w <= self.buf.len(),
-            "overflows"
-        );
+        let (len, slots, w) = (self.len(), self.slots(), self.w());
+        let start = usize::from(self.start);
+        assert!(self.bytes() <= BLOCK_BYTES, "too big");
+        assert!(start + slots <= self.cap(), "overflows");
         assert!((1..=7).contains(&w), "width {w}");
+        if self.counted() {
+            assert!((1..=4).contains(&self.cw()), "count width");
+            assert!((0..slots).all(|s| self.count_at(s) >= 1), "a zero count");
+            assert_eq!(self.sum(0, slots), len, "counts");
+        } else {
+            assert_eq!(slots, len, "plain slots");
+        }
         if len > 0 {
             assert_eq!(self.first, self.get(0), "first");
             assert!(self.base <= self.first, "base");
@@ -366,17 +797,20 @@ impl Block {
                     .zip(self.values().skip(1))
                     .all(|(a, b)| a <= b)
             );
+            assert_eq!(self.values().count(), len, "values");
         }
         let width = self.kept_width();
+        let per = self.cw();
         assert!(
-            self.buf.len() <= size_class((len + 2) * width).max(size_class(len * w)),
-            "a buffer of {} for {len} slots of {w} (kept {width})",
+            self.buf.len()
+                <= size_class((slots + 2) * (width + per)).max(size_class(slots * (w + per))),
+            "a buffer of {} for {slots} slots of {w} (kept {width})",
             self.buf.len()
         );
         let narrowest = width_for(self.last() - self.first);
         assert!(
-            w <= narrowest + 1 || self.buf.len() <= size_class((len + 2) * narrowest),
-            "width {w} for {len} slots, {narrowest} would do"
+            w <= narrowest + 1 || self.buf.len() <= size_class((slots + 2) * (narrowest + per)),
+            "width {w} for {slots} slots, {narrowest} would do"
         );
     }
 }
@@ -421,7 +855,13 @@ mod tests {
                         _ => 0,
                     };
                     let took = block.insert(p, ts, n);
-                    assert_eq!(took, fits(model.len() + n, span), "step {step}");
+                    let mut after = model.clone();
+                    after.splice(p..p, std::iter::repeat_n(ts, n));
+                    let runs = runs(after.iter().copied());
+                    let (_, most) = totals(&runs);
+                    // Taken when it fits one form (the counted one tried on signs of repeats).
+                    assert!(!took || fits_runs(after.len(), runs.len(), span, most));
+                    assert!(took || !fits(after.len(), span), "step {step}");
                     if took {
                         model.splice(p..p, std::iter::repeat_n(ts, n));
                     }
@@ -435,6 +875,38 @@ mod tests {
                 assert_eq!(block.values().collect::<Vec<_>>(), model, "step {step}");
             }
         }
+    }
+
+    /// Appends on the newest timestamp bump its count once the block is counted: a slot and a
+    /// count for each timestamp, front trims and refunds at the end cut counts.
+    #[test]
+    fn equal_timestamps_share_a_slot() {
+        let t = 1u64 << 40;
+        let mut block = Block::from_sorted(&[t, t, t, t, t + 1]);
+        assert!(block.counted());
+        for i in 0..3000u64 {
+            assert!(block.insert(block.len(), t + 1 + i / 10, 1), "request {i}");
+            block.check();
+        }
+        // 301 timestamps: 301 slots of 2 bytes and a count each.
+        assert_eq!(
+            (block.len(), block.slots(), block.bytes()),
+            (3005, 301, 903)
+        );
+        block.remove(0, 5);
+        assert_eq!(
+            (block.first(), block.len(), block.slots()),
+            (t + 1, 3000, 300)
+        );
+        block.remove(2990, 3000);
+        assert_eq!((block.last(), block.len()), (t + 299, 2990));
+        assert_eq!(block.count_le(t + 150), 1500);
+        assert_eq!(block.get(1500), t + 151);
+        block.remove(100, 2000);
+        block.check();
+        let mut want: Vec<u64> = (0..2990u64).map(|i| t + 1 + i / 10).collect();
+        want.drain(100..2000);
+        assert_eq!(block.values().collect::<Vec<_>>(), want);
     }
 
     #[test]

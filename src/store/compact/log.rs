@@ -18,7 +18,7 @@
 //! block. A log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in
 //! one pass and builds the tree bottom-up.
 
-use super::block::{BLOCK_BYTES, Block, fits, size_class, width_for};
+use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits_runs, size_class};
 pub use super::index::Mover;
 use super::index::{Item, Iter, Tree};
 use super::small::Small;
@@ -49,55 +49,72 @@ impl Item for Block {
     }
 }
 
-/// Blocks holding `ts` (sorted): the fewest equal shares that each fit a block, so that a split
-/// leaves room on both sides.
-fn pack(ts: &[u64]) -> Vec<Block> {
-    if ts.is_empty() {
-        return Vec::new();
-    }
-    let fit = |share: &[u64]| match (share.first(), share.last()) {
-        (Some(lo), Some(hi)) => fits(share.len(), hi - lo),
-        _ => true,
-    };
+/// Blocks holding `runs` (sorted timestamps and their counts): the fewest equal shares of the
+/// runs that each fit a block, so that a split leaves room on both sides.
+fn pack(runs: &[(u64, u32)]) -> Vec<Block> {
     let mut k = 1;
-    loop {
-        let share = ts.len().div_ceil(k);
-        if share <= 1 || ts.chunks(share).all(fit) {
-            return ts.chunks(share).map(Block::from_sorted).collect();
+    while k < runs.len() {
+        let share = runs.len().div_ceil(k);
+        let blocks: Option<Vec<Block>> = runs
+            .chunks(share)
+            .map(|c| Block::best(c, None, 0))
+            .collect();
+        if let Some(blocks) = blocks {
+            return blocks;
         }
         k += 1;
     }
+    runs.iter()
+        .filter_map(|r| Block::best(std::slice::from_ref(r), None, 0))
+        .collect()
 }
 
-/// `n` copies of `ts` as full one-byte blocks.
+/// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`).
 fn runs_of(ts: u64, n: u64) -> Vec<Block> {
-    let full = (n / BLOCK_BYTES as u64) as usize;
-    let rest = (n % BLOCK_BYTES as u64) as usize;
+    let full = (n / MAX_LEN as u64) as usize;
+    let rest = (n % MAX_LEN as u64) as usize;
     let mut blocks: Vec<Block> = Vec::with_capacity(full + 1);
-    blocks.extend((0..full).map(|_| Block::run(ts, BLOCK_BYTES)));
+    blocks.extend((0..full).map(|_| Block::run(ts, MAX_LEN)));
     if rest > 0 {
         blocks.push(Block::run(ts, rest));
     }
     blocks
 }
 
-/// Builds a log from sorted timestamps in one pass: each block as full as its width allows, then
-/// the tree over them bottom-up.
+/// Builds a log from sorted timestamps in one pass: each block as full as its width and form
+/// allow, then the tree over them bottom-up.
 #[derive(Default)]
 pub struct Builder {
     blocks: Vec<Block>,
     run: Vec<u64>,
+    /// Distinct timestamps in `run`, requests on its last one, and the most on any.
+    slots: usize,
+    last_count: usize,
+    most: usize,
 }
 
 impl Builder {
     /// Appends `ts`, at or after every timestamp pushed before.
     pub fn push(&mut self, ts: u64) {
+        let same = self.run.last() == Some(&ts);
+        let slots = self.slots + usize::from(!same);
+        let count = if same { self.last_count + 1 } else { 1 };
         if let Some(&lo) = self.run.first()
-            && !fits(self.run.len() + 1, ts.saturating_sub(lo))
+            && !fits_runs(
+                self.run.len() + 1,
+                slots,
+                ts.saturating_sub(lo),
+                self.most.max(count),
+            )
         {
             self.blocks.push(Block::from_sorted(&self.run));
             self.run.clear();
+            (self.slots, self.last_count, self.most) = (0, 0, 0);
         }
+        let same = self.run.last() == Some(&ts);
+        self.slots += usize::from(!same);
+        self.last_count = if same { self.last_count + 1 } else { 1 };
+        self.most = self.most.max(self.last_count);
         self.run.push(ts);
     }
 
@@ -165,7 +182,7 @@ impl Blocks {
         let at_end = p == block.len();
         let last = i + 1 == self.tree.items();
         let empty = block.is_empty();
-        let small = usize::try_from(n).ok().filter(|n| *n <= BLOCK_BYTES);
+        let small = usize::try_from(n).ok().filter(|n| *n <= MAX_LEN);
         if let Some(m) = small {
             if self.tree.edit(i, |b| b.insert(p, ts, m)) == Some(true) {
                 return;
@@ -184,22 +201,13 @@ impl Blocks {
         let Some(block) = self.tree.get(i) else {
             return;
         };
-        let values: Vec<u64> = block.values().collect();
-        let (left, right) = values.split_at(p.min(values.len()));
+        let len = block.len();
         let mut fresh = match small {
-            Some(m) => {
-                let ts_all: Vec<u64> = left
-                    .iter()
-                    .copied()
-                    .chain(std::iter::repeat_n(ts, m))
-                    .chain(right.iter().copied())
-                    .collect();
-                pack(&ts_all)
-            }
-            None => {
-                let mut fresh = pack(left);
+            Some(m) if len + m <= MAX_LEN => pack(&block.runs_with(p, ts, m, 0, 0)),
+            _ => {
+                let mut fresh = pack(&block.runs_with(0, 0, 0, p, len));
                 fresh.extend(runs_of(ts, n));
-                fresh.extend(pack(right));
+                fresh.extend(pack(&block.runs_with(0, 0, 0, 0, p)));
                 fresh
             }
         };
@@ -223,7 +231,7 @@ impl Blocks {
         };
         let (pa, pb) = (pa as usize, pb as usize);
         // Whether a block the cut leaves may go or merge: emptied, or within half a block.
-        let small = |b: &Block| b.len() * b.w() <= BLOCK_BYTES / 2;
+        let small = |b: &Block| b.bytes() <= BLOCK_BYTES / 2;
         let left_small = if i == j {
             self.tree.edit(i, |block| {
                 block.remove(pa, pb + 1);
@@ -280,7 +288,7 @@ impl Blocks {
 
     /// Merges blocks `k - 1` and `k` when together they fit half a block.
     fn merge(&mut self, k: usize) {
-        let half = |b: &Block| !b.is_empty() && b.len() * b.w() <= BLOCK_BYTES / 2;
+        let half = |b: &Block| !b.is_empty() && b.bytes() <= BLOCK_BYTES / 2;
         let Some(b) = self.tree.get(k).filter(|b| half(b)) else {
             return;
         };
@@ -291,11 +299,9 @@ impl Blocks {
         else {
             return;
         };
-        if (a.len() + b.len()) * width_for(b.last() - a.first()) > BLOCK_BYTES / 2 {
+        let Some(merged) = Block::merged(a, b, BLOCK_BYTES / 2) else {
             return;
-        }
-        let ts: Vec<u64> = a.values().chain(b.values()).collect();
-        let merged = Block::from_sorted(&ts);
+        };
         self.tree.remove(k);
         self.tree.edit(k - 1, |x| *x = merged);
     }
@@ -531,8 +537,8 @@ impl CompactLog {
     }
 }
 
-/// Iterator over runs of equal timestamps: a search inside each block for a run's end, not a
-/// walk over its timestamps.
+/// Iterator over runs of equal timestamps: a block's slots in turn, equal neighbours (within a
+/// block or across two) merged.
 pub struct Runs<'a> {
     small: std::vec::IntoIter<(u64, u64)>,
     blocks: Option<Iter<'a, Block>>,
@@ -549,24 +555,19 @@ impl Iterator for Runs<'_> {
         }
         let mut run: Option<(u64, u64)> = None;
         loop {
-            let block = match self.block {
-                Some(b) if self.at < b.len() => b,
-                _ => {
-                    let next = self.blocks.as_mut().and_then(Iterator::next);
-                    let Some(next) = next else {
-                        return run;
-                    };
-                    (self.block, self.at) = (Some(next), 0);
-                    continue;
-                }
+            let Some((ts, n)) = self.block.and_then(|b| b.slot_run(self.at)) else {
+                let next = self.blocks.as_mut().and_then(Iterator::next);
+                let Some(next) = next else {
+                    return run;
+                };
+                (self.block, self.at) = (Some(next), 0);
+                continue;
             };
-            let ts = block.get(self.at);
             if run.is_some_and(|(t, _)| t != ts) {
                 return run;
             }
-            let end = block.count_le(ts).max(self.at + 1);
-            let n = run.map_or(0, |(_, n)| n) + (end - self.at) as u64;
-            (run, self.at) = (Some((ts, n)), end);
+            run = Some((ts, run.map_or(0, |(_, m)| m) + n));
+            self.at += 1;
         }
     }
 }
@@ -587,6 +588,14 @@ impl CompactLog {
         match &self.repr {
             Repr::Small(_) => Vec::new(),
             Repr::Blocks(b) => b.tree.iter().map(|b| (b.w(), b.len())).collect(),
+        }
+    }
+
+    /// Whether the log's last block is full.
+    fn last_block_full(&self) -> bool {
+        match &self.repr {
+            Repr::Small(_) => false,
+            Repr::Blocks(b) => b.tree.last().is_some_and(Block::is_full),
         }
     }
 
@@ -623,6 +632,7 @@ impl CompactLog {
 
 #[cfg(test)]
 mod tests {
+    use super::super::block::fits;
     use super::*;
 
     fn all(log: &CompactLog) -> Vec<u64> {
@@ -792,6 +802,39 @@ mod tests {
         log.check();
     }
 
+    /// A million requests on each of 3000 timestamps: one slot each, and inserts inside full
+    /// counted blocks, trims and refunds work on slots, never on the requests one by one.
+    #[test]
+    fn huge_counts_cost_their_slots() {
+        let t = 1u64 << 40;
+        let mut log = CompactLog::default();
+        let mut model: Vec<(u64, u64)> = Vec::new();
+        for i in 0..3000u64 {
+            log.add(t + 2 * i, 1_000_000);
+            model.push((t + 2 * i, 1_000_000));
+        }
+        assert!(log.shape().len() > 2, "{:?}", log.shape().len());
+        assert!(log.heap_bytes() < 32_000, "{}", log.heap_bytes());
+        for i in (1..3000u64).step_by(7) {
+            log.add(t + 2 * i - 1, 3);
+            let at = model.partition_point(|r| r.0 < t + 2 * i - 1);
+            model.insert(at, (t + 2 * i - 1, 3));
+        }
+        log.trim((t + 1000) as i64);
+        model.retain(|r| r.0 > t + 1000);
+        assert_eq!(log.refund(t + 3000, 2_500_000), 2_500_000);
+        let mut left = 2_500_000u64;
+        for r in model.iter_mut().rev().skip_while(|r| r.0 > t + 3000) {
+            let cut = left.min(r.1);
+            r.1 -= cut;
+            left -= cut;
+        }
+        model.retain(|r| r.1 > 0);
+        assert_eq!(log.runs().collect::<Vec<_>>(), model);
+        assert_eq!(log.len(), model.iter().map(|r| r.1).sum::<u64>());
+        assert!(log.heap_bytes() < 64_000, "{}", log.heap_bytes());
+    }
+
     #[test]
     fn a_log_grown_or_trimmed_holds_little_more_than_it_needs() {
         // Growing or shrinking, a log holds at most about a quarter more than it needs (the
@@ -826,13 +869,14 @@ mod tests {
     #[test]
     fn blocks_neither_appear_nor_vanish_at_an_edge() {
         let t = 1_700_000_000_000u64;
-        // Full one-byte blocks of bursts, the last one exactly full.
+        // Counted blocks of 3 requests a ms (3 bytes a timestamp), the last one exactly full.
         let mut log = CompactLog::default();
-        for i in 0..40 {
-            log.add(t + i, BLOCK_BYTES as u64);
+        let mut newest = t;
+        while !log.last_block_full() {
+            newest += 1;
+            log.add(newest, 3);
         }
         let full = log.shape().len();
-        let newest = t + 39;
         let mut seen = Vec::new();
         for round in 0..50 {
             log.add(newest + 1000, 1);
@@ -845,8 +889,8 @@ mod tests {
             log.check();
         }
         assert_eq!(log.newest(), Some(newest));
-        // A refund from the block before it: the empty one goes.
-        assert_eq!(log.refund(MAX_TS, 1), 1);
+        // A refund of the newest timestamp from the block before it: the empty one goes.
+        assert_eq!(log.refund(MAX_TS, 3), 3);
         assert_eq!(log.shape().len(), full);
         log.check();
         // Requests a ms apart: full two-byte blocks; the edge between the 20th and 21st.
