@@ -136,27 +136,24 @@ impl Summary {
     }
 
     /// The entries as `TOP` lists them: largest count first, then the smaller error, then the
-    /// name's bytes. O(capacity) to select the first `k`, O(k log k) to sort them.
+    /// name's bytes; only those `keep` admits. `keep` is asked once an entry, then O(T) selects
+    /// the first `k` of the kept and O(k log k) sorts them.
     pub fn top(&self, k: usize, mut keep: impl FnMut(&[u8]) -> bool) -> Vec<Entry> {
-        let mut all: Vec<&Entry> = self
+        let mut kept: Vec<&Entry> = self
             .order
             .iter()
             .map(|&slot| &self.slots[slot as usize].entry)
+            .filter(|e| keep(&e.name))
             .collect();
-        let mut chosen: Vec<Entry> = Vec::with_capacity(k.min(all.len()));
-        // Entries left out by `keep` make the chosen few come from further down: select in
-        // rounds of `k` until `k` are kept or none are left.
-        while chosen.len() < k && !all.is_empty() {
-            let want = (k - chosen.len()).min(all.len());
-            if want < all.len() {
-                all.select_nth_unstable_by(want - 1, |a, b| rank(a, b));
-            }
-            let mut round: Vec<&Entry> = all.drain(..want).collect();
-            round.sort_unstable_by(|a, b| rank(a, b));
-            chosen.extend(round.into_iter().filter(|e| keep(&e.name)).cloned());
+        if k == 0 {
+            return Vec::new();
         }
-        chosen.sort_unstable_by(rank);
-        chosen
+        if k < kept.len() {
+            kept.select_nth_unstable_by(k - 1, |a, b| rank(a, b));
+            kept.truncate(k);
+        }
+        kept.sort_unstable_by(|a, b| rank(a, b));
+        kept.into_iter().cloned().collect()
     }
 
     /// The bytes the summary holds, its tables and names.
