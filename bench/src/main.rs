@@ -11,6 +11,7 @@
 mod ab;
 mod chart;
 mod churn;
+mod coarse;
 mod depth;
 mod info;
 mod json;
