@@ -19,11 +19,13 @@ pub enum Now {
     Server,
 }
 
-/// A parsed call, every number already checked against its range.
+/// A parsed call, every number already checked against its range: ALLOW's and PEEK's with one
+/// key's `Limits`, ALLOWALL's and PEEKALL's with `KeyedLimits`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Args {
-    /// The positional limit first, then each `LIMIT` option in the order given.
-    pub limits: Limits,
+pub struct Args<L = Limits> {
+    /// ALLOW: the positional limit first, then each `LIMIT` option in the order given; ALLOWALL:
+    /// each `LIMIT` option in order, with its key.
+    pub limits: L,
     pub now: Now,
     pub cost: u64,
     /// `LEASE ms`: admitted members are scored `now + ms`.
@@ -78,25 +80,9 @@ pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
     })
 }
 
-/// A parsed ALLOWALL / PEEKALL call; the keys are `argv[2..2 + numkeys]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllArgs {
-    pub numkeys: usize,
-    /// Each `LIMIT` option in order, with its key (0-based).
-    pub limits: KeyedLimits,
-    pub now: Now,
-    pub cost: u64,
-    /// `LEASE ms`, as for ALLOW.
-    pub lease: Option<u64>,
-    /// `PRECISION p`, as for ALLOW.
-    pub precision: Option<u64>,
-    /// `DETAIL`, as for ALLOW.
-    pub detail: bool,
-}
-
 /// Parses ALLOWALL's whole argv: numkeys, the keys (distinct), now, then options left to right;
 /// the first error wins, and a key without a `LIMIT` is told last.
-pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
+pub fn parse_all(argv: &[&[u8]]) -> Result<Args<KeyedLimits>, Error> {
     let [name, numkeys, rest @ ..] = argv else {
         let name = argv.first().copied().unwrap_or(b"slidingwindow");
         return Err(Error::WrongArity(token(name).to_ascii_lowercase()));
@@ -117,7 +103,7 @@ pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
     };
     let now = time(now, Arg::Now)?;
     // Four words a LIMIT: one allocation of the right size for a well-formed call.
-    let mut limits = KeyedLimits::with_capacity(options.len() / 4);
+    let mut limits = KeyedLimits::with_capacity(numkeys, options.len() / 4);
     let mut shared = Shared::default();
     let mut rest = options;
     while let [option, tail @ ..] = rest {
@@ -142,11 +128,10 @@ pub fn parse_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
             return Err(Error::UnknownOption(token(option)));
         }
     }
-    if let Some(key) = limits.first_unlimited(numkeys) {
+    if let Some(key) = limits.first_unlimited() {
         return Err(Error::KeyWithoutLimit(key + 1));
     }
-    Ok(AllArgs {
-        numkeys,
+    Ok(Args {
         limits,
         now,
         cost: shared.cost.unwrap_or(1),
@@ -596,19 +581,23 @@ mod tests {
         }
     }
 
-    fn all(line: &str) -> Result<AllArgs, Error> {
+    fn all(line: &str) -> Result<Args<KeyedLimits>, Error> {
         let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         parse_all(&words)
     }
 
     /// Limits as (key 0-based, window s, max).
-    fn keyed(numkeys: usize, limits: &[(usize, u64, u64)], now: Now, cost: u64) -> AllArgs {
-        let mut all = KeyedLimits::default();
+    fn keyed(
+        numkeys: usize,
+        limits: &[(usize, u64, u64)],
+        now: Now,
+        cost: u64,
+    ) -> Args<KeyedLimits> {
+        let mut all = KeyedLimits::with_capacity(numkeys, 0);
         for &(k, w, m) in limits {
             assert!(all.push(k, limit(w, m)));
         }
-        AllArgs {
-            numkeys,
+        Args {
             limits: all,
             now,
             cost,

@@ -57,18 +57,21 @@ impl Limits {
     }
 }
 
-/// The limits of an ALLOWALL call: each `LIMIT keyno window max` in position order, with its
-/// key (0-based); at most `MAX_LIMITS` on one key of at most `MAX_KEYS`.
+/// The limits of an ALLOWALL call over its `keys` keys: each `LIMIT keyno window max` in
+/// position order, with its key (0-based); at most `MAX_LIMITS` on one key of at most `MAX_KEYS`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyedLimits {
+    keys: usize,
     items: Vec<(usize, Limit)>,
     per_key: [u8; MAX_KEYS],
 }
 
 impl KeyedLimits {
-    /// Room for `n` limits, so that a well-formed call allocates once.
-    pub fn with_capacity(n: usize) -> KeyedLimits {
+    /// No limit yet on `keys` keys, with room for `n` limits, so that a well-formed call
+    /// allocates once.
+    pub fn with_capacity(keys: usize, n: usize) -> KeyedLimits {
         KeyedLimits {
+            keys,
             items: Vec::with_capacity(n.min(MAX_KEYS * MAX_LIMITS)),
             per_key: [0; MAX_KEYS],
         }
@@ -108,9 +111,68 @@ impl KeyedLimits {
             .fold(0, |w, (_, l)| w.max(l.window_ms))
     }
 
-    /// The first of keys `0..keys` without a limit.
-    pub fn first_unlimited(&self, keys: usize) -> Option<usize> {
-        (0..keys).find(|k| self.on_key(*k) == 0)
+    /// The first key without a limit.
+    pub fn first_unlimited(&self) -> Option<usize> {
+        (0..self.keys).find(|k| self.on_key(*k) == 0)
+    }
+}
+
+/// A call's limits, whether one key's (`Limits`, ALLOW and PEEK) or several keys'
+/// (`KeyedLimits`, ALLOWALL and PEEKALL): what the decision and the TTLs read of them.
+pub trait Scope {
+    /// Keys the call names, each with its log.
+    fn keys(&self) -> usize;
+    /// How many limits, over every key.
+    fn count(&self) -> usize;
+    /// Each limit with its key (an index into the call's logs), in position order.
+    fn each(&self) -> impl Iterator<Item = (usize, Limit)> + Clone + '_;
+    /// `Wmax_k`: key `key` keeps this much, and an admission sets its TTL to it.
+    fn wmax(&self, key: usize) -> u64;
+    /// Whether the reply names the binding limit (a sixth integer).
+    fn named(&self) -> bool;
+}
+
+impl Scope for Limits {
+    fn keys(&self) -> usize {
+        1
+    }
+
+    fn count(&self) -> usize {
+        Limits::count(self)
+    }
+
+    fn each(&self) -> impl Iterator<Item = (usize, Limit)> + Clone + '_ {
+        self.iter().map(|l| (0, *l))
+    }
+
+    fn wmax(&self, _key: usize) -> u64 {
+        self.longest_window_ms()
+    }
+
+    fn named(&self) -> bool {
+        self.has_options()
+    }
+}
+
+impl Scope for KeyedLimits {
+    fn keys(&self) -> usize {
+        self.keys
+    }
+
+    fn count(&self) -> usize {
+        KeyedLimits::count(self)
+    }
+
+    fn each(&self) -> impl Iterator<Item = (usize, Limit)> + Clone + '_ {
+        self.iter()
+    }
+
+    fn wmax(&self, key: usize) -> u64 {
+        self.longest_window_ms(key)
+    }
+
+    fn named(&self) -> bool {
+        true
     }
 }
 
@@ -234,13 +296,21 @@ mod tests {
             window_ms: w * 1000,
             max: 1,
         };
-        let mut all = KeyedLimits::with_capacity(4);
-        assert_eq!(all.first_unlimited(2), Some(0));
+        let mut all = KeyedLimits::with_capacity(2, 4);
+        assert_eq!(all.first_unlimited(), Some(0));
         assert!(all.push(1, l(5)));
         assert!(all.push(0, l(1)));
         assert!(all.push(1, l(60)));
-        assert_eq!(all.first_unlimited(2), None);
-        assert_eq!(all.first_unlimited(3), Some(2));
+        assert_eq!(all.first_unlimited(), None);
+        let mut three = all.clone();
+        three.keys = 3;
+        assert_eq!(three.first_unlimited(), Some(2));
+        assert_eq!(Scope::keys(&all), 2);
+        assert_eq!(all.wmax(1), 60_000);
+        assert!(all.named());
+        assert!(!Limits::new(l(1)).named());
+        assert_eq!(Limits::new(l(7)).wmax(0), 7000);
+        assert_eq!(Scope::keys(&Limits::new(l(7))), 1);
         assert_eq!(all.longest_window_ms(1), 60_000);
         assert_eq!(all.longest_window_ms(0), 1000);
         assert_eq!(all.longest_window_ms(2), 0);

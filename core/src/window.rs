@@ -6,7 +6,7 @@
 use super::error::{Error, MAX_KEYS, MAX_LIMITS};
 #[cfg(feature = "panic-test")]
 use super::fault::{self, Point};
-use super::limits::{KeyedLimits, Limit, Limits, Standing, Tally};
+use super::limits::{Limit, Limits, Scope, Standing, Tally};
 use super::reply::{Detail, LimitState, Reply, wait_ms};
 
 /// A log of request timestamps, oldest first. Scores are `f64` because a key may have been written by
@@ -26,11 +26,13 @@ pub trait Log {
     fn newest(&mut self) -> Result<Option<f64>, Error>;
 }
 
-/// One call, with `now` resolved. Every number is at most 2^53 (checked by the parser).
+/// One call, with `now` resolved: ALLOW's and PEEK's with one key's `Limits`, ALLOWALL's and
+/// PEEKALL's with `KeyedLimits`. Every number is at most 2^53 (checked by the parser).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    /// The positional limit first, then each `LIMIT` option.
-    pub limits: Limits,
+pub struct Request<S = Limits> {
+    /// ALLOW: the positional limit first, then each `LIMIT` option; ALLOWALL: each `LIMIT` option
+    /// in order, with its key (an index into the call's logs).
+    pub limits: S,
     pub now: u64,
     /// The server's clock (ms) as the call read it, once: the TTL counts from it.
     pub clock: u64,
@@ -46,18 +48,18 @@ pub struct Request {
     pub detail: bool,
 }
 
-impl Request {
+impl<S: Scope> Request<S> {
     /// `now - window`: members scored at or before it have left that window. In `[-2^53, 2^53]`.
     pub fn cutoff(&self, window_ms: u64) -> i64 {
         to_i64(self.now).saturating_sub(to_i64(window_ms))
     }
 
-    /// The absolute expiry (ms) an admission sets: `Wmax + (score - now) + lateness` from the
-    /// server's clock as the call read it.
-    pub fn expire_at(&self) -> i64 {
+    /// The absolute expiry (ms) an admission sets on key `key` (0 for ALLOW's): its own `Wmax_k
+    /// + (score - now) + lateness` from the server's clock as the call read it.
+    pub fn expire_at(&self, key: usize) -> i64 {
         expire_at(
             self.clock,
-            self.limits.longest_window_ms(),
+            self.limits.wmax(key),
             self.at.saturating_sub(self.now),
             self.lateness,
         )
@@ -68,7 +70,7 @@ impl Request {
             now: self.now,
             cost: self.cost,
             max_add: self.max_add,
-            named: self.limits.has_options(),
+            named: self.limits.named(),
             at: self.at,
             lateness: self.lateness,
             detail: self.detail,
@@ -99,38 +101,6 @@ pub struct Outcome {
     pub detail: Option<Detail>,
 }
 
-/// One ALLOWALL / PEEKALL call, with `now` resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllRequest {
-    /// Each `LIMIT` option in order, with its key (an index into the call's logs).
-    pub limits: KeyedLimits,
-    pub keys: usize,
-    pub now: u64,
-    /// The server's clock (ms) as the call read it, once: every key's TTL counts from it.
-    pub clock: u64,
-    pub cost: u64,
-    /// Most members one admitted call may add, over every key.
-    pub max_add: u64,
-    /// As for `Request`: where admitted members are scored (on every key),
-    /// `slidingwindow.lateness`, `DETAIL`.
-    pub at: u64,
-    pub lateness: u64,
-    pub detail: bool,
-}
-
-impl AllRequest {
-    /// The absolute expiry (ms) an admission sets on key `key`: its own `Wmax_k + (at - now) +
-    /// lateness` from the server's clock as the call read it.
-    pub fn expire_at(&self, key: usize) -> i64 {
-        expire_at(
-            self.clock,
-            self.limits.longest_window_ms(key),
-            self.at.saturating_sub(self.now),
-            self.lateness,
-        )
-    }
-}
-
 /// Trim by the longest window (and `lateness` more), count each window, maybe add: one
 /// `SLIDINGWINDOW.ALLOW` against `log`, the one-key case of `allow_all`. Each window shorter than
 /// the longest (every window, with lateness) costs one count through its cutoff, and one k-th
@@ -139,11 +109,7 @@ impl AllRequest {
 /// An admission that would add more than `max_add` members is an error that changes nothing, for
 /// ALLOW and PEEK alike; a call that would be refused anyway just answers.
 pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
-    decide::<L, _, MAX_LIMITS>(
-        std::slice::from_mut(log),
-        req.limits.iter().map(|l| (0, *l)),
-        &req.call(),
-    )
+    decide::<L, _, MAX_LIMITS>(std::slice::from_mut(log), req.limits.each(), &req.call())
 }
 
 /// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log` (`trimmed` is
@@ -155,29 +121,21 @@ pub fn peek<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
 /// `SLIDINGWINDOW.ALLOWALL` against `logs` (one per key, in the call's order): every key trimmed
 /// by its own longest window; admitted only if the cost fits every limit of every key, and then
 /// added to every key. Always six integers.
-pub fn allow_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Error> {
-    if logs.len() != req.keys {
+pub fn allow_all<L: Log, S: Scope>(logs: &mut [L], req: &Request<S>) -> Result<Outcome, Error> {
+    if logs.len() != req.limits.keys() {
         return Err(Error::Server("one log for each key"));
     }
-    let call = Call {
-        now: req.now,
-        cost: req.cost,
-        max_add: req.max_add,
-        named: true,
-        at: req.at,
-        lateness: req.lateness,
-        detail: req.detail,
-    };
+    let call = req.call();
     // Per-limit arrays on the stack, sized for the common call or for the largest one.
     if req.limits.count() <= MAX_LIMITS {
-        decide::<L, _, MAX_LIMITS>(logs, req.limits.iter(), &call)
+        decide::<L, _, MAX_LIMITS>(logs, req.limits.each(), &call)
     } else {
-        decide::<L, _, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.iter(), &call)
+        decide::<L, _, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.each(), &call)
     }
 }
 
 /// `SLIDINGWINDOW.PEEKALL`: what `allow_all` would answer now, touching no log.
-pub fn peek_all<L: Log>(logs: &mut [L], req: &AllRequest) -> Result<Outcome, Error> {
+pub fn peek_all<L: Log, S: Scope>(logs: &mut [L], req: &Request<S>) -> Result<Outcome, Error> {
     let mut views: Vec<Preview<'_, L>> = logs.iter_mut().map(Preview::new).collect();
     allow_all(&mut views, req)
 }
@@ -474,7 +432,7 @@ impl<L: Log> Log for Preview<'_, L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::Limit;
+    use crate::limits::{KeyedLimits, Limit};
     use crate::rng::Rng;
     // The shared contract model (dev-only crate `testkit`): an independent reading of the contract.
     use testkit::model::Model;
@@ -1142,8 +1100,13 @@ mod tests {
         }
     }
 
-    fn all_req(keys: usize, limits: &[(usize, u64, u64)], now: u64, cost: u64) -> AllRequest {
-        let mut all = KeyedLimits::default();
+    fn all_req(
+        keys: usize,
+        limits: &[(usize, u64, u64)],
+        now: u64,
+        cost: u64,
+    ) -> Request<KeyedLimits> {
+        let mut all = KeyedLimits::with_capacity(keys, 0);
         for &(k, w, max) in limits {
             assert!(all.push(
                 k,
@@ -1153,9 +1116,8 @@ mod tests {
                 }
             ));
         }
-        AllRequest {
+        Request {
             limits: all,
-            keys,
             now,
             clock: now,
             cost,
@@ -1280,7 +1242,7 @@ mod tests {
     fn the_cap_counts_every_key_and_comes_before_any_change() {
         let stored = [VecLog(vec![1000.0]), VecLog(vec![1000.0])];
         // 3 members to each of two keys: 6 > 5, admissible on both: an error, no trim.
-        let r = AllRequest {
+        let r = Request {
             max_add: 5,
             ..all_req(2, &[(0, 1, 10), (1, 1, 10)], 20_000, 3)
         };
@@ -1303,14 +1265,14 @@ mod tests {
         );
         assert_eq!(logs, stored);
         // Refused by the second key anyway: the ordinary answer.
-        let r = AllRequest {
+        let r = Request {
             max_add: 5,
             ..all_req(2, &[(0, 1, 10), (1, 1, 2)], 20_000, 3)
         };
         let got = allow_all(&mut logs, &r).map(|o| o.reply);
         assert_eq!(got, Ok(named(reply(false, 0, 2, -1, 0), 1)));
         // Within the cap: admitted.
-        let r = AllRequest {
+        let r = Request {
             max_add: 6,
             ..all_req(2, &[(0, 1, 10), (1, 1, 10)], 20_000, 3)
         };
@@ -1369,7 +1331,7 @@ mod tests {
             lateness: 40,
             ..multi(&[(10, 3), (60, 9)], 1000, 1)
         };
-        assert_eq!(r.expire_at(), 7 + 60_000 + 500 + 40);
+        assert_eq!(r.expire_at(0), 7 + 60_000 + 500 + 40);
     }
 
     /// `PRECISION p` scores the members at `now` (or a lease's end) rounded up to a multiple of
@@ -1437,7 +1399,7 @@ mod tests {
             ..multi(&[(10, 3), (60, 9)], 1001, 1)
         };
         assert_eq!(r.at, 2000);
-        assert_eq!(r.expire_at(), 7 + 60_000 + 999 + 40);
+        assert_eq!(r.expire_at(0), 7 + 60_000 + 999 + 40);
     }
 
     /// Lateness keeps G more ms in the log and changes no reply: members at or before
@@ -1529,7 +1491,7 @@ mod tests {
                     };
                     (peek(&mut logs[0], &r), allow(&mut logs[0], &r))
                 } else {
-                    let r = AllRequest {
+                    let r = Request {
                         at: scored(now, lease, precision),
                         lateness,
                         detail,

@@ -11,10 +11,10 @@
 use slidingwindow_core::{args, error, limits};
 mod reading;
 
-use args::{AllArgs, Now, RefundArgs};
+use args::{Args, Now, RefundArgs};
 use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
-use limits::{KeyedLimits, Limit};
+use limits::{KeyedLimits, Limit, Scope};
 
 use reading::{Shared, TOP, integer};
 
@@ -32,7 +32,7 @@ fn arity(argv: &[&[u8]]) -> Error {
     Error::WrongArity(name.to_ascii_lowercase())
 }
 
-fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
+fn expected_all(argv: &[&[u8]]) -> Result<Args<KeyedLimits>, Error> {
     if argv.len() < 2 {
         return Err(arity(argv));
     }
@@ -79,12 +79,11 @@ fn expected_all(argv: &[&[u8]]) -> Result<AllArgs, Error> {
     if let Some(k) = (0..numkeys).find(|k| !limits.iter().any(|l| l.0 == *k)) {
         return Err(Error::KeyWithoutLimit(k + 1));
     }
-    let mut all = KeyedLimits::default();
+    let mut all = KeyedLimits::with_capacity(numkeys, 0);
     for &(k, window_ms, max) in &limits {
         assert!(all.push(k, Limit { window_ms, max }));
     }
-    Ok(AllArgs {
-        numkeys,
+    Ok(Args {
         limits: all,
         now,
         cost: shared.cost.unwrap_or(1),
@@ -154,8 +153,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(got, expected_all(&argv), "{}", show(&argv));
     match &got {
         Ok(got) => {
-            assert!((1..=16).contains(&got.numkeys));
-            for k in 0..got.numkeys {
+            assert!((1..=16).contains(&got.limits.keys()));
+            for k in 0..got.limits.keys() {
                 assert!((1..=16).contains(&got.limits.on_key(k)));
             }
             assert!((1..=TOP).contains(&u128::from(got.cost)));

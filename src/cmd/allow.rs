@@ -4,13 +4,14 @@
 use super::Answer;
 use super::config;
 use super::request::request;
+use crate::core::args;
 use crate::core::error::Error;
 use crate::core::window::{self, Request};
 use crate::ffi::{Argv, Ctx, Mode};
 use crate::store::{self, Changes, Store};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
-    let req = request(ctx, argv)?;
+    let req = request(ctx, argv, args::parse)?;
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
     let mut key = store::open(ctx, name, Mode::Write)?;
     // A missing key is created in the configured storage; an existing one keeps its own.
@@ -28,7 +29,7 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
 fn decide<S: Store>(store: &mut S, req: &Request, name: &[u8]) -> Result<Answer, Error> {
     let outcome = window::allow(store, req)?;
     if outcome.reply.allowed {
-        store.set_expiry(req.expire_at())?;
+        store.set_expiry(req.expire_at(0))?;
     } else {
         super::top::refused(name);
     }

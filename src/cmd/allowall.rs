@@ -3,20 +3,23 @@
 
 use super::Answer;
 use super::config;
-use super::request::{all_request, open_keys};
+use super::request::{open_keys, request};
+use crate::core::args;
 use crate::core::error::Error;
+use crate::core::limits::Scope;
 use crate::core::window;
 use crate::ffi::{Argv, Ctx, Mode};
 use crate::store::{Changes, Store};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
-    let req = all_request(ctx, argv)?;
+    let req = request(ctx, argv, args::parse_all)?;
+    let n = req.limits.keys();
     // Every key is opened, its type checked, before any key changes.
-    let mut keys = open_keys(ctx, argv, req.keys, Mode::Write)?;
+    let mut keys = open_keys(ctx, argv, n, Mode::Write)?;
     let storage = config::storage();
     let mut logs: Vec<_> = keys
         .iter_mut()
-        .zip(fx.keys(req.keys))
+        .zip(fx.keys(n))
         .map(|(key, fx)| key.log(fx, storage))
         .collect();
     let outcome = window::allow_all(&mut logs, &req)?;

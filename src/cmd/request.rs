@@ -1,9 +1,9 @@
 //! From a command's arguments to a checked request, with `now` resolved and its keys opened.
 
 use super::config;
-use crate::core::args::{self, AllArgs, Args, Now, score};
+use crate::core::args::{self, Args, Now, score};
 use crate::core::error::{Error, MAX_EXACT};
-use crate::core::window::{AllRequest, Request};
+use crate::core::window::Request;
 use crate::ffi::{Argv, Ctx, Mode};
 use crate::store::{self, Opened};
 
@@ -37,36 +37,20 @@ pub fn resolve(clock: u64, at: Now) -> u64 {
     }
 }
 
-/// The call's request: arguments checked, `*` read from the server's clock (a lease and a
-/// precision on it checked against it).
-pub fn request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<Request, Error> {
-    let args: Args = words(argv, args::parse)?;
+/// ALLOW's or ALLOWALL's parser.
+type Parse<S> = fn(&[&[u8]]) -> Result<Args<S>, Error>;
+
+/// The call's request: arguments checked by `parse` (ALLOW's `args::parse`, ALLOWALL's
+/// `args::parse_all`), `*` read from the server's clock once (a lease and a precision on it
+/// checked against it; every key's TTL counts from that reading).
+pub fn request<S>(ctx: Ctx<'_>, argv: Argv<'_>, parse: Parse<S>) -> Result<Request<S>, Error> {
+    let args = words(argv, parse)?;
     // One clock reading per call: `*` and the TTL agree.
     let clock = ctx.now_ms();
     let now = resolve(clock, args.now);
     let at = score(now, args.lease, args.precision)?;
     Ok(Request {
         limits: args.limits,
-        now,
-        clock,
-        cost: args.cost,
-        max_add: config::max_members_per_call(),
-        at,
-        lateness: config::lateness(),
-        detail: args.detail,
-    })
-}
-
-/// An ALLOWALL / PEEKALL call's request: arguments checked (keys distinct, each limited), `*`
-/// read from the server's clock, once.
-pub fn all_request(ctx: Ctx<'_>, argv: Argv<'_>) -> Result<AllRequest, Error> {
-    let args: AllArgs = words(argv, args::parse_all)?;
-    let clock = ctx.now_ms();
-    let now = resolve(clock, args.now);
-    let at = score(now, args.lease, args.precision)?;
-    Ok(AllRequest {
-        limits: args.limits,
-        keys: args.numkeys,
         now,
         clock,
         cost: args.cost,
