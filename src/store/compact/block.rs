@@ -421,8 +421,7 @@ impl Block {
     #[inline]
     fn slot(&self, s: usize) -> u64 {
         if self.sealed() {
-            let i = usize::from(self.start) + s;
-            return self.base.saturating_add(self.ef().get(&self.buf, i));
+            return self.sealed_slot(s);
         }
         let w = self.w();
         let at = (usize::from(self.start) + s) * w;
@@ -438,6 +437,27 @@ impl Block {
             }
         };
         self.base.saturating_add(offset)
+    }
+
+    /// The timestamp of slot `s` of a sealed block, kept out of line so that the byte form's
+    /// reads stay inline.
+    #[inline(never)]
+    fn sealed_slot(&self, s: usize) -> u64 {
+        let i = usize::from(self.start) + s;
+        self.base.saturating_add(self.ef().get(&self.buf, i))
+    }
+
+    /// `count_le` on a sealed block (below its last timestamp).
+    #[inline(never)]
+    fn sealed_count_le(&self, t: u64) -> usize {
+        let (start, end) = (
+            usize::from(self.start),
+            usize::from(self.start) + self.slots(),
+        );
+        let rank = t
+            .checked_sub(self.base)
+            .map_or(0, |off| self.ef().rank(&self.buf, off));
+        self.prefix(rank.clamp(start, end) - start)
     }
 
     /// The `i`-th timestamp of the block (below its length).
@@ -466,14 +486,7 @@ impl Block {
             return self.len();
         }
         if self.sealed() {
-            let (start, end) = (
-                usize::from(self.start),
-                usize::from(self.start) + self.slots(),
-            );
-            let rank = t
-                .checked_sub(self.base)
-                .map_or(0, |off| self.ef().rank(&self.buf, off));
-            return self.prefix(rank.clamp(start, end) - start);
+            return self.sealed_count_le(t);
         }
         let (mut lo, mut hi) = (0, self.slots());
         while lo < hi {
