@@ -10,6 +10,9 @@
 
 // The storage's pure files, included by path (the module crate itself is a cdylib).
 #[allow(dead_code)]
+#[path = "../../src/store/compact/bits.rs"]
+mod bits;
+#[allow(dead_code)]
 #[path = "../../src/store/compact/block.rs"]
 mod block;
 #[allow(dead_code)]

@@ -14,6 +14,14 @@
 //! holds it) once its buffer is larger than that layout with two slots to spare. The spare
 //! slots and the spare byte keep one request coming and going at a class boundary or at a
 //! width's reach from re-laying it each time.
+//!
+//! A block that the log will not append to any more is sealed (`seal`): the same slots coded in
+//! bits (`bits`, Elias-Fano), plain or counted, whichever is smaller. A sealed block holds what
+//! its byte form could hold; removals at either end move its live slots' ends or cut a count in
+//! place, and it is encoded again from its live slots once it holds less than three quarters of
+//! those it encodes; an insert or a removal inside it decodes it, edits and seals it again.
+
+use super::bits::{Ef, count_bits, plan};
 
 /// Bytes of slots (and counts) in one block at most: one allocator class, moved whole at most
 /// once a call.
@@ -112,6 +120,10 @@ pub struct Block {
     slots: u16,
     width: u8,
     cw: u8,
+    /// Sealed (see `bits`): the slots encoded (0: the byte form), their low bits and count bits.
+    ef_n: u16,
+    low: u8,
+    cb: u8,
 }
 
 /// A zeroed buffer of `bytes`.
@@ -126,6 +138,18 @@ pub struct Values<'a> {
     slot: usize,
     left: usize,
     remaining: usize,
+    /// A sealed block's slots, decoded in one pass (empty for the byte form).
+    decoded: Vec<(u64, u64)>,
+}
+
+impl Values<'_> {
+    fn count_of(&self, s: usize) -> usize {
+        match self.decoded.get(s) {
+            Some((_, n)) => *n as usize,
+            None if self.decoded.is_empty() => self.block.count_at(s),
+            None => 0,
+        }
+    }
 }
 
 impl Iterator for Values<'_> {
@@ -137,11 +161,14 @@ impl Iterator for Values<'_> {
         }
         while self.left == 0 {
             self.slot += 1;
-            self.left = self.block.count_at(self.slot);
+            self.left = self.count_of(self.slot);
         }
         self.left -= 1;
         self.remaining -= 1;
-        Some(self.block.slot(self.slot))
+        Some(match self.decoded.get(self.slot) {
+            Some((t, _)) => *t,
+            None => self.block.slot(self.slot),
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -189,6 +216,9 @@ impl Block {
             slots: slots as u16,
             width: width as u8,
             cw: cw as u8,
+            ef_n: 0,
+            low: 0,
+            cb: 0,
         }
     }
 
@@ -237,7 +267,25 @@ impl Block {
 
     #[inline]
     fn counted(&self) -> bool {
-        self.cw > 0
+        if self.sealed() {
+            self.cb > 0
+        } else {
+            self.cw > 0
+        }
+    }
+
+    /// Whether the block is in the sealed (bit) form.
+    #[inline]
+    pub fn sealed(&self) -> bool {
+        self.ef_n > 0
+    }
+
+    fn ef(&self) -> Ef {
+        Ef {
+            n: usize::from(self.ef_n),
+            low: u32::from(self.low),
+            cb: u32::from(self.cb),
+        }
     }
 
     fn cw(&self) -> usize {
@@ -256,6 +304,11 @@ impl Block {
 
     /// Sets the count of buffer slot `i` (counted form; `n` fits its count width).
     fn set_count(&mut self, i: usize, n: usize) {
+        if self.sealed() {
+            let ef = self.ef();
+            ef.set_count(&mut self.buf, i, n as u64);
+            return;
+        }
         let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
         if let (Some(to), Some(from)) = (self.buf.get_mut(at..at + cw), n.to_le_bytes().get(..cw)) {
             to.copy_from_slice(from);
@@ -264,6 +317,9 @@ impl Block {
 
     /// The count of buffer slot `i` (counted form).
     fn read_count(&self, i: usize) -> usize {
+        if self.sealed() {
+            return self.ef().count(&self.buf, i) as usize;
+        }
         let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
         let mut bytes = [0u8; 8];
         if let (Some(to), Some(from)) = (bytes.get_mut(..cw), self.buf.get(at..at + cw)) {
@@ -282,8 +338,12 @@ impl Block {
         usize::from(self.slots)
     }
 
-    /// Bytes of its live slots and counts.
+    /// Bytes of its live slots and counts in the byte form (for a sealed block in the plain form
+    /// that was counted in bytes: its requests' plain bytes, at most `BLOCK_BYTES`).
     pub fn bytes(&self) -> usize {
+        if self.sealed() && !self.counted() && self.cw > 0 {
+            return (self.slots() * self.w()).min(BLOCK_BYTES);
+        }
         self.slots() * (self.w() + self.cw())
     }
 
@@ -360,6 +420,9 @@ impl Block {
     /// The timestamp of slot `s` (below the live slots).
     #[inline]
     fn slot(&self, s: usize) -> u64 {
+        if self.sealed() {
+            return self.sealed_slot(s);
+        }
         let w = self.w();
         let at = (usize::from(self.start) + s) * w;
         // One 8-byte load and a mask where the buffer has 8 bytes left, else byte by byte.
@@ -374,6 +437,27 @@ impl Block {
             }
         };
         self.base.saturating_add(offset)
+    }
+
+    /// The timestamp of slot `s` of a sealed block, kept out of line so that the byte form's
+    /// reads stay inline.
+    #[inline(never)]
+    fn sealed_slot(&self, s: usize) -> u64 {
+        let i = usize::from(self.start) + s;
+        self.base.saturating_add(self.ef().get(&self.buf, i))
+    }
+
+    /// `count_le` on a sealed block (below its last timestamp).
+    #[inline(never)]
+    fn sealed_count_le(&self, t: u64) -> usize {
+        let (start, end) = (
+            usize::from(self.start),
+            usize::from(self.start) + self.slots(),
+        );
+        let rank = t
+            .checked_sub(self.base)
+            .map_or(0, |off| self.ef().rank(&self.buf, off));
+        self.prefix(rank.clamp(start, end) - start)
     }
 
     /// The `i`-th timestamp of the block (below its length).
@@ -401,6 +485,9 @@ impl Block {
         if self.last() <= t {
             return self.len();
         }
+        if self.sealed() {
+            return self.sealed_count_le(t);
+        }
         let (mut lo, mut hi) = (0, self.slots());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -414,17 +501,35 @@ impl Block {
     }
 
     pub fn values(&self) -> Values<'_> {
-        Values {
+        let decoded = if self.sealed() {
+            self.decoded()
+        } else {
+            Vec::new()
+        };
+        let mut values = Values {
             block: self,
             slot: 0,
-            left: self.count_at(0),
+            left: 0,
             remaining: self.len(),
-        }
+            decoded,
+        };
+        values.left = values.count_of(0);
+        values
     }
 
-    /// Slot `s`'s timestamp and requests (None past the live slots).
-    pub fn slot_run(&self, s: usize) -> Option<(u64, u64)> {
-        (s < self.slots()).then(|| (self.slot(s), self.count_at(s) as u64))
+    /// Its live slots as (timestamp, requests), oldest first: one pass.
+    pub fn decoded(&self) -> Vec<(u64, u64)> {
+        if self.sealed() {
+            let start = usize::from(self.start);
+            let mut slots = self.ef().decode(&self.buf, start, start + self.slots());
+            for (t, _) in &mut slots {
+                *t = self.base.saturating_add(*t);
+            }
+            return slots;
+        }
+        (0..self.slots())
+            .map(|s| (self.slot(s), self.count_at(s) as u64))
+            .collect()
     }
 
     /// The block's runs (equal neighbours merged) with `n` copies of `ts` inserted at request
@@ -440,8 +545,8 @@ impl Block {
         let mut out: Vec<(u64, u32)> = Vec::with_capacity(self.slots() + 2);
         let mut at = 0;
         let mut inserted = n == 0;
-        for s in 0..self.slots() {
-            let (t, c) = (self.slot(s), self.count_at(s));
+        for (t, c) in self.decoded() {
+            let c = c as usize;
             let cut = (at + c).min(b).saturating_sub(at.max(a));
             let kept = c - cut;
             if !inserted && p < at + c {
@@ -509,6 +614,9 @@ impl Block {
         let p = p.min(len);
         if len + n > MAX_LEN {
             return false;
+        }
+        if self.sealed() {
+            return self.insert_sealed(p, ts, n);
         }
         // An append on a counted block's newest timestamp: its count bumped.
         if self.counted() && p == len && len > 0 {
@@ -674,7 +782,14 @@ impl Block {
             return;
         }
         let start = usize::from(self.start);
-        if !self.counted() {
+        if self.sealed() && !self.counted() && (a == 0 || b == len) {
+            // Plain and sealed: the live slots' ends move, nothing is re-encoded.
+            if a == 0 {
+                self.start = (start + b) as u16;
+            }
+            self.slots -= (b - a) as u16;
+            self.len = (len - (b - a)) as u32;
+        } else if !self.counted() && !self.sealed() {
             let w = self.w();
             if a <= len - b {
                 // The first `a` move up to close the gap.
@@ -712,12 +827,106 @@ impl Block {
             let width = width_for(runs.last().map_or(0, |r| r.0) - self.first);
             let (kept, most) = totals(&runs);
             let (_, cw) = form_bytes(kept, runs.len(), width, most);
+            let sealed = self.sealed();
             *self = Block::laid(&runs, self.first, width, 0, cw);
+            if sealed {
+                self.seal();
+            }
         }
         if self.len > 0 {
             self.first = self.slot(0);
         }
-        self.settle();
+        if self.sealed() {
+            self.settle_sealed();
+        } else {
+            self.settle();
+        }
+    }
+
+    /// A sealed block after a removal: emptied, back to an empty byte block; holding less than
+    /// three quarters of the slots it encodes, encoded again from its live slots (so each
+    /// re-encoding follows removals of a quarter of its slots or more).
+    fn settle_sealed(&mut self) {
+        if self.len == 0 {
+            *self = Block::laid(&[], self.first, 1, 1, 0);
+        } else if self.slots() * 4 < usize::from(self.ef_n) * 3
+            && let Some(mut block) = Block::best(&self.slot_runs(), None, 0)
+        {
+            block.seal();
+            *self = block;
+        }
+    }
+
+    /// An insert into a sealed block: decoded, edited and sealed again when the result fits a
+    /// block (O(block)); false leaves it untouched.
+    fn insert_sealed(&mut self, p: usize, ts: u64, n: usize) -> bool {
+        match Block::best(&self.runs_with(p, ts, n, 0, 0), None, 0) {
+            Some(mut block) => {
+                block.seal();
+                *self = block;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Re-lays the block in the sealed form (see `bits`): Elias-Fano over its requests (plain)
+    /// or over its distinct timestamps with their counts (counted), whichever is smaller, when
+    /// that takes a smaller buffer than the byte form. O(block).
+    pub fn seal(&mut self) {
+        if self.sealed() || self.is_empty() {
+            return;
+        }
+        let slots = self.decoded();
+        let (first, len) = (self.first, self.len());
+        let top = self.last() - first;
+        let most = slots.iter().map(|s| s.1).max().unwrap_or(1);
+        let limit = usize::from(u16::MAX);
+        let plain = (len <= limit).then(|| plan(len, top, 0));
+        let counted =
+            (most > 1 && slots.len() <= limit).then(|| plan(slots.len(), top, count_bits(most)));
+        // The counted form on a tie: its `bytes` are exact.
+        let Some((ef, bytes)) = [counted, plain]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(_, bytes)| *bytes)
+        else {
+            return;
+        };
+        if size_class(bytes) >= self.buf.len() {
+            return;
+        }
+        let mut buf = zeroed(size_class(bytes));
+        if ef.cb == 0 {
+            let each = slots
+                .iter()
+                .flat_map(|&(t, c)| std::iter::repeat_n((t - first, 1), c as usize));
+            ef.encode(&mut buf, each);
+        } else {
+            ef.encode(&mut buf, slots.iter().map(|&(t, c)| (t - first, c)));
+        }
+        *self = Block {
+            first,
+            base: first,
+            buf,
+            len: len as u32,
+            start: 0,
+            slots: ef.n as u16,
+            width: self.width,
+            cw: self.cw,
+            ef_n: ef.n as u16,
+            low: ef.low as u8,
+            cb: ef.cb as u8,
+        };
+    }
+
+    /// A sealed block back in the byte form (for appends), when that fits.
+    pub fn unseal(&mut self) {
+        if self.sealed()
+            && let Some(block) = Block::best(&self.slot_runs(), None, 0)
+        {
+            *self = block;
+        }
     }
 
     /// Re-lays the block when its buffer holds more than its slots at the narrowest width with
@@ -778,6 +987,24 @@ impl Block {
     pub fn check(&self) {
         let (len, slots, w) = (self.len(), self.slots(), self.w());
         let start = usize::from(self.start);
+        if self.sealed() {
+            let values: Vec<u64> = self.values().collect();
+            assert!(self.bytes() <= BLOCK_BYTES, "too big");
+            assert!(start + slots <= usize::from(self.ef_n), "overflows");
+            assert!(slots * 4 >= usize::from(self.ef_n) * 3, "loose");
+            assert!(len > 0, "an empty sealed block");
+            if self.counted() {
+                assert!((0..slots).all(|s| self.count_at(s) >= 1), "a zero count");
+                assert_eq!(self.sum(0, slots), len, "counts");
+            } else {
+                assert_eq!(slots, len, "plain slots");
+            }
+            assert_eq!(values.len(), len, "values");
+            assert!(values.windows(2).all(|v| v[0] <= v[1]), "order");
+            assert_eq!(Some(&self.first), values.first(), "first");
+            assert_eq!(self.get(len - 1), self.last(), "last");
+            return;
+        }
         assert!(self.bytes() <= BLOCK_BYTES, "too big");
         assert!(start + slots <= self.cap(), "overflows");
         assert!((1..=7).contains(&w), "width {w}");
@@ -871,8 +1098,22 @@ mod tests {
                     block.remove(a, b);
                     model.drain(a..b);
                 }
+                // Sealed now and then: its edits decode and seal again, its cuts at the ends
+                // stay in place.
+                if rng.range(0, 40) == 0 {
+                    block.seal();
+                }
                 block.check();
                 assert_eq!(block.values().collect::<Vec<_>>(), model, "step {step}");
+                if let Some(&probe) = model.get(model.len() / 2) {
+                    let at = model.partition_point(|t| *t <= probe);
+                    assert_eq!(block.count_le(probe), at, "step {step}");
+                    assert_eq!(
+                        block.count_le(probe - 1),
+                        model.partition_point(|t| *t < probe)
+                    );
+                    assert_eq!(block.get(at - 1), probe, "step {step}");
+                }
             }
         }
     }

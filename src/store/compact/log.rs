@@ -57,7 +57,7 @@ fn pack(runs: &[(u64, u32)]) -> Vec<Block> {
         let share = runs.len().div_ceil(k);
         let blocks: Option<Vec<Block>> = runs
             .chunks(share)
-            .map(|c| Block::best(c, None, 0))
+            .map(|c| Block::best(c, None, 0).map(sealed))
             .collect();
         if let Some(blocks) = blocks {
             return blocks;
@@ -67,6 +67,12 @@ fn pack(runs: &[(u64, u32)]) -> Vec<Block> {
     runs.iter()
         .filter_map(|r| Block::best(std::slice::from_ref(r), None, 0))
         .collect()
+}
+
+/// `block` in the sealed form (when that is smaller).
+fn sealed(mut block: Block) -> Block {
+    block.seal();
+    block
 }
 
 /// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`).
@@ -107,7 +113,7 @@ impl Builder {
                 self.most.max(count),
             )
         {
-            self.blocks.push(Block::from_sorted(&self.run));
+            self.blocks.push(sealed(Block::from_sorted(&self.run)));
             self.run.clear();
             (self.slots, self.last_count, self.most) = (0, 0, 0);
         }
@@ -178,9 +184,16 @@ impl Blocks {
             self.tree = Tree::from_vec(runs_of(ts, n));
             return;
         };
+        let last = i + 1 == self.tree.items();
+        if last && block.sealed() {
+            // The last block takes appends in the byte form.
+            self.tree.edit(i, Block::unseal);
+        }
+        let Some(block) = self.tree.get(i) else {
+            return;
+        };
         let p = block.count_le(ts);
         let at_end = p == block.len();
-        let last = i + 1 == self.tree.items();
         let empty = block.is_empty();
         let small = usize::try_from(n).ok().filter(|n| *n <= MAX_LEN);
         if let Some(m) = small {
@@ -193,7 +206,9 @@ impl Blocks {
             }
         }
         if at_end && last && !empty {
-            // An append past a full last block starts a new one, leaving the others full.
+            // An append past a full last block starts a new one, leaving the others full and
+            // sealed.
+            self.tree.edit(i, Block::seal);
             self.tree.insert(i + 1, runs_of(ts, n));
             return;
         }
@@ -303,7 +318,7 @@ impl Blocks {
             return;
         };
         self.tree.remove(k);
-        self.tree.edit(k - 1, |x| *x = merged);
+        self.tree.edit(k - 1, |x| *x = sealed(merged));
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
@@ -489,15 +504,13 @@ impl CompactLog {
                 Runs {
                     small: small.into_iter(),
                     blocks: None,
-                    block: None,
-                    at: 0,
+                    block: Vec::new().into_iter(),
                 }
             }
             Repr::Blocks(b) => Runs {
                 small: Vec::new().into_iter(),
                 blocks: Some(b.tree.iter()),
-                block: None,
-                at: 0,
+                block: Vec::new().into_iter(),
             },
         }
     }
@@ -542,8 +555,8 @@ impl CompactLog {
 pub struct Runs<'a> {
     small: std::vec::IntoIter<(u64, u64)>,
     blocks: Option<Iter<'a, Block>>,
-    block: Option<&'a Block>,
-    at: usize,
+    /// The current block's runs, decoded in one pass.
+    block: std::vec::IntoIter<(u64, u32)>,
 }
 
 impl Iterator for Runs<'_> {
@@ -555,19 +568,19 @@ impl Iterator for Runs<'_> {
         }
         let mut run: Option<(u64, u64)> = None;
         loop {
-            let Some((ts, n)) = self.block.and_then(|b| b.slot_run(self.at)) else {
+            let Some(&(ts, n)) = self.block.as_slice().first() else {
                 let next = self.blocks.as_mut().and_then(Iterator::next);
                 let Some(next) = next else {
                     return run;
                 };
-                (self.block, self.at) = (Some(next), 0);
+                self.block = next.slot_runs().into_iter();
                 continue;
             };
             if run.is_some_and(|(t, _)| t != ts) {
                 return run;
             }
-            run = Some((ts, run.map_or(0, |(_, m)| m) + n));
-            self.at += 1;
+            run = Some((ts, run.map_or(0, |(_, m)| m) + u64::from(n)));
+            self.block.next();
         }
     }
 }
@@ -893,7 +906,8 @@ mod tests {
         assert_eq!(log.refund(MAX_TS, 3), 3);
         assert_eq!(log.shape().len(), full);
         log.check();
-        // Requests a ms apart: full two-byte blocks; the edge between the 20th and 21st.
+        // Requests a ms apart: full two-byte blocks (sealed, so re-encoded by each edit inside
+        // them); the edge between the 20th and 21st: no block appears or vanishes.
         let mut log = CompactLog::default();
         for i in 0..100_000u64 {
             log.add(t + i, 1);
@@ -906,9 +920,9 @@ mod tests {
                 log.add(b - 1, 1);
                 log.add(b, 1);
                 if round == 0 {
-                    seen = log.buffers();
+                    seen = log.shape();
                 }
-                assert_eq!(log.buffers(), seen, "{b}, round {round}");
+                assert_eq!(log.shape(), seen, "{b}, round {round}");
             }
             assert_eq!(log.len(), 100_000);
             assert!(log.iter().eq((0..100_000).map(|i| t + i)));
