@@ -19,7 +19,9 @@
 //! bits (`bits`, Elias-Fano), plain or counted, whichever is smaller. A sealed block holds what
 //! its byte form could hold; removals at either end move its live slots' ends or cut a count in
 //! place, and it is encoded again from its live slots once it holds less than three quarters of
-//! those it encodes; an insert or a removal inside it decodes it, edits and seals it again.
+//! those it encodes; an insert or a removal inside it decodes it, edits and seals it again. The
+//! log may instead open a sealed block (`open`): back in the byte form and marked open, it takes
+//! inserts and removals as the byte form does, until the log seals it again.
 
 use super::bits::{Ef, count_bits, plan};
 
@@ -124,6 +126,8 @@ pub struct Block {
     ef_n: u16,
     low: u8,
     cb: u8,
+    /// Open: taken out of the sealed form to be edited in bytes, to be sealed again (`seal`).
+    open: bool,
 }
 
 /// A zeroed buffer of `bytes`.
@@ -219,6 +223,7 @@ impl Block {
             ef_n: 0,
             low: 0,
             cb: 0,
+            open: false,
         }
     }
 
@@ -610,6 +615,17 @@ impl Block {
     /// append takes the next slot.
     #[inline]
     pub fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
+        if self.open {
+            let done = self.insert_bytes(p, ts, n);
+            self.open = !self.sealed() && !self.is_empty();
+            return done;
+        }
+        self.insert_bytes(p, ts, n)
+    }
+
+    /// `insert`, whatever the block's flag.
+    #[inline]
+    fn insert_bytes(&mut self, p: usize, ts: u64, n: usize) -> bool {
         let len = self.len();
         let p = p.min(len);
         if len + n > MAX_LEN {
@@ -776,6 +792,13 @@ impl Block {
     /// inside); then re-lays the block if its buffer is larger than its live slots need (see the
     /// top of this file).
     pub fn remove(&mut self, a: usize, b: usize) {
+        let open = self.open;
+        self.remove_bytes(a, b);
+        self.open = open && !self.sealed() && !self.is_empty();
+    }
+
+    /// `remove`, whatever the block's flag.
+    fn remove_bytes(&mut self, a: usize, b: usize) {
         let len = self.len();
         let (a, b) = (a.min(len), b.min(len));
         if a >= b {
@@ -874,6 +897,7 @@ impl Block {
     /// or over its distinct timestamps with their counts (counted), whichever is smaller, when
     /// that takes a smaller buffer than the byte form. O(block).
     pub fn seal(&mut self) {
+        self.open = false;
         if self.sealed() || self.is_empty() {
             return;
         }
@@ -917,6 +941,7 @@ impl Block {
             ef_n: ef.n as u16,
             low: ef.low as u8,
             cb: ef.cb as u8,
+            open: false,
         };
     }
 
@@ -927,6 +952,18 @@ impl Block {
         {
             *self = block;
         }
+    }
+
+    /// A sealed block back in the byte form and marked open, for edits in bytes until `seal`
+    /// (when that fits: else it stays sealed).
+    pub fn open(&mut self) {
+        self.unseal();
+        self.open = !self.sealed() && !self.is_empty();
+    }
+
+    /// Whether the block is open (see `open`).
+    pub fn is_open(&self) -> bool {
+        self.open
     }
 
     /// Re-lays the block when its buffer holds more than its slots at the narrowest width with
@@ -987,6 +1024,10 @@ impl Block {
     pub fn check(&self) {
         let (len, slots, w) = (self.len(), self.slots(), self.w());
         let start = usize::from(self.start);
+        assert!(
+            !self.open || (!self.sealed() && len > 0),
+            "open: sealed or empty"
+        );
         if self.sealed() {
             let values: Vec<u64> = self.values().collect();
             assert!(self.bytes() <= BLOCK_BYTES, "too big");

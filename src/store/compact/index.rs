@@ -39,6 +39,8 @@ pub trait Item {
     fn heap(&self) -> usize;
     /// Its first timestamp: the items are in order of it.
     fn key(&self) -> u64;
+    /// Whether it is marked (the log's block open for edits): the tree finds the marked one.
+    fn marked(&self) -> bool;
     fn move_heap(&mut self, mover: &mut impl Mover);
 }
 
@@ -49,6 +51,7 @@ struct Sum {
     items: usize,
     heap: usize,
     allocs: usize,
+    marked: usize,
     key: u64,
 }
 
@@ -58,6 +61,7 @@ struct Delta {
     count: u64,
     heap: usize,
     allocs: usize,
+    marked: usize,
 }
 
 impl Sum {
@@ -65,6 +69,7 @@ impl Sum {
         self.count = self.count.wrapping_add(d.count);
         self.heap = self.heap.wrapping_add(d.heap);
         self.allocs = self.allocs.wrapping_add(d.allocs);
+        self.marked = self.marked.wrapping_add(d.marked);
     }
 }
 
@@ -163,6 +168,7 @@ impl<T: Item> Node<T> {
                     s.count += x.count();
                     s.heap += heap;
                     s.allocs += usize::from(heap > 0);
+                    s.marked += usize::from(x.marked());
                 }
                 s.items = v.len();
                 s.heap += vec_heap(v);
@@ -174,6 +180,7 @@ impl<T: Item> Node<T> {
                     s.items += e.sum.items;
                     s.heap += e.sum.heap;
                     s.allocs += e.sum.allocs;
+                    s.marked += e.sum.marked;
                 }
                 s.heap += vec_heap(v);
                 s.allocs += usize::from(v.capacity() > 0);
@@ -232,12 +239,13 @@ fn edit<T: Item, R>(
     match node {
         Node::Leaf(v) => {
             let x = v.get_mut(i)?;
-            let (count, heap) = (x.count(), x.heap());
+            let (count, heap, marked) = (x.count(), x.heap(), x.marked());
             let r = f(x);
             let d = Delta {
                 count: x.count().wrapping_sub(count),
                 heap: x.heap().wrapping_sub(heap),
                 allocs: usize::from(x.heap() > 0).wrapping_sub(usize::from(heap > 0)),
+                marked: usize::from(x.marked()).wrapping_sub(usize::from(marked)),
             };
             Some((r, d))
         }
@@ -516,6 +524,31 @@ impl<T: Item> Tree<T> {
         }
     }
 
+    /// Marked items.
+    pub fn marked(&self) -> usize {
+        self.sum.marked
+    }
+
+    /// The first marked item's index (the last's if `last`): one walk from the root.
+    pub fn find_marked(&self, last: bool) -> Option<usize> {
+        let (mut node, mut i) = (&self.root, 0);
+        loop {
+            match node {
+                Node::Leaf(v) if last => return v.iter().rposition(Item::marked).map(|j| i + j),
+                Node::Leaf(v) => return v.iter().position(Item::marked).map(|j| i + j),
+                Node::Inner(v) => {
+                    let c = if last {
+                        v.iter().rposition(|e| e.sum.marked > 0)?
+                    } else {
+                        v.iter().position(|e| e.sum.marked > 0)?
+                    };
+                    i += v.iter().take(c).map(|e| e.sum.items).sum::<usize>();
+                    node = &v.get(c)?.node;
+                }
+            }
+        }
+    }
+
     /// Runs `f` on item `i` alone, keeping the totals in step with it.
     pub fn edit<R>(&mut self, i: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let (r, d) = edit(&mut self.root, self.sum.items, i, f)?;
@@ -680,6 +713,9 @@ mod tests {
         fn key(&self) -> u64 {
             self.0.first().copied().unwrap_or(0)
         }
+        fn marked(&self) -> bool {
+            self.0.len() % 5 == 1
+        }
         fn move_heap(&mut self, mover: &mut impl Mover) {
             mover.vec(&mut self.0);
         }
@@ -693,6 +729,9 @@ mod tests {
         );
         assert!(tree.iter().eq(model.iter()));
         tree.check();
+        assert_eq!(tree.find_marked(false), model.iter().position(Item::marked));
+        assert_eq!(tree.find_marked(true), model.iter().rposition(Item::marked));
+        assert_eq!(tree.marked(), model.iter().filter(|r| r.marked()).count());
         assert_eq!(tree.items(), model.len());
         let count: usize = model.iter().map(|r| r.0.len()).sum();
         assert_eq!(tree.count(), count as u64);

@@ -1,22 +1,24 @@
 //! The compact log itself, free of Redis: the timestamps of logged requests, oldest first.
 //!
-//! A few requests (up to `small::MAX_LEN`) live bit-packed inside the value itself or in one
-//! small buffer (`small`), one timestamp's copies in a word the data type keeps in its pointer's
-//! place. Past that, the log is a row of sorted blocks (`block`),
-//! each with its own base and slot width, in an order-statistic B-tree (`index`) whose nodes keep
-//! their subtrees' counts and bytes.
+//! A few requests (up to `small::MAX_LEN`) live bit-packed inside the value itself or in one small
+//! buffer (`small`), one timestamp's copies in a word the data type keeps in its pointer's place.
+//! Past that, the log is a row of sorted blocks (`block`), each with its own base and slot width,
+//! in an order-statistic B-tree (`index`) whose nodes keep their subtrees' counts and bytes.
 //!
-//! Every operation costs O(log N + M) for M timestamps removed, wherever it lands: a walk down
-//! the tree finds the block holding a time or a rank, then a search inside the block; an insert
-//! changes one block in place, or splits it into blocks with room on both sides, which enter the
-//! tree in O(log B) for B blocks; a removal cuts at most two blocks and takes out the whole
-//! blocks between, each in O(log B) (a block holds hundreds of timestamps or more, but for the
-//! few that a split or a removal leaves small). Blocks come and go with hysteresis, so that one request
-//! added and taken back at a block's edge makes no block appear and vanish each time: an append
-//! past a full last block opens a new block, which stays, emptied, while the block before it is
-//! full; a split leaves two blocks with room; two blocks merge only once together they fit half a
-//! block. A log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in
-//! one pass and builds the tree bottom-up.
+//! Every operation costs O(log N + M) for M timestamps removed, wherever it lands: a walk down the
+//! tree finds the block holding a time or a rank, then a search inside the block; an insert changes
+//! one block in place, or splits it into blocks with room on both sides, which enter the tree in
+//! O(log B) for B blocks; a late insert into a sealed block with room opens it (back in bytes until
+//! a late insert opens a third block, which seals again the open one farther from it), so that
+//! inserts in a row into one block, or into two neighbours, decode and seal each once, and two
+//! blocks at most are open; a removal cuts at most two blocks and takes out the whole blocks
+//! between, each in O(log B) (a block holds hundreds of timestamps or more, but for the few that a
+//! split or a removal leaves small). Blocks come and go with hysteresis, so that one request added
+//! and taken back at a block's edge makes no block appear and vanish each time: an append past a
+//! full last block opens a new block, which stays, emptied, while the block before it is full; a
+//! split leaves two blocks with room; two blocks merge only once together they fit half a block. A
+//! log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in one pass and
+//! builds the tree bottom-up.
 
 use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits_runs, size_class};
 pub use super::index::Mover;
@@ -31,6 +33,9 @@ pub const MAX_TS: u64 = 1 << 53;
 /// edge does not move the log between the two each time.
 const BACK_TO_SMALL: usize = super::small::MAX_LEN / 2;
 
+/// Blocks open for late inserts at most (see `Blocks::open`).
+const OPEN_MAX: usize = 2;
+
 impl Item for Block {
     fn count(&self) -> u64 {
         self.len() as u64
@@ -42,6 +47,10 @@ impl Item for Block {
 
     fn key(&self) -> u64 {
         self.first()
+    }
+
+    fn marked(&self) -> bool {
+        self.is_open()
     }
 
     fn move_heap(&mut self, mover: &mut impl Mover) {
@@ -188,6 +197,8 @@ impl Blocks {
         if last && block.sealed() {
             // The last block takes appends in the byte form.
             self.tree.edit(i, Block::unseal);
+        } else if block.sealed() && !block.is_full() {
+            self.open(i);
         }
         let Some(block) = self.tree.get(i) else {
             return;
@@ -201,6 +212,15 @@ impl Blocks {
                 return;
             }
             // Between two blocks: the front of the next may have room.
+            if at_end
+                && !last
+                && self
+                    .tree
+                    .get(i + 1)
+                    .is_some_and(|b| b.sealed() && !b.is_full())
+            {
+                self.open(i + 1);
+            }
             if at_end && !last && self.tree.edit(i + 1, |b| b.insert(0, ts, m)) == Some(true) {
                 return;
             }
@@ -231,6 +251,21 @@ impl Blocks {
             self.tree.edit(i, |b| *b = first);
         }
         self.tree.insert(i + 1, rest);
+    }
+
+    /// Opens block `i` (sealed) for a late insert: it is edited in bytes from now on, so that
+    /// inserts into it cost what they cost in the last block. With `OPEN_MAX` blocks open
+    /// already, the one farther from `i` of the first and the last open is sealed again first.
+    /// So a block is decoded and sealed once for any number of inserts in a row into it, or
+    /// into it and a neighbour (at the edge between two blocks).
+    fn open(&mut self, i: usize) {
+        if self.tree.marked() >= OPEN_MAX {
+            let ends = [false, true].map(|last| self.tree.find_marked(last));
+            if let Some(k) = ends.into_iter().flatten().max_by_key(|k| k.abs_diff(i)) {
+                self.tree.edit(k, Block::seal);
+            }
+        }
+        self.tree.edit(i, Block::open);
     }
 
     /// Removes the timestamps `a..b` (0-based positions, oldest first).
@@ -604,6 +639,18 @@ impl CompactLog {
         }
     }
 
+    /// The indexes of its open blocks, and of its blocks in the byte form (open or not).
+    fn open_and_bytes(&self) -> (Vec<usize>, Vec<usize>) {
+        let Repr::Blocks(b) = &self.repr else {
+            return (Vec::new(), Vec::new());
+        };
+        let blocks: Vec<&Block> = b.tree.iter().collect();
+        let which = |f: &dyn Fn(&Block) -> bool| -> Vec<usize> {
+            (0..blocks.len()).filter(|&i| f(blocks[i])).collect()
+        };
+        (which(&Block::is_open), which(&|x| !x.sealed()))
+    }
+
     /// Whether the log's last block is full.
     fn last_block_full(&self) -> bool {
         match &self.repr {
@@ -625,6 +672,7 @@ impl CompactLog {
     fn check(&self) {
         if let Repr::Blocks(b) = &self.repr {
             b.tree.check();
+            assert!(b.tree.marked() <= OPEN_MAX, "{} open", b.tree.marked());
             let blocks: Vec<&Block> = b.tree.iter().collect();
             for (i, block) in blocks.iter().enumerate() {
                 block.check();
@@ -761,6 +809,82 @@ mod tests {
             .count();
         assert_eq!(same_front + same_back, before.len() - 1);
         log.check();
+    }
+
+    #[test]
+    fn late_inserts_edit_one_open_block_in_bytes() {
+        let t = 1_700_000_000_000u64;
+        let mut model: Vec<u64> = (0..100_000u64).map(|i| t + i * 30).collect();
+        let mut log = CompactLog::default();
+        for &ts in &model {
+            log.add(ts, 1);
+        }
+        fn add(log: &mut CompactLog, model: &mut Vec<u64>, ts: u64) {
+            log.add(ts, 1);
+            let at = model.partition_point(|x| *x <= ts);
+            model.insert(at, ts);
+        }
+        // 25 minutes late, into a full sealed block: it splits into sealed blocks with room.
+        let late = t + 100_000 * 30 - 1_500_000;
+        add(&mut log, &mut model, late);
+        let (open, bytes) = log.open_and_bytes();
+        let n = log.shape().len();
+        assert_eq!((open, bytes), (vec![], vec![n - 1]));
+        // The next: the block holding it opens, in bytes, and stays open while inserts land in
+        // it; no other block changes.
+        add(&mut log, &mut model, late + 1);
+        let (open, _) = log.open_and_bytes();
+        assert_eq!(open.len(), 1);
+        let buffers = log.buffers();
+        for k in 2..40 {
+            add(&mut log, &mut model, late + k);
+            assert_eq!(log.open_and_bytes(), (open.clone(), vec![open[0], n - 1]));
+            let now = log.buffers();
+            let others = |b: &[*const u8]| -> Vec<*const u8> {
+                b.iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != open[0])
+                    .map(|(_, p)| *p)
+                    .collect()
+            };
+            assert_eq!(others(&now), others(&buffers), "insert {k}");
+        }
+        log.check();
+        // Two late inserts at `ts`: the open blocks, the blocks in bytes and the block count.
+        fn two(
+            log: &mut CompactLog,
+            model: &mut Vec<u64>,
+            ts: u64,
+        ) -> (Vec<usize>, Vec<usize>, usize) {
+            add(log, model, ts);
+            add(log, model, ts + 1);
+            let (open, bytes) = log.open_and_bytes();
+            (open, bytes, log.shape().len())
+        }
+        // Late inserts into another block: it opens too (two at most).
+        let earlier = late - 600_000;
+        let (open2, bytes, n) = two(&mut log, &mut model, earlier);
+        assert_eq!(open2.len(), 2);
+        assert_eq!(open2[1], open[0] + 1, "{open2:?} {open:?}");
+        assert_eq!(bytes, vec![open2[0], open2[1], n - 1]);
+        // And into a third, before both: the one farther from it (the latest) is sealed again.
+        let (open3, bytes, n) = two(&mut log, &mut model, late - 1_200_000);
+        assert_eq!(open3.len(), 2);
+        assert_eq!(open3[1], open2[0] + 1, "{open3:?} {open2:?}");
+        assert!(open3[0] < open3[1]);
+        assert_eq!(bytes, vec![open3[0], open3[1], n - 1]);
+        log.check();
+        assert!(log.iter().eq(model.iter().copied()));
+        // Refunds and trims through the open block keep it whole.
+        assert_eq!(log.refund(earlier + 1, 2), 2);
+        let end = model.partition_point(|x| *x <= earlier + 1);
+        model.drain(end - 2..end);
+        log.check();
+        assert!(log.iter().eq(model.iter().copied()));
+        log.trim((late + 20) as i64);
+        model.retain(|x| *x > late + 20);
+        log.check();
+        assert!(log.iter().eq(model.iter().copied()));
     }
 
     #[test]
