@@ -416,6 +416,73 @@ fn bytes_per_request_stay_bounded_after_removals() {
     assert!(worst.is_empty(), "over the bound: {worst:#?}");
 }
 
+/// Late requests in runs into sealed blocks, which open them in bytes (two at most, so the
+/// fourth run's block seals one of the earlier ones again), and refunds inside them: the log
+/// every mechanism sees is the model's, within the contract's 8 bytes a request, on the master,
+/// on its replica, after `DEBUG RELOAD`, in a `COPY`, and again after more late runs.
+#[test]
+fn late_requests_into_sealed_blocks_persist_replicate_and_copy() {
+    let master = compact_server();
+    let replica = start_replica(&master, &[]);
+    let mut c = master.client();
+    let mut model: Vec<u64> = (0..50_000u64).map(|i| T0 + i * 10).collect();
+    fill(&mut c, "late", &model);
+    let runs = |c: &mut Connection, model: &mut Vec<u64>, starts: &[u64]| {
+        for &at in starts {
+            let times: Vec<u64> = (0..40).map(|j| at + 1 + j * 3).collect();
+            let cmds: Vec<Vec<String>> = times
+                .iter()
+                .map(|&now| sw_args("late", 86_400, 1 << 40, now, 1))
+                .collect();
+            for (reply, &now) in kit::pipeline(c, &cmds).iter().zip(&times) {
+                assert!(error_line(reply).is_none(), "{now}: {reply:?}");
+                model.insert(model.partition_point(|x| *x <= now), now);
+            }
+            let through = at + 60;
+            let taken: i64 = q(
+                c,
+                &[
+                    "SLIDINGWINDOW.REFUND",
+                    "late",
+                    "3",
+                    "AT",
+                    &through.to_string(),
+                ],
+            );
+            assert_eq!(taken, 3);
+            let end = model.partition_point(|x| *x <= through);
+            model.drain(end - 3..end);
+        }
+    };
+    let starts = [T0 + 300_000, T0 + 100_000, T0 + 200_000, T0 + 300_005];
+    runs(&mut c, &mut model, &starts);
+    assert_eq!(scores(&mut c, "late"), model);
+    let (per, count) = bytes_per_request(&mut c, "late");
+    assert_eq!(count, model.len() as u64);
+    assert!(per <= 8.0, "{per} bytes a request");
+
+    wait_in_sync(&master, &replica);
+    assert_eq!(replica.digest(), master.digest());
+    assert_eq!(scores(&mut replica.client(), "late"), model);
+
+    let copied: i64 = q(&mut c, &["COPY", "late", "copy"]);
+    assert_eq!(copied, 1);
+    assert_eq!(snapshot(&mut c, "copy").0, snapshot(&mut c, "late").0);
+    assert_eq!(scores(&mut c, "copy"), model);
+
+    let digest = master.digest();
+    let _: String = q(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(master.digest(), digest, "DEBUG RELOAD");
+    assert_eq!(scores(&mut c, "late"), model);
+
+    // Loaded sealed, the blocks open again under more late runs.
+    runs(&mut c, &mut model, &[T0 + 150_000, T0 + 250_000]);
+    assert_eq!(scores(&mut c, "late"), model);
+    wait_in_sync(&master, &replica);
+    assert_eq!(replica.digest(), master.digest());
+    assert_eq!(scores(&mut replica.client(), "late"), model);
+}
+
 /// `SLIDINGWINDOW.ALLOW key window max now COST cost` as arguments.
 fn sw_args(key: &str, window: u64, max: u64, now: u64, cost: u64) -> Vec<String> {
     ["SLIDINGWINDOW.ALLOW", key]
