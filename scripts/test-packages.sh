@@ -85,10 +85,13 @@ echo "test-packages: $(basename "$tgz") installs and passes"
 mkdir -p "$out/rust"
 cargo package --offline --allow-dirty --quiet -p slidingwindow-core -p slidingwindow-client
 for crate in slidingwindow-core slidingwindow-client; do
+    built=${CARGO_TARGET_DIR:-$root/target}/package/$crate-$version.crate
+    [[ -f $built ]] || { echo "test-packages: expected $built" >&2; exit 1; }
     f=$out/rust/$crate-$version.crate
-    cp "${CARGO_TARGET_DIR:-$root/target}/package/$crate-$version.crate" "$f"
-    [[ -f $f ]] || { echo "test-packages: expected $f" >&2; exit 1; }
-    tar -tzf "$f" | grep -qx "$crate-$version/README.md" || { echo "test-packages: $f has no README.md" >&2; exit 1; }
+    cp "$built" "$f"
+    # The whole listing first: `grep -q` would close the pipe early, failing tar under pipefail.
+    listing=$(tar -tzf "$f")
+    grep -qx "$crate-$version/README.md" <<<"$listing" || { echo "test-packages: $f has no README.md" >&2; exit 1; }
     echo "test-packages: $(basename "$f") packages and builds from its own contents"
 done
 
