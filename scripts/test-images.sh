@@ -103,7 +103,8 @@ check() {
 # that its process runs as user 65532.
 healthy() {
     local name=$1 status=
-    for _ in $(seq 300); do
+    # Docker runs the first check one --interval (5 s) after the start.
+    for _ in $(seq 1200); do
         status=$(docker inspect -f '{{.State.Health.Status}}' "$name")
         [[ $status == healthy ]] && break
         [[ $(docker inspect -f '{{.State.Running}}' "$name") == true ]] || break
@@ -132,7 +133,11 @@ check_envoy() {
     healthy "$name"
     local codes=() health
     for _ in 1 2 3; do
-        codes+=("$("$ENVOY_VENV/bin/python" services/envoy-ratelimit/ask.py "127.0.0.1:$grpc" shop route=checkout | head -n 1)")
+        # The whole output, then its first line (the overall code): `head` would close the pipe
+        # early and break ask.py's later prints under pipefail.
+        local out
+        out=$("$ENVOY_VENV/bin/python" services/envoy-ratelimit/ask.py "127.0.0.1:$grpc" shop route=checkout)
+        codes+=("${out%%$'\n'*}")
     done
     [[ ${codes[*]} == "OK OK OVER_LIMIT" ]] || fail "$image: ShouldRateLimit answered ${codes[*]}, expected OK OK OVER_LIMIT"
     health=$("$ENVOY_VENV/bin/python" -c '
