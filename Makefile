@@ -169,15 +169,15 @@ bench-gateway: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' GATEWAY='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/http-gateway' \
 		bash services/gateway/bench.sh $(BENCH_DURATION)
 
-# The release tarball for x86_64 Linux with glibc >= 2.17, and its SHA256SUMS, in dist/
-# (scripts/dist.sh installs cargo-zigbuild and Zig on first use); with DIST_SERVICES=1 the Envoy
-# service's and the gateway's tarballs beside it (minutes more).
+# The release tarballs in dist/ with their SHA256SUMS: the module for x86_64 Linux with glibc
+# >= 2.17, the Envoy service and the gateway as static (musl) executables (scripts/dist.sh
+# installs cargo-zigbuild, Zig and the musl target on first use).
 dist: setup
 	bash scripts/dist.sh
 
 # The contract and replication suites against the module unpacked from dist/, on each of
-# $(SERVERS); the Envoy service's end-to-end tests and a gateway smoke test against theirs.
-# The Envoy service's end-to-end tests, run by test-dist against its released binary.
+# $(SERVERS); the Envoy service's end-to-end tests (pytest) and the gateway's (cargo integration
+# tests) against their released binaries.
 ENVOY_TESTS := services/envoy-ratelimit/tests
 
 test-dist: dist $(ENVOY_VENV)/.installed
@@ -190,19 +190,22 @@ test-dist: dist $(ENVOY_VENV)/.installed
 test-packages: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' bash scripts/test-packages.sh
 
-# slidingwindow/redis:<version> and slidingwindow/valkey:<version> (docker/*/Dockerfile) with the
+# slidingwindow/redis:<version> and slidingwindow/valkey:<version> (docker/Dockerfile) with the
 # module from dist/'s tarball, built with --network none on REDIS_BASE / VALKEY_BASE (default
 # redis:7.4 / valkey/valkey:9), or with STANDIN=1 on bases made here from Debian
-# (scripts/standin-base.sh, cached under target/images/). Starts dockerd if none answers.
+# (scripts/standin-base.sh, cached under target/images/); slidingwindow/envoy-ratelimit and
+# slidingwindow/gateway (docker/<part>/Dockerfile, FROM scratch) with the static binaries from
+# theirs. Starts dockerd if none answers.
 images: dist
 	@bash scripts/setup.sh docker
 	bash scripts/images.sh
 
-# The images on the stand-in bases, each run with --network host on a free loopback port: ALLOW,
-# a compact key kept across containers on one volume (skipped, saying why, where dockerd cannot
-# start).
-test-images: dist
-	bash scripts/test-images.sh
+# The images (the module's on the stand-in bases), each run with --network host on a free
+# loopback port: ALLOW, a compact key kept across containers on one volume; the Envoy service's
+# ShouldRateLimit and grpc.health.v1, the gateway's 429; each service image healthy (skipped,
+# saying why, where dockerd cannot start).
+test-images: dist $(ENVOY_VENV)/.installed
+	ENVOY_VENV='$(ENVOY_VENV)' bash scripts/test-images.sh
 
 # monitoring/ end to end: redis-server with the module, Debian's redis_exporter running the Lua
 # script and Prometheus (both installed if missing), on free loopback ports.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `make dist`: dist/slidingwindow-<version>-x86_64-linux-gnu.tar.gz (the module, redis.conf.example,
-# README.md, LICENSE), with DIST_SERVICES=1 the services' slidingwindow-<part>-<version>-x86_64-
-# linux-gnu.tar.gz (the binary, its README.md, an example config, LICENSE), and dist/SHA256SUMS
-# over all of them. The module is linked against glibc 2.17, so it loads on
-# every glibc Linux from RHEL 7 on: cargo-zigbuild links with Zig (PyPI's `ziglang` wheel, in a
-# virtualenv under target/), and objdump checks that no symbol needs a newer glibc.
+# README.md, LICENSE), the services' slidingwindow-<part>-<version>-x86_64-linux-gnu.tar.gz (the
+# binary, its README.md, an example config, LICENSE), and dist/SHA256SUMS over all of them. The
+# module is linked against glibc 2.17, so it loads on every glibc Linux from RHEL 7 on; the
+# services are static (musl) executables, which run on any x86_64 Linux and in a `FROM scratch`
+# image (scripts/images.sh takes them from these tarballs). cargo-zigbuild links both with Zig
+# (PyPI's `ziglang` wheel, in a virtualenv under target/); objdump checks that the module needs no
+# newer glibc, readelf that the services need no loader or library.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -14,15 +16,14 @@ ZIGBUILD_VERSION=0.24.1
 ZIGLANG_VERSION=0.15.2
 GLIBC_FLOOR=2.17
 TRIPLE=x86_64-unknown-linux-gnu
+STATIC=x86_64-unknown-linux-musl
 # The services by cargo package, each with its tarball's <part> and its example config (relative
 # to the package's directory, which cargo metadata gives; "-" for none: the tarball then holds
-# the binary's --help as usage.txt). The one place naming the services' files. Built only with
-# DIST_SERVICES=1: their release builds take minutes (13 min on this project's loaded 2-core
-# machine, 6 min of CPU), beyond CI's budget for now.
+# the binary's --help as usage.txt). The one place naming the services' files.
 SERVICES=("envoy-ratelimit envoy-ratelimit config/example.yaml" "http-gateway gateway -")
-[[ ${DIST_SERVICES:-} == 1 ]] || SERVICES=()
 
 bash scripts/setup.sh python3-venv objdump
+rustup target list --installed | grep -qx "$STATIC" || rustup target add "$STATIC"
 
 # cargo-zigbuild, from crates.io into cargo's bin directory (once per machine: it compiles for
 # several minutes).
@@ -50,14 +51,11 @@ build=$target/dist-build
         cargo zigbuild --manifest-path "$root/Cargo.toml" --release -p slidingwindow \
         --target "$TRIPLE.$GLIBC_FLOOR"
     # Apart, so that the services' dependencies' features never change the module's build.
-    if ((${#SERVICES[@]})); then
-        CARGO_ZIGBUILD_PYTHON_PATH=$venv/bin/python3 CARGO_TARGET_DIR=$build \
-            cargo zigbuild --manifest-path "$root/Cargo.toml" --release --bins \
-            $(for s in "${SERVICES[@]}"; do echo "-p ${s%% *}"; done) --target "$TRIPLE.$GLIBC_FLOOR"
-    fi
+    CARGO_ZIGBUILD_PYTHON_PATH=$venv/bin/python3 CARGO_TARGET_DIR=$build \
+        cargo zigbuild --manifest-path "$root/Cargo.toml" --release --bins \
+        $(for s in "${SERVICES[@]}"; do echo "-p ${s%% *}"; done) --target "$STATIC"
 )
-out=$build/$TRIPLE/release
-so=$out/libslidingwindow.so
+so=$build/$TRIPLE/release/libslidingwindow.so
 
 # The newest glibc symbol version a binary needs must be at most the floor.
 glibc_floor() {
@@ -71,6 +69,15 @@ glibc_floor() {
 }
 glibc_floor "$so"
 
+# A static executable: no program interpreter (ld.so) and no shared library to load.
+static() {
+    if readelf -l "$1" | grep -q INTERP || readelf -d "$1" | grep -q NEEDED; then
+        echo "dist: $1 is not static" >&2
+        exit 1
+    fi
+    echo "dist: $(basename "$1") is static"
+}
+
 stage=$target/dist-stage/$name
 rm -rf "$target/dist-stage"
 mkdir -p "$stage" dist
@@ -80,10 +87,10 @@ names=("$name")
 
 # Each service: its binary (printing the release with --version), README, example config.
 manifests=$(cargo metadata --no-deps --format-version 1 --offline)
-for service in ${SERVICES[@]+"${SERVICES[@]}"}; do
+for service in "${SERVICES[@]}"; do
     read -r package part config <<<"$service"
-    bin=$out/$package
-    glibc_floor "$bin"
+    bin=$build/$STATIC/release/$package
+    static "$bin"
     [[ $("$bin" --version) == "$package $version" ]] ||
         { echo "dist: $bin --version says '$("$bin" --version)', not '$package $version'" >&2; exit 1; }
     dir=$(python3 -c 'import json, os, sys; print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1]))' "$package" <<<"$manifests")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make images`: slidingwindow/redis:<version> and slidingwindow/valkey:<version> from
-# docker/Dockerfile, with the module from dist/'s tarball (checked against
-# SHA256SUMS), built with --network none. The bases: REDIS_BASE and VALKEY_BASE (default the
+# docker/Dockerfile, with the module from dist/'s tarball, and slidingwindow/envoy-ratelimit and
+# slidingwindow/gateway (FROM scratch: docker/<part>/Dockerfile) with the static binaries from
+# theirs (all checked against SHA256SUMS), built with --network none. The bases: REDIS_BASE and VALKEY_BASE (default the
 # official redis:7.4 and valkey/valkey:9), or STANDIN=1 for the stand-ins made here
 # from Debian (scripts/standin-base.sh). Starts dockerd when none answers (and leaves it running).
 # Prints each image with its size.
@@ -35,7 +36,23 @@ build() {
         echo "images: $image on $base failed; where no image registry is reachable, STANDIN=1 builds on bases made from Debian" >&2
         exit 1
     }
-    echo "$image $(docker image inspect -f '{{.Size}}' "$image") bytes"
+    size "$image"
 }
+size() { echo "$1 $(docker image inspect -f '{{.Size}}' "$1") bytes"; }
 build redis "${REDIS_BASE:-redis:7.4}"
 build valkey "${VALKEY_BASE:-valkey/valkey:9}"
+
+# The services: PART (the tarball's and the image's name) and BINARY; the context is the binary.
+service() {
+    local part=$1 binary=$2 image=slidingwindow/$1:$version
+    local name=slidingwindow-$part-$version-x86_64-linux-gnu dir=$target/images/$part
+    [[ -f dist/$name.tar.gz ]] || { echo "images: dist/$name.tar.gz is missing (make dist)" >&2; exit 1; }
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    tar -xzf "dist/$name.tar.gz" -C "$dir" --strip-components=1 "$name/$binary"
+    docker build --quiet --network none --build-arg "VERSION=$version" -t "$image" \
+        -f "docker/$part/Dockerfile" "$dir" >/dev/null
+    size "$image"
+}
+service envoy-ratelimit envoy-ratelimit
+service gateway http-gateway

@@ -3,7 +3,9 @@
 # sdist (`python -m build`), each installed into a clean virtualenv (redis-py from PyPI), and the
 # Node package (`npm pack`), installed from its tarball into a clean folder (ioredis from npm),
 # each passing scripts/packages/smoke.* outside the source tree against two servers on free
-# loopback ports: one with the module, one without (the packaged Lua script). The artifacts stay
+# loopback ports: one with the module, one without (the packaged Lua script); and the Rust crates a
+# user depends on, slidingwindow-core and slidingwindow-client, through `cargo package` (each
+# .crate built and compiled from its own contents, offline from cargo's cache). The artifacts stay
 # in target/packages/. Takes from make: SLIDINGWINDOW_MODULE.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -78,5 +80,20 @@ cp scripts/packages/smoke.js "$app/"
 (cd "$app" && npm init --yes >/dev/null && npm install --silent --no-audit --no-fund "$tgz" ioredis@5 &&
     node smoke.js "$version" "$module_port" "$plain_port")
 echo "test-packages: $(basename "$tgz") installs and passes"
+# Rust: both crates in one `cargo package`, so that the client's dependency on the unpublished
+# core resolves to the core's own package. --allow-dirty: a checkout being worked on packages too.
+mkdir -p "$out/rust"
+cargo package --offline --allow-dirty --quiet -p slidingwindow-core -p slidingwindow-client
+for crate in slidingwindow-core slidingwindow-client; do
+    built=${CARGO_TARGET_DIR:-$root/target}/package/$crate-$version.crate
+    [[ -f $built ]] || { echo "test-packages: expected $built" >&2; exit 1; }
+    f=$out/rust/$crate-$version.crate
+    cp "$built" "$f"
+    # The whole listing first: `grep -q` would close the pipe early, failing tar under pipefail.
+    listing=$(tar -tzf "$f")
+    grep -qx "$crate-$version/README.md" <<<"$listing" || { echo "test-packages: $f has no README.md" >&2; exit 1; }
+    echo "test-packages: $(basename "$f") packages and builds from its own contents"
+done
+
 echo "test-packages: artifacts in $out:"
-(cd "$out" && ls -l python/*.whl python/*.tar.gz node/*.tgz)
+(cd "$out" && ls -l python/*.whl python/*.tar.gz node/*.tgz rust/*.crate)

@@ -1,5 +1,5 @@
 //! The command line. Flags that have a counterpart in envoyproxy/ratelimit also read its
-//! environment variable (a flag given wins).
+//! environment variable (a flag given wins): here when it maps one to one, else in env.rs.
 
 use clap::{Parser, ValueEnum};
 use slidingwindow_service::duration::parse_duration;
@@ -19,7 +19,11 @@ pub enum OnRedisError {
 /// Redis with the slidingwindow module: rolling windows, all of a request's descriptors charged
 /// atomically with SLIDINGWINDOW.ALLOWALL.
 #[derive(Debug, Parser)]
-#[command(name = "envoy-ratelimit", version)]
+#[command(
+    name = "envoy-ratelimit",
+    version,
+    after_help = "`envoy-ratelimit healthcheck --help`: exit 0 when a running service is SERVING."
+)]
 pub struct Cli {
     /// A YAML config file (envoyproxy/ratelimit's format) or a directory of them, reloaded when
     /// it changes (and on SIGHUP).
@@ -108,7 +112,7 @@ pub struct Cli {
     pub limit_reset_header: String,
 }
 
-fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     let full = if s.starts_with(':') {
         format!("0.0.0.0{s}")
     } else {

@@ -4,8 +4,10 @@
 
 mod cli;
 mod config;
+mod env;
 mod headers;
 mod health;
+mod healthcheck;
 mod http;
 mod leases;
 mod metrics;
@@ -18,7 +20,7 @@ mod stat;
 mod store;
 mod yaml;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use slidingwindow_client::{Auth, Options};
 use std::io::Write;
@@ -36,7 +38,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let defaults = match env::read(|name| std::env::var(name).ok()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("envoy-ratelimit: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "healthcheck") {
+        args.remove(0);
+        let cmd = env::apply(healthcheck::Args::command(), &defaults);
+        return healthcheck::run(parse(cmd, args)).await;
+    }
+    for w in &defaults.warnings {
+        eprintln!("envoy-ratelimit: warning: {w}");
+    }
+    let cli: cli::Cli = parse(env::apply(cli::Cli::command(), &defaults), args);
     #[cfg(feature = "bench-floor")]
     eprintln!(
         "envoy-ratelimit: a bench-floor build: one PING in place of each request's calls, nothing is limited"
@@ -64,6 +82,11 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `T` from `args` by `cmd` (T's command with env.rs's defaults); exits on a bad command line.
+fn parse<T: FromArgMatches>(cmd: clap::Command, args: Vec<std::ffi::OsString>) -> T {
+    T::from_arg_matches(&cmd.get_matches_from(args)).unwrap_or_else(|e| e.exit())
 }
 
 fn redis_options(cli: &cli::Cli) -> Result<Options, slidingwindow_client::Error> {

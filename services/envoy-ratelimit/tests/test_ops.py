@@ -1,18 +1,21 @@
-"""Operating the service as the reference is operated: grpc.health.v1 health, hot reload (also
-under traffic), Prometheus /metrics with the reference's statistics, /json and /healthcheck, the
+"""Operating the service as the reference is operated: grpc.health.v1 health (and the
+`healthcheck` subcommand an image runs), the reference image's environment variables, hot reload
+(also under traffic), Prometheus /metrics with the reference's statistics, /json and /healthcheck, the
 reference's RateLimit-Limit/-Remaining/-Reset headers."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
+import types
 import urllib.error
 import urllib.request
 
 from envoy_data_plane.envoy.service.ratelimit.v3 import RateLimitResponseCode as Code
 
-from conftest import RedisServer, Service, wait_for, write_config
+from conftest import RedisServer, Service, free_port, service_binary, wait_for, write_config
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
 
@@ -210,3 +213,69 @@ def test_reload_keeps_the_last_good_config_under_traffic(tmp_path, redis_server,
     assert s.metrics_addr
     assert "config error, keeping the last good config: " in err and "invalid rate limit unit 'fortnight'" in err
     assert err.count("config reloaded: 1 domain(s) from 1 file(s)") == 2
+
+
+def healthcheck(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [service_binary(), "healthcheck", *args], capture_output=True, text=True, timeout=30, env=env
+    )
+
+
+def test_healthcheck_subcommand_follows_health(tmp_path):
+    own = RedisServer()
+    s = Service(write_config(tmp_path, CONFIG), own.url, "--health-interval", "100ms")
+    try:
+        wait_for("SERVING", lambda: s.health_status() == "SERVING")
+        for name in NAMES:
+            r = healthcheck("--listen", s.addr, "--service", name)
+            assert r.returncode == 0, r
+        own.stop()
+        wait_for("NOT_SERVING", lambda: s.health_status() == "NOT_SERVING")
+        r = healthcheck("--listen", s.addr)
+        assert r.returncode == 1 and "NOT_SERVING" in r.stderr, r
+    finally:
+        s.close()
+        own.close()
+    r = healthcheck("--listen", s.addr, "--timeout", "1s")
+    assert r.returncode == 1 and "connect" in r.stderr, r
+
+
+def test_the_reference_image_environment(tmp_path, redis_server, r):
+    """envoyproxy/ratelimit's variables alone configure the service: the config from
+    RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config, Redis from REDIS_URL, gRPC on GRPC_HOST:GRPC_PORT,
+    HTTP on HOST:PORT; the healthcheck finds the service from the same variables."""
+    config = tmp_path / "rl" / "config"
+    config.mkdir(parents=True)
+    write_config(config, CONFIG, "shop.yaml")
+    grpc_port, http_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "RUNTIME_ROOT": str(tmp_path),
+        "RUNTIME_SUBDIRECTORY": "rl",
+        "REDIS_SOCKET_TYPE": "tcp",
+        "REDIS_URL": f"127.0.0.1:{redis_server.port}",
+        "GRPC_HOST": "127.0.0.1",
+        "GRPC_PORT": str(grpc_port),
+        "HOST": "127.0.0.1",
+        "PORT": str(http_port),
+        "USE_STATSD": "false",
+        "CACHE_KEY_PREFIX": "img_",
+    }
+    proc = subprocess.Popen(
+        [service_binary()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == f"listening on 127.0.0.1:{grpc_port}"
+        assert proc.stdout.readline().strip() == f"http on 127.0.0.1:{http_port}"
+        s = types.SimpleNamespace(http=f"127.0.0.1:{http_port}")
+        status, resp = post(s, {"domain": "shop", "descriptors": [{"entries": [{"key": "route", "value": "checkout"}]}]})
+        assert (status, resp["overallCode"]) == (200, "OK")
+        status, resp = post(s, {"domain": "shop", "descriptors": [{"entries": [{"key": "route", "value": "checkout"}]}]})
+        assert (status, resp["overallCode"]) == (429, "OVER_LIMIT")
+        assert r.keys("img_*"), "no key with CACHE_KEY_PREFIX"
+        r = healthcheck(env={**os.environ, "GRPC_PORT": str(grpc_port)})
+        assert r.returncode == 0, r
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "warning" not in err, err

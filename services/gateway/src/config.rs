@@ -103,8 +103,12 @@ pub struct Config {
     #[arg(long = "limit", value_name = "MAX/WINDOW")]
     pub limits: Vec<Limit>,
     /// Address to listen on (port 0: any free port; the chosen address is printed on stdout).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Answer GET PATH with `200 ok` from the gateway itself (not limited, not forwarded) while it
+    /// runs: for health checks (`http-gateway healthcheck`).
+    #[arg(long, value_name = "PATH", env = "GATEWAY_HEALTH_PATH", value_parser = health_path)]
+    pub health_path: Option<String>,
     /// Redis URL (redis://[user:password@]host:port[/db]); with --cluster, a seed node (repeatable).
     #[arg(
         long = "redis",
@@ -169,6 +173,15 @@ pub struct Config {
     /// lease's handout time, on the gateway's clock, and its first key): a test and audit aid.
     #[arg(long, value_name = "PATH")]
     pub admission_log: Option<PathBuf>,
+}
+
+/// A path the router takes as it is: `/` then no `{`, `}` or `*` (axum's captures).
+pub fn health_path(s: &str) -> Result<String, String> {
+    if s.starts_with('/') && !s.contains(['{', '}', '*']) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?}: expected a path such as /healthz"))
+    }
 }
 
 impl Config {

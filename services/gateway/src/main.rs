@@ -7,6 +7,7 @@ mod admissions;
 mod config;
 mod deny_cache;
 mod headers;
+mod healthcheck;
 mod identity;
 mod layer;
 mod limiter;
@@ -23,7 +24,12 @@ use tokio::net::TcpListener;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cfg = Config::parse();
+    let mut args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "healthcheck") {
+        args.remove(0);
+        return healthcheck::run(healthcheck::Args::parse_from(args));
+    }
+    let cfg = Config::parse_from(args);
     if let Err(e) = cfg.validate() {
         eprintln!("gateway: {e}");
         return ExitCode::from(2);
@@ -52,6 +58,10 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         }
         app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg));
         limiter = Some(l);
+    }
+    // Added after the rate-limit layer, which wraps only the routes before it.
+    if let Some(path) = &cfg.health_path {
+        app = app.route(path, axum::routing::get(|| async { "ok" }));
     }
     let listener = TcpListener::bind(cfg.listen).await?;
     // Tests and scripts read the address (the port may have been 0) from this first line.

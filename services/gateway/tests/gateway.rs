@@ -456,7 +456,7 @@ fn answers_in_the_clients_http_version_and_appends_to_x_forwarded_for() {
 #[test]
 fn a_limit_without_a_unit_is_refused() {
     for (limit, exit_ok) in [("10/1", false), ("10/1x", false), ("10/1s", true)] {
-        let out = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+        let out = Command::new(binary())
             .args(["--limit", limit, "--help"])
             .output()
             .expect("run the gateway");
@@ -867,7 +867,7 @@ fn cluster_mode_with_a_global_limit() {
 #[test]
 fn a_bad_precision_is_refused() {
     for bad in ["0", "9007199254740993", "1s", ""] {
-        let out = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+        let out = Command::new(binary())
             .args(["--limit", "10/1s", "--precision", bad])
             .output()
             .expect("run the gateway");

@@ -267,7 +267,7 @@ fn a_lease_that_cannot_fit_a_limit_is_refused_at_start() {
             "--lease leases --global-limit and --tenant-limit keys: give one",
         ),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+        let out = std::process::Command::new(support::binary())
             .args(args)
             .output()
             .unwrap();

@@ -23,6 +23,13 @@ pub struct Gateway {
     pub log: PathBuf,
 }
 
+/// The gateway under test: $GATEWAY (a released binary: `make test-dist`), else this build's.
+pub fn binary() -> PathBuf {
+    std::env::var_os("GATEWAY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_http-gateway")))
+}
+
 impl Gateway {
     pub fn start(redis: &Server, args: &[&str]) -> Gateway {
         let url = redis.url();
@@ -37,7 +44,7 @@ impl Gateway {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_http-gateway"))
+        let mut child = Command::new(binary())
             .args(listen)
             .args(args)
             .stdin(Stdio::null())
