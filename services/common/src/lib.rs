@@ -1,8 +1,9 @@
-//! What both services share: stopping on a signal, reading a duration flag, and the syntax of
-//! the rate-limit headers (IETF httpapi RateLimit draft).
+//! What both services share: stopping on a signal, reading a duration flag, the syntax of
+//! the rate-limit headers (IETF httpapi RateLimit draft), and the Prometheus text of `/metrics`.
 
 pub mod duration;
 pub mod headers;
+pub mod prometheus;
 
 /// Ctrl-C or SIGTERM: stop accepting, finish what is in flight.
 pub async fn shutdown() {
