@@ -1,8 +1,10 @@
 //! What both services share: stopping on a signal, reading a duration flag, the syntax of the
-//! rate-limit headers (IETF httpapi RateLimit draft), and the address a healthcheck dials.
+//! rate-limit headers (IETF httpapi RateLimit draft), the address a healthcheck dials, and the
+//! Prometheus text of `/metrics`.
 
 pub mod duration;
 pub mod headers;
+pub mod prometheus;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

@@ -74,6 +74,10 @@ pub struct Cli {
     /// HTTP address of the Prometheus `/metrics` (off if not given); stdout says `metrics on ADDR`.
     #[arg(long, value_name = "ADDR", value_parser = listen_addr)]
     pub metrics_listen: Option<SocketAddr>,
+    /// `/metrics` lists the N descriptor keys refused most (a Space-Saving summary of N entries:
+    /// at most N series); 0 lists none.
+    #[arg(long, value_name = "N", default_value_t = slidingwindow_service::prometheus::DEFAULT_TOP)]
+    pub metrics_top: usize,
     /// Hits past this share of a limit count as near_limit.
     #[arg(long, value_name = "RATIO", env = "NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = ratio)]
     pub near_limit_ratio: f32,

@@ -104,7 +104,7 @@ async fn run(
     config: config::Config,
     source: config::source::Files,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let metrics = Arc::new(metrics::Metrics::new(cli.near_limit_ratio));
+    let metrics = Arc::new(metrics::Metrics::new(cli.near_limit_ratio).with_top(cli.metrics_top));
     metrics.config_load_success.fetch_add(1, Ordering::Relaxed);
     let forms = response::HeaderForms {
         draft: cli.response_headers,

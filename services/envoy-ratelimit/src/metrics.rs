@@ -1,12 +1,13 @@
 //! Statistics in the reference's Prometheus names (its default statsd mapping): per limit
 //! total hits, over limit, near limit (NEAR_LIMIT_RATIO), within limit and shadow mode, keyed
 //! as its `detailed_metric` / `value_to_metric` rules say; the config loads, the calls, Redis
-//! errors and latency; and our `lease` extension's counters. Rendered as Prometheus text for
-//! `/metrics`.
+//! errors and latency; our `lease` extension's counters; and the descriptor keys refused most
+//! (`--metrics-top`). Rendered as Prometheus text for `/metrics`.
 
 use crate::config::{LeaseSpec, Limit};
 use crate::stat::{Counters, StatKey};
 use slidingwindow_client::MapStats;
+use slidingwindow_service::prometheus::{TopRefused, escape};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +76,8 @@ pub struct Metrics {
     pub total_requests: AtomicU64,
     pub response_time: Histogram,
     pub redis_latency: Histogram,
+    /// The descriptors' keys refused most.
+    pub top: TopRefused,
 }
 
 impl Metrics {
@@ -82,6 +85,14 @@ impl Metrics {
         Metrics {
             near_limit_ratio,
             ..Metrics::default()
+        }
+    }
+
+    /// Keeps the `n` descriptor keys refused most (`--metrics-top`).
+    pub fn with_top(self, n: usize) -> Metrics {
+        Metrics {
+            top: TopRefused::new(n),
+            ..self
         }
     }
 
@@ -248,6 +259,8 @@ impl Metrics {
         );
         self.redis_latency
             .render(&mut out, "ratelimit_service_redis_latency_seconds", "");
+        self.top
+            .render(&mut out, "ratelimit_service_top_refused", "key");
         out
     }
 }
@@ -301,12 +314,6 @@ fn labels(key: &StatKey) -> String {
     s
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,7 +357,13 @@ mod tests {
         m.hits(&c, 5, 0, 2, false, false);
         m.domain_not_found("nope");
         m.redis_latency.observe(Duration::from_millis(3));
+        let m = m.with_top(1);
+        m.top.count(b"d_k_v");
+        m.top.count(b"d_k_w");
         let text = m.render();
+        // One series at most: the second key took the first's place.
+        assert!(text.contains("ratelimit_service_top_refused{key=\"d_k_w\"} 2\n"));
+        assert!(!text.contains("ratelimit_service_top_refused{key=\"d_k_v\"}"));
         assert!(text.contains(
             "ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"a_\\\"x\\\"\",key2=\"b.c\"} 2"
         ));

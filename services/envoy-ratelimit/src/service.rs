@@ -240,21 +240,26 @@ impl Shared {
                     cost,
                 } => self.metrics.hits(counters, 0, 0, *cost, true, limit.shadow),
                 Action::Count {
+                    key,
                     limit,
                     counters,
                     cost,
                     mode,
-                    ..
                 } if *mode != Mode::Refund => {
                     match outcome.and_then(|o| o.seen.get(i).copied().flatten()) {
-                        Some(s) => self.metrics.hits(
-                            counters,
-                            limit.requests_per_unit,
-                            s.before,
-                            *cost,
-                            s.over,
-                            limit.shadow,
-                        ),
+                        Some(s) => {
+                            if s.over && !limit.shadow {
+                                self.metrics.top.count(key);
+                            }
+                            self.metrics.hits(
+                                counters,
+                                limit.requests_per_unit,
+                                s.before,
+                                *cost,
+                                s.over,
+                                limit.shadow,
+                            )
+                        }
                         None => {
                             counters.total_hits.fetch_add(*cost, Ordering::Relaxed);
                         }

@@ -136,6 +136,12 @@ def test_metrics(start, r):
     assert m['ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}'] == 9
     assert m["ratelimit_service_config_load_success{}"] == 1
     assert m['ratelimit_service_redis_latency_seconds_count{}'] >= 8
+    # The descriptor keys refused most (--metrics-top, default 10): user m's 4th hit; the shadow
+    # limit's refusal of bot b is not counted.
+    top = {k: v for k, v in m.items() if k.startswith("ratelimit_service_top_refused{")}
+    assert top == {'ratelimit_service_top_refused{key="ratelimit:{shop}:user=m"}': 1}
+    assert m['ratelimit_service_top_refused_error{key="ratelimit:{shop}:user=m"}'] == 0
+    assert m["ratelimit_service_top_refused_counted_total"] == 1
     assert m['ratelimit_service_should_rate_limit_error{err_type="redis_error"}'] == 0
 
 

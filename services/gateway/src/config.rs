@@ -173,6 +173,31 @@ pub struct Config {
     /// lease's handout time, on the gateway's clock, and its first key): a test and audit aid.
     #[arg(long, value_name = "PATH")]
     pub admission_log: Option<PathBuf>,
+    /// Serve the Prometheus `/metrics` on this address (port 0: any free port; stderr says
+    /// `metrics on http://ADDR`).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// `/metrics` lists the N identities refused most (a Space-Saving summary of N entries: at
+    /// most N series); 0 lists none.
+    #[arg(long, value_name = "N", default_value_t = slidingwindow_service::prometheus::DEFAULT_TOP)]
+    pub metrics_top: usize,
+    /// At most N requests of one identity in flight, each holding its slot at most HOLD (s, m,
+    /// h or d): `--concurrency 10/30s`. The slot goes back when the upstream's response ends.
+    #[arg(long, value_name = "N/HOLD")]
+    pub concurrency: Option<Limit>,
+    /// At most N requests of one tenant (--tenant-header) in flight, as --concurrency.
+    #[arg(long, value_name = "N/HOLD")]
+    pub tenant_concurrency: Option<Limit>,
+    /// At most N requests in flight through every gateway on this Redis, as --concurrency.
+    #[arg(long, value_name = "N/HOLD")]
+    pub global_concurrency: Option<Limit>,
+    /// Charge each request N on its identity's --limit before proxying, settled with the cost
+    /// the upstream's --settle-header reports.
+    #[arg(long, value_name = "N", requires = "settle_header", value_parser = clap::value_parser!(u64).range(1..=1 << 53))]
+    pub reserve: Option<u64>,
+    /// The upstream's response header carrying the request's real cost (for --reserve).
+    #[arg(long, value_name = "NAME", requires = "reserve")]
+    pub settle_header: Option<HeaderName>,
 }
 
 /// A path the router takes as it is: `/` then no `{`, `}` or `*` (axum's captures).
@@ -211,6 +236,18 @@ impl Config {
                     l.size, l.duration_ms
                 ));
             }
+        }
+        if self.reserve.is_some()
+            && (self.limits.is_empty()
+                || !self.tenant_limits.is_empty()
+                || !self.global_limits.is_empty()
+                || self.lease.is_some()
+                || self.precision.is_some())
+        {
+            return Err("--reserve charges the identity's --limit: give one, and no --tenant-limit, --global-limit, --lease or --precision".into());
+        }
+        if self.tenant_concurrency.is_some() && self.tenant_header.is_none() {
+            return Err("--tenant-concurrency needs --tenant-header".into());
         }
         if self.tenant_header.is_some() == self.tenant_limits.is_empty() {
             return Err("--tenant-header and --tenant-limit go together".into());

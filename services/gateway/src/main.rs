@@ -9,8 +9,10 @@ mod deny_cache;
 mod headers;
 mod healthcheck;
 mod identity;
+mod inflight;
 mod layer;
 mod limiter;
+mod metrics;
 mod upstream;
 
 use axum::Router;
@@ -45,7 +47,15 @@ async fn main() -> ExitCode {
 
 async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
     let target = upstream::Upstream::new(cfg.upstream.clone(), cfg.upstream_timeout);
-    let mut app = Router::new().fallback(move |req| target.clone().handle(req));
+    let metrics = Arc::new(metrics::Metrics::new(cfg.metrics_top));
+    let counted = metrics.clone();
+    let mut app = Router::new().fallback(move |req| {
+        counted.admitted();
+        target.clone().handle(req)
+    });
+    if let Some(i) = inflight::Inflight::new(&cfg, metrics.clone())? {
+        app = app.layer(inflight::InflightLayer(Arc::new(i)));
+    }
     let mut limiter = None;
     if cfg.limits.is_empty() && cfg.tenant_limits.is_empty() && cfg.global_limits.is_empty() {
         eprintln!("gateway: no --limit given: requests are not rate limited");
@@ -56,10 +66,21 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         {
             eprintln!("gateway: warning: --precision {p}: {w}");
         }
-        app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg));
+        app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg, metrics.clone()));
         limiter = Some(l);
     }
-    // Added after the rate-limit layer, which wraps only the routes before it.
+    if let Some(addr) = cfg.metrics_listen {
+        let l = TcpListener::bind(addr).await?;
+        // Tests read the address (the port may have been 0) from this line.
+        eprintln!("metrics on http://{}", l.local_addr()?);
+        let router = metrics::router(metrics.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(l, router).await {
+                eprintln!("gateway: /metrics: {e}");
+            }
+        });
+    }
+    // Added after the in-flight and rate-limit layers, which wrap only the routes before them.
     if let Some(path) = &cfg.health_path {
         app = app.route(path, axum::routing::get(|| async { "ok" }));
     }

@@ -27,10 +27,12 @@ mod decision;
 mod exact;
 mod keys;
 mod leased;
+mod settle;
 
 pub use decision::{Decision, Named};
 pub use keys::Keys;
 use keys::{PARTS, Part, SHARED};
+pub use settle::Settle;
 
 /// A request does not wait longer than this for Redis (its exact call, or a lease call it waits
 /// for); then the --on-redis-error policy decides (and the call goes on, see abandoned.rs).
@@ -52,9 +54,11 @@ pub struct Charge {
     leased: [Option<Permit>; 3],
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Verdict {
     Admit(Decision, Charge),
+    /// `--reserve`'s N charged: settled when the upstream answers.
+    Reserved(Decision, Box<slidingwindow_client::Reservation>),
     /// Refused by Redis, or from the deny cache.
     Refuse(Decision),
     /// Redis failed and --on-redis-error is open: let the request through, without headers.

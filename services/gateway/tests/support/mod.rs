@@ -202,6 +202,23 @@ pub fn seconds_up(ms: i64) -> i64 {
     (ms + 999).div_euclid(1000)
 }
 
+/// A request's head as an upstream reads it from `s`, up to its blank line (less if the
+/// connection ends first).
+pub fn read_head(s: &mut impl Read) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// The path of a request `head`'s request line (empty if it has none).
+pub fn path_of(head: &str) -> String {
+    let line = head.lines().next().unwrap_or_default();
+    line.split(' ').nth(1).unwrap_or_default().to_string()
+}
+
 /// A one-shot upstream speaking `version` (`HTTP/1.1`, `HTTP/1.0`): it answers 201 with what it
 /// was asked (request line, X-Forwarded-For lines), or 503 for a path holding `/fail`; counts its
 /// requests.
@@ -214,12 +231,7 @@ pub fn upstream(version: &'static str) -> (String, Arc<AtomicUsize>) {
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { return };
             counter.fetch_add(1, Ordering::SeqCst);
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&head).to_string();
+            let head = read_head(&mut s);
             let request_line = head.lines().next().unwrap_or_default().to_string();
             let xff: Vec<String> = head
                 .lines()
@@ -338,18 +350,8 @@ impl Upstream {
                 let Ok(mut s) = stream else { return };
                 let (hits, answered, released) = (hits.clone(), answered.clone(), released.clone());
                 thread::spawn(move || {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
-                        head.push(byte[0]);
-                    }
+                    let path = path_of(&read_head(&mut s));
                     hits.fetch_add(1, Ordering::SeqCst);
-                    let line = String::from_utf8_lossy(&head)
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string();
-                    let path = line.split(' ').nth(1).unwrap_or_default().to_string();
                     if path.starts_with("/hang") {
                         thread::sleep(Duration::from_secs(120));
                         return;
@@ -385,4 +387,55 @@ impl Upstream {
         *lock.lock().unwrap() = true;
         cond.notify_all();
     }
+}
+
+impl Gateway {
+    /// The text of `/metrics` on the address the gateway printed on stderr (`--metrics-listen`).
+    pub fn metrics(&self) -> String {
+        let mut url = None;
+        wait_until(STARTUP_DEADLINE, "the gateway's metrics address", || {
+            url = self
+                .log()
+                .lines()
+                .find_map(|l| l.strip_prefix("metrics on ").map(str::to_string));
+            url.is_some()
+        });
+        let url = url.expect("found above");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        agent
+            .get(format!("{url}/metrics"))
+            .call()
+            .expect("GET /metrics")
+            .body_mut()
+            .read_to_string()
+            .expect("metrics text")
+    }
+}
+
+/// The value of the sample `series` (`name{labels}` or `name`) in Prometheus text.
+pub fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (s, v) = l.rsplit_once(' ')?;
+        (s == series).then(|| v.parse().expect("an integer sample"))
+    })
+}
+
+/// What the key's window holds now: `SLIDINGWINDOW.PEEK key window max *` answers what an ALLOW
+/// of cost 1 would, so its `count` includes that request when it would be admitted.
+pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
+    let reply = crate::common::call(
+        &mut redis.client(),
+        &[
+            "SLIDINGWINDOW.PEEK",
+            key,
+            &window.to_string(),
+            &max.to_string(),
+            "*",
+        ],
+    );
+    let reply = crate::common::ints(&reply);
+    reply[1] - reply[0]
 }
