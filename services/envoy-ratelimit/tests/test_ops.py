@@ -12,7 +12,8 @@ import urllib.request
 
 from envoy_data_plane.envoy.service.ratelimit.v3 import RateLimitResponseCode as Code
 
-from conftest import RedisServer, Service, wait_for, write_config
+from conftest import Service, write_config
+from slidingwindow_testkit import Server, wait_for
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
 
@@ -41,7 +42,7 @@ NAMES = ["", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"]
 
 
 def test_health_follows_redis(tmp_path):
-    own = RedisServer()
+    own = Server()
     s = Service(write_config(tmp_path, CONFIG), own.url, "--health-interval", "100ms", "--http-listen", "127.0.0.1:0")
     try:
         for name in NAMES:
@@ -137,7 +138,7 @@ def test_metrics(start, r):
 
 
 def test_metrics_count_redis_errors(tmp_path):
-    own = RedisServer()
+    own = Server()
     s = Service(write_config(tmp_path, CONFIG), own.url, "--metrics-listen", "127.0.0.1:0")
     try:
         assert s.ask("shop", [("user", "e")]).overall_code == OK
