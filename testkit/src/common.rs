@@ -135,6 +135,7 @@ pub fn ints(v: &Value) -> Vec<i64> {
 pub struct Builder {
     args: Vec<String>,
     module: bool,
+    module_file: Option<PathBuf>,
     cluster: bool,
     config: Option<String>,
 }
@@ -167,6 +168,13 @@ impl Builder {
         self
     }
 
+    /// Loads the module at `path` instead of [`module_path`] (another build, another module).
+    pub fn module(mut self, path: &Path) -> Self {
+        self.module = true;
+        self.module_file = Some(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+        self
+    }
+
     /// Starts from a config file holding `text` (written once into the server's directory, so
     /// that a restart reads what `CONFIG REWRITE` made of it); the arguments still apply on top.
     pub fn config_file(mut self, text: &str) -> Self {
@@ -181,7 +189,13 @@ impl Builder {
         self
     }
 
+    /// Starts the server; panics with its log tail when it does not start.
     pub fn start(self) -> Server {
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts the server, or says why it did not start (with its log tail).
+    pub fn try_start(self) -> Result<Server, String> {
         let mut last_log = String::new();
         // The port is free when probed but another process may grab it before redis binds it;
         // on that (rare) race, pick a new port and try again.
@@ -196,16 +210,25 @@ impl Builder {
                 dir: fresh_dir(),
                 extra: self.args.clone(),
                 module: self.module,
+                module_file: self.module_file.clone(),
                 cluster: self.cluster,
                 config: self.config.clone(),
             };
             match server.spawn() {
-                Ok(()) => return server,
-                Err(log) => last_log = log,
+                Ok(()) => return Ok(server),
+                Err(Spawn::PortTaken(log)) => last_log = log,
+                Err(Spawn::Failed(why)) => return Err(why),
             }
         }
-        panic!("redis-server did not start; log tail:\n{last_log}");
+        Err(format!("redis-server did not start; log tail:\n{last_log}"))
     }
+}
+
+/// Why a spawn failed: the port was taken before the server bound it (try another), or anything
+/// else (said with the log tail).
+enum Spawn {
+    PortTaken(String),
+    Failed(String),
 }
 
 /// A running `redis-server` owned by the test.
@@ -215,6 +238,7 @@ pub struct Server {
     dir: PathBuf,
     extra: Vec<String>,
     module: bool,
+    module_file: Option<PathBuf>,
     cluster: bool,
     config: Option<String>,
 }
@@ -224,6 +248,7 @@ impl Server {
         Builder {
             args: Vec::new(),
             module: true,
+            module_file: None,
             cluster: false,
             config: None,
         }
@@ -285,8 +310,9 @@ impl Server {
             self.log_path().display().to_string(),
         ]);
         if self.module {
+            let path = self.module_file.clone().unwrap_or_else(module_path);
             a.push("--loadmodule".into());
-            a.push(module_path().display().to_string());
+            a.push(path.display().to_string());
         }
         if self.cluster {
             a.extend([
@@ -301,15 +327,15 @@ impl Server {
         a
     }
 
-    /// Spawns the child and waits for PING; on failure returns the log tail.
-    fn spawn(&mut self) -> Result<(), String> {
+    /// Spawns the child and waits for PING.
+    fn spawn(&mut self) -> Result<(), Spawn> {
         let child = Command::new(redis_server_bin())
             .args(self.command_line())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", redis_server_bin()));
+            .map_err(|e| Spawn::Failed(format!("cannot spawn {}: {e}", redis_server_bin())))?;
         self.child = Some(child);
         let deadline = Instant::now() + STARTUP_DEADLINE;
         loop {
@@ -325,9 +351,9 @@ impl Server {
                 let log = self.log_tail();
                 self.kill9();
                 if exited && log.contains("Address already in use") {
-                    return Err(log);
+                    return Err(Spawn::PortTaken(log));
                 }
-                panic!(
+                return Err(Spawn::Failed(format!(
                     "redis-server on port {} {}; log tail:\n{log}",
                     self.port,
                     if exited {
@@ -335,7 +361,7 @@ impl Server {
                     } else {
                         "did not answer PING in time"
                     }
-                );
+                )));
             }
             thread::sleep(Duration::from_millis(10));
         }
@@ -452,11 +478,13 @@ impl Server {
     /// whatever AOF or RDB the previous run left there.
     pub fn restart(&mut self) {
         self.kill9();
-        if let Err(log) = self.spawn() {
-            panic!(
+        match self.spawn() {
+            Ok(()) => {}
+            Err(Spawn::PortTaken(log)) => panic!(
                 "redis-server could not get port {} back on restart; log tail:\n{log}",
                 self.port
-            );
+            ),
+            Err(Spawn::Failed(why)) => panic!("{why}"),
         }
     }
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from conftest import Server
 from slidingwindow import Limit, Result, SlidingWindow, UnavailableError, headers
-
-from test_options import poll
+from slidingwindow_testkit import Server, wait_for
 
 
 @pytest.fixture(params=["module", "lua"])
@@ -60,7 +58,7 @@ def test_a_replica_answers_readonly_as_unavailable(own_server, key):
     replica = Server(with_module=own_server.with_module, extra=["--replicaof", "127.0.0.1", str(own_server.port)])
     try:
         rc = replica.client()
-        poll(lambda: rc.info("replication")["master_link_status"] == "up", "the replica's link")
+        wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
         sw = SlidingWindow(rc)
         with pytest.raises(UnavailableError, match="read only"):
             sw.allow(key, Limit(60, 5))
@@ -101,7 +99,7 @@ def test_confirm_with_a_replica(own_server, key):
     replica = Server(with_module=own_server.with_module, extra=["--replicaof", "127.0.0.1", str(own_server.port)])
     try:
         rc = replica.client()
-        poll(lambda: rc.info("replication")["master_link_status"] == "up", "the replica's link")
+        wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
         sw = SlidingWindow(c, confirm=(1, 5_000))
         got = [sw.allow(key, Limit(60, 3)) for _ in range(4)]
         assert [(r.allowed, r.confirmed) for r in got] == [(True, True)] * 3 + [(False, None)]

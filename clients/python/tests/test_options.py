@@ -10,6 +10,7 @@ import redis
 
 from slidingwindow import (AllResult, Limit, LimitState, Result, SlidingWindow, canonical_ip, headers,
                            policy_header, ratelimit_header, retry_after_header, seconds_up)
+from slidingwindow_testkit import wait_for
 
 NOW = 1_700_000_000_000
 
@@ -21,14 +22,6 @@ def server_ms(c: redis.Redis) -> int:
 
 def scores(c: redis.Redis, key: str):
     return [int(s) for _, s in c.zrange(key, 0, -1, withscores=True)]
-
-
-def poll(condition, what: str, deadline_s: float = 10.0):
-    end = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"not reached in {deadline_s} s: {what}")
-        time.sleep(0.005)
 
 
 def test_detail_gives_every_limit_and_now(path, key):
@@ -245,7 +238,7 @@ def test_lease_gives_back_what_it_did_not_hand_out(path, key):
     # At the end of a lease its unused permits go back by themselves.
     lease = sw.lease(key, Limit(60, 1000), size=10, duration_ms=50)
     assert lease.allow().allowed
-    poll(lambda: c.zcard(key) == 4, "the unused permits refunded at the lease's end")
+    wait_for("the unused permits refunded at the lease's end", lambda: c.zcard(key) == 4)
     assert lease.permits == 0
 
 
@@ -269,7 +262,7 @@ def test_lease_refusals_are_remembered_until_their_wait(path, key):
     want = {"allow": 2, "peek": 1} if path[0] == "module" else {"script": 3}
     assert calls(c) == want
     # After the wait (the 8 exact permits leave a second after they were logged), leases again.
-    poll(lambda: lease.allow().allowed, "a lease once the wait has passed", 5.0)
+    wait_for("a lease once the wait has passed", lambda: lease.allow().allowed, 5.0)
     assert lease.permits >= 1
     lease.close()
 
@@ -282,7 +275,7 @@ def test_lease_forgets_what_it_knew_on_its_own_refund(path, key):
     c.config_resetstat()
     # A lease of the 5 left: no whole lease fits after it for a minute.
     assert lease.allow().allowed
-    poll(lambda: c.zcard(key) == 6, "the 4 unused refunded at the lease's end")
+    wait_for("the 4 unused refunded at the lease's end", lambda: c.zcard(key) == 6)
     # That refund made room: the next request leases at once (5 refused, then the 4 left),
     # without a PEEK first.
     assert lease.allow().allowed and lease.permits == 3

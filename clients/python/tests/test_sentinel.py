@@ -13,11 +13,10 @@ import threading
 import redis
 from redis.sentinel import Sentinel
 
-from conftest import Server
-from sentinels import Sentinels
 from slidingwindow import Limit, SlidingWindow, UnavailableError
+from slidingwindow_testkit import Sentinels, Server, wait_for
 
-from test_options import busiest, poll
+from test_options import busiest
 
 SERVICE = "sw"
 LIMIT = Limit(1, 100)
@@ -35,7 +34,7 @@ def test_failover_never_exceeds_confirmed_admissions():
     sentinels = None
     try:
         rc = replica.client()
-        poll(lambda: rc.info("replication")["master_link_status"] == "up", "the replica's link")
+        wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
         sentinels = Sentinels(SERVICE, master.port)
         client = Sentinel([("127.0.0.1", p) for p in sentinels.ports]).master_for(SERVICE)
         sw = SlidingWindow(client, confirm=(1, 100), timeout=0.5)
@@ -63,14 +62,14 @@ def test_failover_never_exceeds_confirmed_admissions():
         for t in threads:
             t.start()
         try:
-            poll(lambda: len(confirmed) >= 300, "confirmed admissions before the failure", 30)
+            wait_for("confirmed admissions before the failure", lambda: len(confirmed) >= 300, 30)
             # The replica falls behind: admissions now go unacknowledged and are taken back.
             replica.proc.send_signal(signal.SIGSTOP)
-            poll(lambda: unconfirmed[0] >= 3, "unconfirmed admissions while the replica is stopped")
+            wait_for("unconfirmed admissions while the replica is stopped", lambda: unconfirmed[0] >= 3)
             master.proc.kill()
             master.proc.wait()
             replica.proc.send_signal(signal.SIGCONT)
-            poll(lambda: sentinels.master_port() == replica.port, "the failover to the replica", 60)
+            wait_for("the failover to the replica", lambda: sentinels.master_port() == replica.port, 60)
             before = len(confirmed)
             # Without a replica nothing is confirmed; the killed master comes back as a replica of
             # the new one (never empty and writable), and confirmations resume. With priority 0, as
@@ -79,15 +78,15 @@ def test_failover_never_exceeds_confirmed_admissions():
             rejoined = Server(with_module=True, extra=DATA + ["--replicaof", "127.0.0.1", str(replica.port),
                                                               "--replica-priority", "0"], port=master.port)
             rj = rejoined.client()
-            poll(lambda: rj.info("replication")["master_link_status"] == "up", "the restarted master's link", 30)
-            poll(lambda: len(confirmed) >= before + 300, "confirmed admissions after the failover", 60)
+            wait_for("the restarted master's link", lambda: rj.info("replication")["master_link_status"] == "up", 30)
+            wait_for("confirmed admissions after the failover", lambda: len(confirmed) >= before + 300, 60)
         finally:
             stop.set()
             for t in threads:
                 t.join()
         new_master = replica.client()
         assert new_master.info("replication")["role"] == "master"
-        poll(lambda: digest(rj) == digest(new_master), "the restarted master equal to the new master", 30)
+        wait_for("the restarted master equal to the new master", lambda: digest(rj) == digest(new_master), 30)
         assert rj.zrange(key, 0, -1, withscores=True) == new_master.zrange(key, 0, -1, withscores=True)
         assert busiest(sorted(confirmed), LIMIT.window * 1000) <= LIMIT.max
         assert unconfirmed[0] >= 3 and errors[0] >= 1

@@ -1,22 +1,17 @@
-"""A real redis-server with the module and the envoy-ratelimit binary, each on a free loopback
-port, and a gRPC client that is not Rust: Envoy's own protos from the envoy-data-plane package
-(betterproto2), RateLimitServiceSyncStub over grpcio.
+"""The envoy-ratelimit binary on a free loopback port against a real redis-server with the module
+(from the repository's harness, slidingwindow_testkit, installed by `make test-envoy`), and a
+gRPC client that is not Rust: Envoy's own protos from the envoy-data-plane package (betterproto2),
+RateLimitServiceSyncStub over grpcio.
 
-Binaries: $REDIS_SERVER (else redis-server on PATH); module: $SLIDINGWINDOW_MODULE; service:
-$ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make test-envoy`
-builds it).
+Service: $ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make
+test-envoy` builds it).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
-import sys
-import tempfile
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 
@@ -33,97 +28,14 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitResponse,
     RateLimitServiceSyncStub,
 )
-
-REPO = Path(__file__).resolve().parents[3]
-# The Sentinel tests' shared helper (testkit/python/sentinels.py).
-sys.path.insert(0, str(REPO / "testkit" / "python"))
-DEADLINE_S = 10.0
-
-
-def binary(env: str, default: Path) -> str:
-    path = Path(os.environ.get(env, default))
-    if not path.is_file():
-        pytest.exit(f"{path} not found: build it, or set {env}", 2)
-    return str(path.resolve())
+from slidingwindow_testkit import DEADLINE_S, REPO, Server
 
 
 def service_binary() -> str:
-    return binary("ENVOY_RATELIMIT", REPO / "target/debug/envoy-ratelimit")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, check, deadline_s: float = DEADLINE_S):
-    """Polls `check` until it returns a true value (returned), failing after the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-class RedisServer:
-    """redis-server with the module; stop() and start() keep its port (a restart)."""
-
-    def __init__(self, *extra: str) -> None:
-        self.dir = tempfile.mkdtemp(prefix="envoy-ratelimit-")
-        self.extra = extra
-        self.proc = None
-        for _ in range(5):
-            self.port = free_port()
-            if self.start():
-                return
-        raise RuntimeError(f"redis-server did not start:\n{self.log()}")
-
-    def start(self) -> bool:
-        args = [
-            os.environ.get("REDIS_SERVER", "redis-server"),
-            "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-            "--save", "", "--appendonly", "no", "--logfile", "redis.log",
-            "--loadmodule", binary("SLIDINGWINDOW_MODULE", REPO / "target/release/libslidingwindow.so"),
-            *self.extra,
-        ]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + DEADLINE_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                if self.client().ping():
-                    return True
-            except redis.ConnectionError:
-                time.sleep(0.01)
-        raise RuntimeError(f"redis-server on port {self.port} did not answer PING:\n{self.log()}")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30)
-
-    def log(self) -> str:
-        try:
-            return Path(self.dir, "redis.log").read_text()[-4000:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    path = Path(os.environ.get("ENVOY_RATELIMIT", REPO / "target/debug/envoy-ratelimit"))
+    if not path.is_file():
+        pytest.exit(f"{path} not found: build it, or set ENVOY_RATELIMIT", 2)
+    return str(path.resolve())
 
 
 class Service:
@@ -199,7 +111,7 @@ def write_config(directory: Path, text: str, name: str = "config.yaml") -> Path:
 
 @pytest.fixture(scope="session")
 def redis_server():
-    s = RedisServer()
+    s = Server()
     yield s
     s.close()
 

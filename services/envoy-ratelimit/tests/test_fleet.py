@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import wait_for
+from slidingwindow_testkit import wait_for
 from test_leases import OK, key, load
 
 LIMIT = 200

@@ -17,7 +17,8 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitServiceSyncStub,
 )
 
-from conftest import Service, descriptor, wait_for, write_config
+from conftest import Service, descriptor, write_config
+from slidingwindow_testkit import wait_for
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
 

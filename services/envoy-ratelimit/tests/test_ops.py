@@ -15,7 +15,8 @@ import urllib.request
 
 from envoy_data_plane.envoy.service.ratelimit.v3 import RateLimitResponseCode as Code
 
-from conftest import RedisServer, Service, free_port, service_binary, wait_for, write_config
+from conftest import Service, service_binary, write_config
+from slidingwindow_testkit import Server, free_port, wait_for
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
 
@@ -44,7 +45,7 @@ NAMES = ["", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"]
 
 
 def test_health_follows_redis(tmp_path):
-    own = RedisServer()
+    own = Server()
     s = Service(write_config(tmp_path, CONFIG), own.url, "--health-interval", "100ms", "--http-listen", "127.0.0.1:0")
     try:
         for name in NAMES:
@@ -146,7 +147,7 @@ def test_metrics(start, r):
 
 
 def test_metrics_count_redis_errors(tmp_path):
-    own = RedisServer()
+    own = Server()
     s = Service(write_config(tmp_path, CONFIG), own.url, "--metrics-listen", "127.0.0.1:0")
     try:
         assert s.ask("shop", [("user", "e")]).overall_code == OK
@@ -228,7 +229,7 @@ def healthcheck(*args: str, env: dict | None = None) -> subprocess.CompletedProc
 
 
 def test_healthcheck_subcommand_follows_health(tmp_path):
-    own = RedisServer()
+    own = Server()
     s = Service(write_config(tmp_path, CONFIG), own.url, "--health-interval", "100ms")
     try:
         wait_for("SERVING", lambda: s.health_status() == "SERVING")

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from conftest import Service, descriptor, service_binary, wait_for, write_config
+from conftest import Service, descriptor, service_binary, write_config
+from slidingwindow_testkit import wait_for
 from test_fleet import LEASED, TWO, two_services
 from test_leases import OK, OVER, key, logged
 

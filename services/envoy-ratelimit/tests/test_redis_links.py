@@ -25,8 +25,8 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitServiceSyncStub,
 )
 
-from conftest import REPO, RedisServer, Service, binary, descriptor, free_port, wait_for, write_config
-from sentinels import Sentinels
+from conftest import Service, descriptor, write_config
+from slidingwindow_testkit import Sentinels, Server, free_port, module_path, wait_for
 
 CONFIG = """
 domain: shop
@@ -81,7 +81,7 @@ def test_tls_with_a_ca_file(tmp_path):
         [os.environ.get("REDIS_SERVER", "redis-server"), "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
          "--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
          "--tls-auth-clients", "no", "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
-         "--loadmodule", binary("SLIDINGWINDOW_MODULE", REPO / "target/release/libslidingwindow.so")],
+         "--loadmodule", module_path()],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
     )
     tls = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca), socket_timeout=10)
@@ -127,8 +127,8 @@ SERVICE = "rl"
 
 
 def test_sentinel_failover_under_traffic(tmp_path):
-    master = RedisServer()
-    replica = RedisServer("--replicaof", "127.0.0.1", str(master.port))
+    master = Server()
+    replica = Server(extra=["--replicaof", "127.0.0.1", str(master.port)])
     sentinels = None
     s = None
     try:

@@ -12,7 +12,8 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitResponseRateLimitUnit as Unit,
 )
 
-from conftest import RedisServer, descriptor, wait_for
+from conftest import descriptor
+from slidingwindow_testkit import Server, wait_for
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
 U32_MAX = 2**32 - 1
@@ -287,7 +288,7 @@ def test_empty_domain_or_descriptors_answer_as_the_reference(start):
 
 @pytest.mark.parametrize("mode", ["open", "closed"])
 def test_on_redis_error_across_a_restart(start, mode):
-    own = RedisServer()
+    own = Server()
     try:
         s = start(CONFIG, "--on-redis-error", mode, redis_url=own.url)
         assert s.ask("shop", [("route", "checkout")]).overall_code == OK
@@ -318,7 +319,7 @@ def test_on_redis_error_across_a_restart(start, mode):
 def test_cluster_mode_one_node(start):
     """--cluster: a one-node Redis Cluster holding every slot; a request's keys share the
     domain's hash tag, so its one MULTI/EXEC goes to the node owning that slot."""
-    node = RedisServer("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    node = Server(extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
     try:
         c = node.client()
         c.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
@@ -335,7 +336,7 @@ def test_cluster_mode_one_node(start):
 
 def test_compact_storage(start):
     """The same calls on the module's compact storage (keys are not sorted sets there)."""
-    own = RedisServer("--slidingwindow.storage", "compact")
+    own = Server(extra=["--slidingwindow.storage", "compact"])
     try:
         c = own.client()
         s = start(CONFIG, redis_url=own.url)

@@ -1,32 +1,17 @@
 """Three (or `count`) Redis Sentinels watching one master, each on a free loopback port (never
-26379), for the Python and the Envoy service's Sentinel tests; their conftest.py puts this
-directory on sys.path."""
+26379), for the Python and the Envoy service's Sentinel tests."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _poll(condition, what: str, deadline_s: float) -> None:
-    end = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"not reached in {deadline_s} s: {what}")
-        time.sleep(0.005)
+from slidingwindow_testkit.servers import free_port, wait_for
 
 
 def _pid(c: redis.Redis) -> int | None:
@@ -49,8 +34,8 @@ class Sentinels:
             for port in self.ports:
                 c = redis.Redis(port=port, socket_timeout=5)
                 # Each sentinel knows the others (needed to elect a leader for the failover).
-                _poll(lambda: c.sentinel_master(service)["num-other-sentinels"] == count - 1,
-                      "the sentinels know each other", 30)
+                wait_for("the sentinels know each other",
+                         lambda: c.sentinel_master(service)["num-other-sentinels"] == count - 1, 30)
         except BaseException:
             self.close()
             raise
@@ -59,7 +44,7 @@ class Sentinels:
         # A probed port may be taken before the sentinel binds it (by another sentinel started
         # here, too): that sentinel exits, and another port is tried.
         for _ in range(5):
-            port = _free_port()
+            port = free_port()
             if port in self.ports or port == master_port:
                 continue
             conf = Path(self.dir, f"sentinel-{i}.conf")
@@ -73,7 +58,7 @@ class Sentinels:
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.procs.append(proc)
             c = redis.Redis(port=port, socket_timeout=5)
-            _poll(lambda: proc.poll() is not None or _pid(c) == proc.pid, f"sentinel on {port}", 10)
+            wait_for(f"sentinel on {port}", lambda: proc.poll() is not None or _pid(c) == proc.pid, 10)
             if proc.poll() is None:
                 self.ports.append(port)
                 return

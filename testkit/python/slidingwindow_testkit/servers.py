@@ -1,0 +1,139 @@
+"""redis-server processes with (or without) the module, and a cluster of them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Sequence
+
+import pytest
+import redis
+
+REPO = Path(__file__).resolve().parents[3]
+# How long a server gets to answer PING, and a poll to hold.
+DEADLINE_S = 10.0
+
+
+def module_path() -> str:
+    """$SLIDINGWINDOW_MODULE, else the release build; ends the session when it is missing."""
+    path = Path(os.environ.get("SLIDINGWINDOW_MODULE", REPO / "target/release/libslidingwindow.so"))
+    if not path.is_file():
+        pytest.exit(f"module {path} not found: run `cargo build --release` (or set SLIDINGWINDOW_MODULE)", 2)
+    return str(path.resolve())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check, deadline_s: float = DEADLINE_S):
+    """Polls `check` until it returns a true value (returned), failing after the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {deadline_s} s: {what}")
+        time.sleep(0.005)
+
+
+class Server:
+    """redis-server on a free loopback port (or `port`), with the module unless `with_module` is
+    false, `extra` arguments last; stop() and start() keep its port (a restart)."""
+
+    def __init__(self, with_module: bool = True, extra: Sequence[str] = (), port: int = 0) -> None:
+        self.dir = tempfile.mkdtemp(prefix="slidingwindow-py-")
+        self.with_module = with_module
+        self.extra = list(extra)
+        self.proc = None
+        self.port = port
+        if port and self.start():
+            return
+        # The probed port may be taken before redis binds it: try a few.
+        for _ in range(0 if port else 5):
+            self.port = free_port()
+            if self.start():
+                return
+        raise RuntimeError(f"redis-server did not start:\n{self.log()}")
+
+    def start(self) -> bool:
+        """Starts the process on this port; false when it exits before answering (port taken)."""
+        args = [
+            os.environ.get("REDIS_SERVER", "redis-server"),
+            "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+            "--save", "", "--appendonly", "no", "--logfile", "redis.log",
+        ]
+        if self.with_module:
+            args += ["--loadmodule", module_path()]
+        args += self.extra
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if self.client().ping():
+                    return True
+            except redis.ConnectionError:
+                time.sleep(0.01)
+        self.stop()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer PING:\n{self.log()}")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30)
+
+    def log(self) -> str:
+        try:
+            return Path(self.dir, "redis.log").read_text()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGKILL; the directory stays for a start()."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Cluster:
+    """Three masters made into a Redis Cluster with ``redis-cli --cluster create`` ($REDIS_CLI, else
+    redis-cli on PATH); ready once every node says cluster_state:ok."""
+
+    def __init__(self, with_module: bool = True) -> None:
+        self.nodes: List[Server] = []
+        try:
+            for _ in range(3):
+                self.nodes.append(Server(with_module, ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]))
+            addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            cli = os.environ.get("REDIS_CLI", "redis-cli")
+            subprocess.run([cli, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+                           check=True, capture_output=True)
+            wait_for("the cluster up", lambda: all(n.client().cluster("info").get("cluster_state") == "ok"
+                                                   for n in self.nodes), 30)
+        except BaseException:
+            self.close()
+            raise
+
+    def client(self) -> redis.RedisCluster:
+        return redis.RedisCluster(host="127.0.0.1", port=self.nodes[0].port, socket_timeout=30)
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
