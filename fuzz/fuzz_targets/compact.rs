@@ -1,36 +1,17 @@
-//! Fuzzes the compact storage's pure parts: the log against a plain sorted vector through any
-//! sequence of adds (anywhere in time, any width), trims and refunds, checking counts and k-th
-//! oldest after each; its RDB encoding round trip; and the decoder on arbitrary bytes, which must
-//! refuse or rebuild, never panic, never loop; and a log built in one pass from the model's
-//! timestamps, which must hold the same. `cargo fuzz` builds with `--cfg fuzzing`, where the log's
-//! blocks hold 32 bytes and its index's nodes 8 children, so that short inputs split, merge and
-//! re-lay out many blocks in a tree of several levels.
+//! Fuzzes the compact storage's log (`slidingwindow_core::compact`): the log against a plain
+//! sorted vector through any sequence of adds (anywhere in time, any width), trims and refunds,
+//! checking counts and k-th oldest after each; its RDB encoding round trip; and the decoder on
+//! arbitrary bytes, which must refuse or rebuild, never panic, never loop; and a log built in one
+//! pass from the model's timestamps, which must hold the same. `cargo fuzz` builds with
+//! `--cfg fuzzing`, where the log's blocks hold 32 bytes and its index's nodes 8 children, so that
+//! short inputs split, merge and re-lay out many blocks in a tree of several levels.
 
 #![no_main]
 
-// The storage's pure files, included by path (the module crate itself is a cdylib).
-#[allow(dead_code)]
-#[path = "../../src/store/compact/bits.rs"]
-mod bits;
-#[allow(dead_code)]
-#[path = "../../src/store/compact/block.rs"]
-mod block;
-#[allow(dead_code)]
-#[path = "../../src/store/compact/codec.rs"]
-mod codec;
-#[allow(dead_code)]
-#[path = "../../src/store/compact/index.rs"]
-mod index;
-#[allow(dead_code)]
-#[path = "../../src/store/compact/log.rs"]
-mod log;
-#[allow(dead_code)]
-#[path = "../../src/store/compact/small.rs"]
-mod small;
-
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use log::{CompactLog, MAX_TS};
+use slidingwindow_core::compact::codec;
+use slidingwindow_core::compact::log::{self, CompactLog, MAX_TS};
 
 /// The next timestamp: near the last one either way, or anywhere.
 fn next_ts(u: &mut Unstructured, ts: u64) -> Result<u64> {

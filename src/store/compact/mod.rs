@@ -1,19 +1,14 @@
-//! The compact storage: the log as the module's own data type (`swcompact`), about 0.3 bytes a
-//! logged request for a dense log once its blocks are sealed into bits (`bits`) and at most 8 (7
-//! bytes a slot at any span), O(log N + M) a call wherever `now` lands (see `log`).
+//! The compact storage: the log (`slidingwindow_core::compact`) as the module's own data type
+//! (`swcompact`), about 0.3 bytes a logged request for a dense log once its blocks are sealed into
+//! bits and at most 8 (7 bytes a slot at any span), O(log N + M) a call wherever `now` lands (see
+//! `log`).
 //!
 //! Effects: replicas and the AOF get `SLIDINGWINDOW.APPLY key "cutoff pexpireat [ts n]"`, the
 //! call's resolved change, which replays the same on any server whatever its clock. Keyspace events:
 //! `slidingwindow.trim` and `slidingwindow.add` (class `d`, module), `del` when the log empties and
 //! `expire` (class `g`).
 
-mod bits;
-mod block;
-pub mod change;
-pub mod codec;
-mod index;
-pub mod log;
-mod small;
+pub use crate::core::compact::{change, codec, log};
 
 use super::{Expire, Store, extend_expiry, replay_expiry};
 use crate::core::error::Error;

@@ -1058,7 +1058,7 @@ mod tests {
     #[test]
     fn built_in_one_pass() {
         let t = 1_700_000_000_000u64;
-        let mut rng = crate::core::rng::Rng::new(3);
+        let mut rng = crate::rng::Rng::new(3);
         for (n, gap) in [
             (0u64, 1u64),
             (5, 1),
@@ -1163,7 +1163,7 @@ mod tests {
     /// spans from 1 ms to 2^53 ms, widths changing per block, many blocks.
     #[test]
     fn matches_a_sorted_vector() {
-        let mut rng = crate::core::rng::Rng::new(11);
+        let mut rng = crate::rng::Rng::new(11);
         for round in 0..6u64 {
             let mut log = CompactLog::default();
             let mut model: Vec<u64> = Vec::new();
@@ -1235,7 +1235,7 @@ mod speed {
     use super::*;
 
     #[test]
-    #[ignore = "timing, by hand: cargo test --release --lib speed -- --ignored --nocapture"]
+    #[ignore = "timing, by hand: cargo test --release -p slidingwindow-core --lib speed -- --ignored --nocapture"]
     fn appends_and_late_inserts() {
         let t = 1_700_000_000_000u64;
         let mut log = CompactLog::default();
@@ -1284,7 +1284,7 @@ mod speed {
     }
 
     #[test]
-    #[ignore = "timing, by hand: cargo test --release --lib speed -- --ignored --nocapture"]
+    #[ignore = "timing, by hand: cargo test --release -p slidingwindow-core --lib speed -- --ignored --nocapture"]
     fn edges_openings_and_loads() {
         let time = |what: &str, calls: u32, f: &mut dyn FnMut()| {
             let start = std::time::Instant::now();

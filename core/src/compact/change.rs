@@ -1,8 +1,8 @@
 //! The change carried by the internal `SLIDINGWINDOW.APPLY`: what replicas and the AOF replay of a
 //! call on a compact key. Pure: parsed and written here, applied by the storage.
 
-use crate::core::args::integer;
-use crate::core::error::{Error, MAX_EXACT};
+use crate::args::integer;
+use crate::error::{Error, MAX_EXACT};
 
 /// The change carried by the internal `SLIDINGWINDOW.APPLY key change`, one argument of words
 /// joined by single spaces, `cutoff pexpireat [ts n]...`: remove the timestamps at or before

@@ -244,7 +244,7 @@ impl Ef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::rng::Rng;
+    use crate::rng::Rng;
 
     /// Random non-decreasing slots of every density: get, rank, decode and counts against them.
     #[test]

@@ -1109,7 +1109,7 @@ mod tests {
     /// bound, the side that moves.
     #[test]
     fn inserts_and_removals_anywhere() {
-        let mut rng = crate::core::rng::Rng::new(5);
+        let mut rng = crate::rng::Rng::new(5);
         for scale in [1u64, 300, 70_000, 1 << 30, 1 << 50] {
             let mut model: Vec<u64> = vec![1 << 52];
             let mut block = Block::from_sorted(&model);

@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn adds_and_removals_match_a_vector() {
-        let mut rng = crate::core::rng::Rng::new(11);
+        let mut rng = crate::rng::Rng::new(11);
         for scale in [0u64, 3, 1000, 1 << 40] {
             let mut s = Small::default();
             let mut model: Vec<u64> = Vec::new();

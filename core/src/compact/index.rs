@@ -697,7 +697,7 @@ impl<T: Item> Tree<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::rng::Rng;
+    use crate::rng::Rng;
 
     /// A test item: a sorted run of timestamps in a vector of its own.
     #[derive(Debug, Clone, PartialEq)]
