@@ -1,0 +1,319 @@
+//! A block's edits in the byte form: inserts (a run of one timestamp, plain or counted, splitting
+//! nothing: false when it does not fit), removals of a range of requests, and the re-layout that
+//! keeps its buffer tight after them. A sealed block is edited through its own path (`seal`).
+
+use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, size_class, totals, width_for, zeroed};
+
+impl Block {
+    /// Writes `offset` into the `n` slots from byte `at`.
+    fn fill(&mut self, at: usize, n: usize, offset: u64) {
+        let w = self.w();
+        if let (Some(span), Some(bytes)) = (
+            self.buf.get_mut(at..at + n * w),
+            offset.to_le_bytes().get(..w),
+        ) {
+            for slot in span.chunks_exact_mut(w) {
+                slot.copy_from_slice(bytes);
+            }
+        }
+    }
+
+    /// Inserts `n` copies of `ts` at `p` when the block can take them within `BLOCK_BYTES`
+    /// (re-laid out if its base, width or form must change); false leaves it untouched. In the
+    /// plain form the slots that move are those on the shorter side of `p` when the buffer has
+    /// room there; in the counted form an insert after an equal timestamp bumps its count and an
+    /// append takes the next slot.
+    #[inline]
+    pub fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
+        if self.open {
+            let done = self.insert_bytes(p, ts, n);
+            self.open = !self.sealed() && !self.is_empty();
+            return done;
+        }
+        self.insert_bytes(p, ts, n)
+    }
+
+    /// `insert`, whatever the block's flag.
+    #[inline]
+    fn insert_bytes(&mut self, p: usize, ts: u64, n: usize) -> bool {
+        let len = self.len();
+        let p = p.min(len);
+        if len + n > MAX_LEN {
+            return false;
+        }
+        if self.sealed() {
+            return self.insert_sealed(p, ts, n);
+        }
+        // An append on a counted block's newest timestamp: its count bumped.
+        if self.counted() && p == len && len > 0 {
+            let i = usize::from(self.start) + self.slots() - 1;
+            let c = self.read_count(i);
+            if self.slot(self.slots() - 1) == ts && self.count_fits(c + n) {
+                self.set_count(i, c + n);
+                self.len += n as u32;
+                return true;
+            }
+        }
+        if len == 0 {
+            // Nothing to keep: a new base, the narrowest width, the buffer if it is big enough.
+            if n > MAX_LEN {
+                return false;
+            }
+            if n <= 2 && !self.counted() && self.buf.len() >= n {
+                (self.first, self.base, self.start, self.width) = (ts, ts, 0, 1);
+                self.fill(0, n, 0);
+                (self.slots, self.len) = (n as u16, n as u32);
+            } else {
+                *self = Block::run(ts, n);
+            }
+            return true;
+        }
+        let (lo, hi) = (self.first.min(ts), self.last().max(ts));
+        if self.counted() {
+            if self.insert_counted(p, ts, n) {
+                return true;
+            }
+            // A new slot that cannot fit at the width the span needs: no re-layout would help.
+            let equal = p > 0 && self.get(p - 1) == ts;
+            if !equal && (self.slots() + 1) * (width_for(hi - lo) + self.cw()) > BLOCK_BYTES {
+                return false;
+            }
+        } else if ts >= self.base
+            && width_for(hi - self.base) <= self.w()
+            && (len + n) * self.w() <= BLOCK_BYTES
+            && !self.run_ends_at(p, ts, n)
+        {
+            self.insert_plain(p, ts, n);
+            return true;
+        } else if !fits(len + n, hi - lo) && !self.may_count(p, ts, n) {
+            // Too many for the plain form, and no sign that the counted one is smaller.
+            return false;
+        }
+        // Re-laid in its smaller form, if that fits.
+        match Block::best(&self.runs_with(p, ts, n, 0, 0), None, 0) {
+            Some(block) => {
+                *self = block;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether an append on a plain block is a point at which it tries the counted form: the
+    /// block reaches a multiple of 256 requests while ending in at least 3 copies of `ts` (at
+    /// most 16 tries a block, each O(block)).
+    fn run_ends_at(&self, p: usize, ts: u64, n: usize) -> bool {
+        let len = self.len();
+        p == len
+            && (len + n) % 256 < n
+            && p >= 3
+            && self.slot(p - 1) == ts
+            && self.slot(p - 3) == ts
+    }
+
+    /// Whether a plain block too full for `n` more copies of `ts` at `p` shows equal neighbours
+    /// (the insert's own, or at its middle and ends), so that the counted form may be smaller.
+    fn may_count(&self, p: usize, ts: u64, n: usize) -> bool {
+        let len = self.len();
+        let equal = |i: usize| i + 1 < len && self.slot(i) == self.slot(i + 1);
+        n > 1 || (p > 0 && self.get(p - 1) == ts) || equal(0) || equal(len / 2) || equal(len - 2)
+    }
+
+    /// A counted block's cheap inserts: a count bumped after an equal timestamp, an append into
+    /// the next free slot. False: neither applies (nothing changed).
+    fn insert_counted(&mut self, p: usize, ts: u64, n: usize) -> bool {
+        let start = usize::from(self.start);
+        if p > 0 {
+            let (s, before) = self.locate(p - 1);
+            let c = self.count_at(s);
+            if before + c == p
+                && self.slot(s) == ts
+                && self.count_fits(c + n)
+                && self.len() + n <= MAX_LEN
+            {
+                self.set_count(start + s, c + n);
+                self.len += n as u32;
+                return true;
+            }
+        }
+        let (w, slots) = (self.w(), self.slots());
+        let end = start + slots;
+        if p == self.len()
+            && ts >= self.base
+            && width_for(ts - self.base) <= w
+            && self.count_fits(n)
+            && self.len() + n <= MAX_LEN
+            && !self.is_full()
+            && end < self.cap()
+        {
+            self.fill(end * w, 1, ts - self.base);
+            self.set_count(end, n);
+            self.slots += 1;
+            self.len += n as u32;
+            return true;
+        }
+        false
+    }
+
+    /// Inserts `n` copies of `ts` at `p` in a plain block that has the width and room for them.
+    fn insert_plain(&mut self, p: usize, ts: u64, n: usize) {
+        let len = self.len();
+        let w = self.w();
+        let start = usize::from(self.start);
+        let cap = self.buf.len() / w;
+        let (room_before, room_after) = (start >= n, start + len + n <= cap);
+        if room_before && (p * 2 <= len || !room_after) {
+            // Room before the live slots: the first `p` move down.
+            self.buf
+                .copy_within(start * w..(start + p) * w, (start - n) * w);
+            self.start = (start - n) as u16;
+        } else if room_after {
+            // Room after them: the last `len - p` move up.
+            self.buf
+                .copy_within((start + p) * w..(start + len) * w, (start + p + n) * w);
+        } else {
+            // Into a buffer of the class the new length needs (this one if it is enough), the
+            // gap opened as the slots are copied.
+            let bytes = size_class((len + n) * w).max(self.buf.len());
+            let mut buf = zeroed(bytes);
+            if let (Some(to), Some(from)) = (
+                buf.get_mut(..p * w),
+                self.buf.get(start * w..(start + p) * w),
+            ) {
+                to.copy_from_slice(from);
+            }
+            if let (Some(to), Some(from)) = (
+                buf.get_mut((p + n) * w..(len + n) * w),
+                self.buf.get((start + p) * w..(start + len) * w),
+            ) {
+                to.copy_from_slice(from);
+            }
+            self.buf = buf;
+            self.start = 0;
+        }
+        self.fill((usize::from(self.start) + p) * w, n, ts - self.base);
+        self.len = (len + n) as u32;
+        self.slots = (len + n) as u16;
+        self.first = self.first.min(ts);
+    }
+
+    /// Removes requests `a..b` (within the length): in the plain form moving the shorter side,
+    /// in the counted form dropping slots and cutting counts at either end (re-laid for a cut
+    /// inside); then re-lays the block if its buffer is larger than its live slots need (see the
+    /// top of this file).
+    pub fn remove(&mut self, a: usize, b: usize) {
+        let open = self.open;
+        self.remove_bytes(a, b);
+        self.open = open && !self.sealed() && !self.is_empty();
+    }
+
+    /// `remove`, whatever the block's flag.
+    fn remove_bytes(&mut self, a: usize, b: usize) {
+        let len = self.len();
+        let (a, b) = (a.min(len), b.min(len));
+        if a >= b {
+            return;
+        }
+        let start = usize::from(self.start);
+        if self.sealed() && !self.counted() && (a == 0 || b == len) {
+            // Plain and sealed: the live slots' ends move, nothing is re-encoded.
+            if a == 0 {
+                self.start = (start + b) as u16;
+            }
+            self.slots -= (b - a) as u16;
+            self.len = (len - (b - a)) as u32;
+        } else if !self.counted() && !self.sealed() {
+            let w = self.w();
+            if a <= len - b {
+                // The first `a` move up to close the gap.
+                self.buf
+                    .copy_within(start * w..(start + a) * w, (start + b - a) * w);
+                self.start = (start + b - a) as u16;
+            } else {
+                self.buf
+                    .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
+            }
+            self.len = (len - (b - a)) as u32;
+            self.slots = self.len as u16;
+        } else if a == 0 {
+            let (s, before) = self.locate(b - 1);
+            let c = self.count_at(s);
+            let cut = b - before;
+            let drop = if cut == c {
+                s + 1
+            } else {
+                self.set_count(start + s, c - cut);
+                s
+            };
+            self.start = (start + drop) as u16;
+            self.slots -= drop as u16;
+            self.len = (len - b) as u32;
+        } else if b == len {
+            let (s, before) = self.locate(a);
+            if before < a {
+                self.set_count(start + s, a - before);
+            }
+            self.slots = (s + usize::from(before < a)) as u16;
+            self.len = a as u32;
+        } else {
+            let runs = self.runs_with(0, 0, 0, a, b);
+            let width = width_for(runs.last().map_or(0, |r| r.0) - self.first);
+            let (kept, most) = totals(&runs);
+            let (_, cw) = form_bytes(kept, runs.len(), width, most);
+            let sealed = self.sealed();
+            *self = Block::laid(&runs, self.first, width, 0, cw);
+            if sealed {
+                self.seal();
+            }
+        }
+        if self.len > 0 {
+            self.first = self.slot(0);
+        }
+        if self.sealed() {
+            self.settle_sealed();
+        } else {
+            self.settle();
+        }
+    }
+
+    /// Re-lays the block when its buffer holds more than its slots at the narrowest width with
+    /// two to spare: into the smallest class that holds them (one slot for an empty block), in
+    /// its smaller form. Costs one block's length; a block just re-laid is re-laid again only
+    /// after removals that take it below the next smaller class (past 128 bytes, a class step
+    /// is an eighth to a quarter of its size).
+    fn settle(&mut self) {
+        let slots = self.slots();
+        let width = self.kept_width();
+        if self.buf.len() <= size_class((slots + 2) * (width + self.cw())) {
+            return;
+        }
+        if width != self.w() || self.counted() {
+            let runs = self.slot_runs();
+            let (len, most) = totals(&runs);
+            let (_, cw) = form_bytes(len, runs.len(), width, most);
+            *self = Block::laid(&runs, self.first, width, usize::from(slots == 0), cw);
+            return;
+        }
+        // The same slots into a smaller class: copied as they are, no re-encoding.
+        let (w, start) = (self.w(), usize::from(self.start));
+        let mut buf = zeroed(size_class(slots.max(1) * w));
+        if let (Some(to), Some(from)) = (
+            buf.get_mut(..slots * w),
+            self.buf.get(start * w..(start + slots) * w),
+        ) {
+            to.copy_from_slice(from);
+        }
+        (self.buf, self.start) = (buf, 0);
+    }
+
+    /// The width a re-layout keeps: the block's own while it is at most one byte more than its
+    /// span needs (so that a request coming and going across a width's reach does not re-lay it
+    /// each time), else the narrowest.
+    pub(super) fn kept_width(&self) -> usize {
+        let narrowest = width_for(self.last() - self.first);
+        match self.w() {
+            w if w <= narrowest + 1 => w,
+            _ => narrowest,
+        }
+    }
+}
