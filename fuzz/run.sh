@@ -15,7 +15,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked || exit 1
 fi
 
-# Release build with overflow checks and debug assertions, so arithmetic overflow in src/ is a crash.
+# Release build with overflow checks and debug assertions, so arithmetic overflow in the
+# module's pure crate (core/) is a crash.
 flags=(-O -a)
 if ! cargo fuzz build "${flags[@]}"; then
     # Some toolchains ship without the ASan runtime; coverage-guided fuzzing still works without it.
