@@ -159,6 +159,7 @@ struct Blocks {
 }
 
 impl Blocks {
+    #[inline]
     fn len(&self) -> u64 {
         self.tree.count()
     }
@@ -169,6 +170,7 @@ impl Blocks {
         Some(block.get(at as usize))
     }
 
+    #[inline]
     fn newest(&self) -> Option<u64> {
         let last = self.tree.last()?;
         if !last.is_empty() {
@@ -361,6 +363,7 @@ impl Blocks {
     }
 
     /// Heap bytes: the tree (its nodes and blocks) and the box holding it.
+    #[inline]
     fn heap_bytes(&self) -> usize {
         size_class(size_of::<Blocks>()) + self.tree.heap()
     }
@@ -405,6 +408,7 @@ impl CompactLog {
         }
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -441,6 +445,7 @@ impl CompactLog {
     }
 
     /// Timestamps at or before `t`.
+    #[inline]
     fn count_le(&self, t: u64) -> u64 {
         match &self.repr {
             Repr::Small(s) => s.count_le(t) as u64,
@@ -465,6 +470,7 @@ impl CompactLog {
     }
 
     /// Removes every timestamp at or before `cutoff`; returns how many went.
+    #[inline]
     pub fn trim(&mut self, cutoff: i64) -> u64 {
         let Ok(cutoff) = u64::try_from(cutoff) else {
             return 0;
@@ -483,6 +489,7 @@ impl CompactLog {
     }
 
     /// Adds `n` timestamps `ts`, after every equal one.
+    #[inline]
     pub fn add(&mut self, ts: u64, n: u64) {
         if n == 0 || ts > MAX_TS {
             return;
@@ -503,6 +510,7 @@ impl CompactLog {
     }
 
     /// The log as one word below 2^60 when it holds copies of one timestamp (see `small`).
+    #[inline]
     pub fn word(&self) -> Option<u64> {
         match &self.repr {
             Repr::Small(s) => s.word(),
@@ -552,6 +560,7 @@ impl CompactLog {
 
     /// Bytes of heap the log owns besides the value itself (its blocks and their index), as
     /// the allocator's size classes count them: O(1).
+    #[inline]
     pub fn heap_bytes(&self) -> usize {
         match &self.repr {
             Repr::Small(s) => s.heap_bytes(),

@@ -99,6 +99,7 @@ impl Small {
         }
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.parts().0
     }
@@ -146,6 +147,7 @@ impl Small {
     }
 
     /// Bytes of heap it owns: its buffer, if any.
+    #[inline]
     pub fn heap_bytes(&self) -> usize {
         match self {
             Small::Inline { .. } => 0,
@@ -240,6 +242,7 @@ impl Small {
 
     /// The log as one word below 2^60, when it holds copies of one timestamp: the timestamp in
     /// its low 54 bits, the copies less one above.
+    #[inline]
     pub fn word(&self) -> Option<u64> {
         match self {
             Small::Inline {
