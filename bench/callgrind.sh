@@ -5,6 +5,7 @@
 # wall clock), a key of 1,000 requests 1 ms apart, then 20,000 pipelined calls of one kind with
 # the counters zeroed before and dumped after; prints instructions per call for each kind.
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
+#   TOP_KEYS=1024 bash bench/callgrind.sh ...   the summary of refused keys on, at that size
 # Needs valgrind (callgrind_control) and redis-server/redis-cli on PATH (REDIS_SERVER/REDIS_CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,8 +63,9 @@ for module in "${modules[@]}"; do
         sleep 0.5
     done
     "$cli" -p "$port" config set slidingwindow.storage compact >/dev/null
-    # The summary of refused keys is off where the build has it (a refusal would record one).
-    "$cli" -p "$port" config set slidingwindow.top-keys 0 >/dev/null 2>&1 || true
+    # The summary of refused keys is off (TOP_KEYS unset) where the build has it; with it on, a
+    # refusal records its key.
+    "$cli" -p "$port" config set slidingwindow.top-keys "${TOP_KEYS:-0}" >/dev/null 2>&1 || true
     printf '%s\n' "$module"
     for kind in append trim refusal repeat; do
         fill "$kind" | "$cli" -p "$port" --pipe >/dev/null
