@@ -16,7 +16,8 @@ t0=1700000000000
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=("$PWD/target/release/libslidingwindow.so")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+vg=
+trap '[ -z "$vg" ] || kill "$vg" 2>/dev/null; rm -rf "$work"' EXIT
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -63,9 +64,14 @@ for module in "${modules[@]}"; do
         sleep 0.5
     done
     "$cli" -p "$port" config set slidingwindow.storage compact >/dev/null
-    # The summary of refused keys is off (TOP_KEYS unset) where the build has it; with it on, a
-    # refusal records its key.
-    "$cli" -p "$port" config set slidingwindow.top-keys "${TOP_KEYS:-0}" >/dev/null 2>&1 || true
+    if [ -n "${TOP_KEYS:-}" ]; then
+        # The summary of refused keys on at that size: a refusal records its key.
+        reply=$("$cli" -p "$port" config set slidingwindow.top-keys "$TOP_KEYS" 2>&1)
+        [ "$reply" = OK ] || { echo "callgrind: top-keys $TOP_KEYS: $reply" >&2; exit 1; }
+    else
+        # The summary off where the build has it (a refusal would record one).
+        "$cli" -p "$port" config set slidingwindow.top-keys 0 >/dev/null 2>&1 || true
+    fi
     printf '%s\n' "$module"
     for kind in append trim refusal repeat; do
         fill "$kind" | "$cli" -p "$port" --pipe >/dev/null
@@ -80,4 +86,5 @@ for module in "${modules[@]}"; do
     done
     "$cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$vg" 2>/dev/null || true
+    vg=
 done
