@@ -19,6 +19,21 @@ enum Support {
     ModuleCategory,
 }
 
+/// A server, and what its ACL supports.
+fn started() -> (Server, Support) {
+    let s = Server::start();
+    let support = support(&s);
+    (s, support)
+}
+
+/// Each role with a user name of its own, `prefix` and the role's index.
+fn users(prefix: &str) -> impl Iterator<Item = (String, Role)> {
+    Role::ALL
+        .into_iter()
+        .enumerate()
+        .map(move |(i, role)| (format!("{prefix}{i}"), role))
+}
+
 fn support(s: &Server) -> Support {
     let v = s.version();
     if v.redis_at_least(7, 4) || v.valkey_at_least(8) {
@@ -147,10 +162,8 @@ fn acl_cat(s: &Server, category: &str) -> Vec<String> {
 
 #[test]
 fn the_documented_rules_grant_each_role_exactly() {
-    let s = Server::start();
-    let support = support(&s);
-    for (i, role) in Role::ALL.into_iter().enumerate() {
-        let user = format!("documented{i}");
+    let (s, support) = started();
+    for (user, role) in users("documented") {
         let rule = role.documented(support);
         assert_eq!(
             set_user(&s, &user, "~*", rule),
@@ -170,10 +183,8 @@ fn the_documented_rules_grant_each_role_exactly() {
 /// the documented rules), and `@slidingwindow` does not exist.
 #[test]
 fn categories_alone_reach_the_commands_where_the_server_has_them() {
-    let s = Server::start();
-    let support = support(&s);
-    for (i, role) in Role::ALL.into_iter().enumerate() {
-        let user = format!("bycategory{i}");
+    let (s, support) = started();
+    for (user, role) in users("bycategory") {
         let rule = role.by_category();
         let reply = set_user(&s, &user, "~*", rule);
         let expected = match (support, role) {
@@ -202,8 +213,7 @@ fn categories_alone_reach_the_commands_where_the_server_has_them() {
 
 #[test]
 fn acl_cat_lists_the_commands_in_their_categories() {
-    let s = Server::start();
-    let support = support(&s);
+    let (s, support) = started();
     let names = |names: &[&str]| -> Vec<String> {
         names.iter().map(|n| format!("slidingwindow.{n}")).collect()
     };
@@ -257,8 +267,7 @@ fn acl_cat_lists_the_commands_in_their_categories() {
 /// that exports a data type cannot be unloaded, so there is no reload to survive.)
 #[test]
 fn the_module_role_grants_only_this_module() {
-    let s = Server::start();
-    let support = support(&s);
+    let (s, support) = started();
     let rule = Role::Module.documented(support);
     let user = "module1";
     assert_eq!(set_user(&s, user, "~*", rule), redis::Value::Okay, "{rule}");
@@ -318,8 +327,7 @@ fn key_patterns_check_every_key_of_a_call() {
 /// admits PEEK but not ALLOW.
 #[test]
 fn key_patterns_still_apply_on_top_of_categories() {
-    let s = Server::start();
-    let support = support(&s);
+    let (s, support) = started();
     let (both, module) = (
         Role::Both.documented(support),
         Role::Module.documented(support),

@@ -11,6 +11,13 @@ fn cli(s: &Server, line: &str) -> String {
     s.cli(&args)
 }
 
+/// Each line through [`cli`] prints exactly its text.
+fn prints(s: &Server, lines: &[(&str, String)]) {
+    for (line, want) in lines {
+        assert_eq!(&cli(s, line), want, "{line}");
+    }
+}
+
 fn five(a: i64, b: i64, c: i64, d: i64, e: i64) -> String {
     format!(
         "1) (integer) {a}\n2) (integer) {b}\n3) (integer) {c}\n4) (integer) {d}\n5) (integer) {e}\n"
@@ -20,37 +27,21 @@ fn five(a: i64, b: i64, c: i64, d: i64, e: i64) -> String {
 #[test]
 fn replies_print_as_five_integers() {
     let s = Server::start();
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.ALLOW k 10 2 100000"),
-        "1) (integer) 1\n2) (integer) 1\n3) (integer) 1\n4) (integer) 0\n5) (integer) 10000\n"
+    prints(
+        &s,
+        &[
+            ("SLIDINGWINDOW.ALLOW k 10 2 100000", "1) (integer) 1\n2) (integer) 1\n3) (integer) 1\n4) (integer) 0\n5) (integer) 10000\n".into()),
+            ("SLIDINGWINDOW.ALLOW k 10 2 101000", five(1, 2, 0, 9000, 10000)),
+            ("SLIDINGWINDOW.ALLOW k 10 2 102000", five(0, 2, 0, 8000, 9000)),
+            ("SLIDINGWINDOW.PEEK k 10 2 110000", five(1, 2, 0, 1000, 10000)),
+            // PEEK removed nothing.
+            ("ZCARD k", "(integer) 2\n".into()),
+            ("slidingwindow.allow k 10 5 110000 cost 3", five(1, 4, 1, 10000, 10000)),
+            ("SLIDINGWINDOW.ALLOW k 10 5 110000 COST 6", five(0, 4, 1, -1, 10000)),
+            ("SLIDINGWINDOW.PEEK empty 10 1 0 COST 2", five(0, 0, 1, -1, 0)),
+            ("EXISTS empty", "(integer) 0\n".into()),
+        ],
     );
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.ALLOW k 10 2 101000"),
-        five(1, 2, 0, 9000, 10000)
-    );
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.ALLOW k 10 2 102000"),
-        five(0, 2, 0, 8000, 9000)
-    );
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.PEEK k 10 2 110000"),
-        five(1, 2, 0, 1000, 10000)
-    );
-    // PEEK removed nothing.
-    assert_eq!(cli(&s, "ZCARD k"), "(integer) 2\n");
-    assert_eq!(
-        cli(&s, "slidingwindow.allow k 10 5 110000 cost 3"),
-        five(1, 4, 1, 10000, 10000)
-    );
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.ALLOW k 10 5 110000 COST 6"),
-        five(0, 4, 1, -1, 10000)
-    );
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.PEEK empty 10 1 0 COST 2"),
-        five(0, 0, 1, -1, 0)
-    );
-    assert_eq!(cli(&s, "EXISTS empty"), "(integer) 0\n");
 }
 
 #[test]
@@ -68,13 +59,18 @@ fn raw_mode_prints_one_integer_per_line() {
 #[test]
 fn errors_print_as_one_error_line() {
     let s = Server::start();
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.ALLOW k 10 2"),
-        "(error) ERR wrong number of arguments for 'slidingwindow.allow' command\n"
-    );
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.PEEK k"),
-        "(error) ERR wrong number of arguments for 'slidingwindow.peek' command\n"
+    prints(
+        &s,
+        &[
+            (
+                "SLIDINGWINDOW.ALLOW k 10 2",
+                "(error) ERR wrong number of arguments for 'slidingwindow.allow' command\n".into(),
+            ),
+            (
+                "SLIDINGWINDOW.PEEK k",
+                "(error) ERR wrong number of arguments for 'slidingwindow.peek' command\n".into(),
+            ),
+        ],
     );
     for (line, word) in [
         ("SLIDINGWINDOW.ALLOW k 0 2 1000", "window"),
@@ -91,13 +87,19 @@ fn errors_print_as_one_error_line() {
         );
         assert!(out.to_lowercase().contains(word), "{line}: {out:?}");
     }
-    assert_eq!(cli(&s, "SET str v"), "OK\n");
-    assert_eq!(
-        cli(&s, "SLIDINGWINDOW.ALLOW str 10 2 1000"),
-        "(error) WRONGTYPE Operation against a key holding the wrong kind of value\n"
+    prints(
+        &s,
+        &[
+            ("SET str v", "OK\n".into()),
+            (
+                "SLIDINGWINDOW.ALLOW str 10 2 1000",
+                "(error) WRONGTYPE Operation against a key holding the wrong kind of value\n"
+                    .into(),
+            ),
+            ("GET str", "\"v\"\n".into()),
+            ("DBSIZE", "(integer) 1\n".into()),
+        ],
     );
-    assert_eq!(cli(&s, "GET str"), "\"v\"\n");
-    assert_eq!(cli(&s, "DBSIZE"), "(integer) 1\n");
 }
 
 #[test]

@@ -23,6 +23,13 @@ fn compact_server() -> Server {
     Server::builder().storage("compact").start()
 }
 
+/// [`compact_server`] and a connection to it.
+fn compact_client() -> (Server, Connection) {
+    let s = compact_server();
+    let c = s.client();
+    (s, c)
+}
+
 /// The key's TYPE.
 fn kind(con: &mut Connection, key: &str) -> String {
     q(con, &["TYPE", key])
@@ -142,8 +149,7 @@ const SPANS: [u64; 14] = [
 /// sorted set.
 #[test]
 fn a_logged_request_takes_at_most_8_bytes() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (_s, mut c) = compact_client();
     let mut rng = Rng::new(7);
     for span in SPANS {
         // In order, and the same spread in random order (a clock behind inserts in the middle).
@@ -217,7 +223,7 @@ fn used_memory(con: &mut Connection) -> f64 {
 /// client's query buffer moves the figure by under a byte a key.
 fn bytes_per_key(con: &mut Connection, db: u32, storage: &str, n: u64) -> f64 {
     const KEYS: u64 = 20_000;
-    kit::ok(con, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+    kit::config_set(con, "slidingwindow.storage", storage);
     kit::ok(con, &["SELECT", &db.to_string()]);
     let before = used_memory(con);
     let key = |k: u64| format!("rate:user:{k:06}");
@@ -333,8 +339,7 @@ fn fill(con: &mut Connection, key: &str, ts: &[u64]) {
 /// blocks in bits: 0.31 to 1.05 measured).
 #[test]
 fn bytes_per_request_stay_bounded_after_removals() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (_s, mut c) = compact_client();
     let mut rng = Rng::new(0x1004);
     let n = 100_000u64;
     let mut worst: Vec<String> = Vec::new();
@@ -528,7 +533,7 @@ fn persists_and_moves_with_every_mechanism() {
     let keys = ["p0", "p1", "p2", "p3", "p4"];
     let mut s = Server::builder()
         .storage("compact")
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .aof_always()
         .args(["--aof-use-rdb-preamble", "no"])
         .start();
     let mut c = s.client();
@@ -565,7 +570,7 @@ fn persists_and_moves_with_every_mechanism() {
 
     let mut c = s.client();
     let _: () = q(&mut c, &["SAVE"]);
-    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    kit::config_set(&mut c, "appendonly", "no");
     s.restart();
     assert_eq!(state(&s, &keys), before, "restart from the RDB");
 
@@ -742,8 +747,7 @@ fn payload(body: &[u8], rdb_version: &[u8]) -> Vec<u8> {
 /// A payload whose checksum is right but whose log is not: refused, and the server carries on.
 #[test]
 fn corrupt_restore_payloads_are_refused() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (s, mut c) = compact_client();
     sw5(&mut c, &format!("ALLOW k 3600 10 {T0} COST 2"));
     sw5(&mut c, &format!("ALLOW k 3600 10 {}", T0 + 1000));
     let dump: Vec<u8> = q(&mut c, &["DUMP", "k"]);
@@ -848,8 +852,7 @@ fn golden_models() -> Vec<(&'static str, Model)> {
 #[test]
 #[ignore = "writes tests/fixtures/compact-v1.rdb: only when the golden file must be made anew"]
 fn write_the_golden_rdb() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (s, mut c) = compact_client();
     for (key, w, max, now, cost) in golden_calls() {
         sw5(&mut c, &format!("ALLOW {key} {w} {max} {now} COST {cost}"));
     }
@@ -922,47 +925,68 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// Writes the DUMP fixture at `path`: on a compact server, `make` makes each key of `calls`
+/// with its calls, then its DUMP is a line `key hex`.
+fn write_fixture<K: AsRef<str>, C>(
+    path: &str,
+    calls: Vec<(K, C)>,
+    mut make: impl FnMut(&mut Connection, &str, C),
+) {
+    let (_s, mut c) = compact_client();
+    let mut out = String::new();
+    for (key, calls) in calls {
+        let key = key.as_ref();
+        make(&mut c, key, calls);
+        let dump: Vec<u8> = q(&mut c, &["DUMP", key]);
+        out.push_str(&format!("{key} {}\n", hex(&dump)));
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// RESTOREs every line of the DUMP fixture at `path`: `key hex`, a line for each key of `calls`
+/// in order. Returns `calls`.
+fn restore_fixture<K: AsRef<str>, C>(
+    c: &mut Connection,
+    path: &str,
+    calls: Vec<(K, C)>,
+) -> Vec<(K, C)> {
+    let text = std::fs::read_to_string(path).expect(path);
+    assert_eq!(text.lines().count(), calls.len());
+    for (line, (key, _)) in text.lines().zip(&calls) {
+        let (name, payload) = line.split_once(' ').expect("key hex");
+        assert_eq!(name, key.as_ref());
+        let ok: String = redis::cmd("RESTORE")
+            .arg(name)
+            .arg(0)
+            .arg(unhex(payload))
+            .query(c)
+            .expect("RESTORE");
+        assert_eq!(ok, "OK");
+    }
+    calls
+}
+
 /// Run once with `SLIDINGWINDOW_MODULE` set to a build of commit 345f612 (the ring of fixed-width
 /// slots): its DUMPs of `dump_calls`, one `key hex` line each.
 #[test]
 #[ignore = "writes tests/fixtures/compact-v1-dumps.txt with the module under test"]
 fn write_the_dump_fixture() {
-    let s = compact_server();
-    let mut c = s.client();
-    let mut out = String::new();
-    for (key, calls) in dump_calls() {
+    write_fixture(DUMPS, dump_calls(), |c, key, calls| {
         for (now, cost) in calls {
             sw5(
-                &mut c,
+                c,
                 &format!("ALLOW {key} 9007199254740 1000000 {now} COST {cost}"),
             );
         }
-        let dump: Vec<u8> = q(&mut c, &["DUMP", &key]);
-        out.push_str(&format!("{key} {}\n", hex(&dump)));
-    }
-    std::fs::write(DUMPS, out).unwrap();
+    });
 }
 
 /// DUMPs made by the previous layout's build restore with the same timestamps, and answer as
 /// the calls that made them say.
 #[test]
 fn dumps_of_the_previous_build_restore() {
-    let s = compact_server();
-    let mut c = s.client();
-    let text = std::fs::read_to_string(DUMPS).expect("tests/fixtures/compact-v1-dumps.txt");
-    let calls = dump_calls();
-    assert_eq!(text.lines().count(), calls.len());
-    for (line, (key, calls)) in text.lines().zip(calls) {
-        let (name, payload) = line.split_once(' ').expect("key hex");
-        assert_eq!(name, key);
-        let payload = unhex(payload);
-        let ok: String = redis::cmd("RESTORE")
-            .arg(&key)
-            .arg(0)
-            .arg(&payload)
-            .query(&mut c)
-            .expect("RESTORE");
-        assert_eq!(ok, "OK");
+    let (_s, mut c) = compact_client();
+    for (key, calls) in restore_fixture(&mut c, DUMPS, dump_calls()) {
         let mut want: Vec<u64> = calls
             .iter()
             .flat_map(|(now, cost)| std::iter::repeat_n(*now, *cost as usize))
@@ -1044,54 +1068,27 @@ fn block_dump_model(calls: &[Call]) -> Model {
 #[test]
 #[ignore = "writes tests/fixtures/compact-v1-dumps-blocks.txt with the module under test"]
 fn write_the_block_dump_fixture() {
-    let s = compact_server();
-    let mut c = s.client();
-    let mut out = String::new();
-    for (key, calls) in block_dump_calls() {
+    write_fixture(BLOCK_DUMPS, block_dump_calls(), |c, key, calls| {
         for call in calls {
             match call {
                 Call::Allow(now, cost) => {
                     let line = format!("ALLOW {key} 9007199254740 1000000 {now} COST {cost}");
-                    assert_eq!(sw5(&mut c, &line)[0], 1, "{line}");
+                    assert_eq!(sw5(c, &line)[0], 1, "{line}");
                 }
                 Call::Refund(n, at) => {
-                    let _: i64 = q(
-                        &mut c,
-                        &[
-                            "SLIDINGWINDOW.REFUND",
-                            key,
-                            &n.to_string(),
-                            "AT",
-                            &at.to_string(),
-                        ],
-                    );
+                    let (n, at) = (n.to_string(), at.to_string());
+                    let _: i64 = q(c, &["SLIDINGWINDOW.REFUND", key, &n, "AT", &at]);
                 }
             }
         }
-        let dump: Vec<u8> = q(&mut c, &["DUMP", key]);
-        out.push_str(&format!("{key} {}\n", hex(&dump)));
-    }
-    std::fs::write(BLOCK_DUMPS, out).unwrap();
+    });
 }
 
 /// DUMPs made by the build before the block index restore to the logs their calls made.
 #[test]
 fn dumps_of_the_block_layout_restore() {
-    let s = compact_server();
-    let mut c = s.client();
-    let text = std::fs::read_to_string(BLOCK_DUMPS).expect(BLOCK_DUMPS);
-    let calls = block_dump_calls();
-    assert_eq!(text.lines().count(), calls.len());
-    for (line, (key, calls)) in text.lines().zip(calls) {
-        let (name, payload) = line.split_once(' ').expect("key hex");
-        assert_eq!(name, key);
-        let ok: String = redis::cmd("RESTORE")
-            .arg(key)
-            .arg(0)
-            .arg(unhex(payload))
-            .query(&mut c)
-            .expect("RESTORE");
-        assert_eq!(ok, "OK");
+    let (_s, mut c) = compact_client();
+    for (key, calls) in restore_fixture(&mut c, BLOCK_DUMPS, block_dump_calls()) {
         let want = block_dump_model(&calls).scores;
         assert!(want.len() > 1000, "{key}: {} requests", want.len());
         assert_eq!(kind(&mut c, key), "swcompact");
@@ -1110,8 +1107,7 @@ fn dumps_of_the_block_layout_restore() {
 /// PEEK nor by a refusal with nothing to trim.
 #[test]
 fn events_and_watch() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (s, mut c) = compact_client();
     let mut events = Events::watch(&s, "ev");
     // (call, its events, whether it wakes a WATCH)
     let steps: [(String, &[&str], bool); 6] = [
@@ -1152,8 +1148,7 @@ fn events_and_watch() {
 /// `APPLY`, the internal command, refuses malformed arguments and other types, changing nothing.
 #[test]
 fn apply_refuses_what_it_cannot_replay() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (s, mut c) = compact_client();
     sw5(&mut c, &format!("ALLOW k 3600 10 {T0}"));
     let _: i64 = q(&mut c, &["ZADD", "z", "1", "m"]);
     let digest = s.digest();
@@ -1195,8 +1190,7 @@ fn apply_refuses_what_it_cannot_replay() {
 /// A large log that expired whole goes in O(1) and is freed off the main thread.
 #[test]
 fn a_whole_expired_log_is_freed_in_the_background() {
-    let s = compact_server();
-    let mut c = s.client();
+    let (s, mut c) = compact_client();
     // Freeing costs one free per block (2048 requests 1 ms apart): 74 of them, past 64.
     let ts: Vec<u64> = (0..150_000u64).map(|i| T0 + i).collect();
     fill(&mut c, "big", &ts);
@@ -1286,7 +1280,7 @@ fn active_defrag_moves_compact_logs() {
         println!("skipped: this server ({allocator}) cannot defragment: {why}");
         return;
     }
-    kit::ok(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
+    kit::config_set(&mut c, "activedefrag", "no");
     // Blocks of 4 KiB allocated in turn across keys, then every other key deleted: each slab
     // keeps half its regions, the heap is fragmented and mostly ours.
     let keys: Vec<String> = (0..400).map(|k| format!("frag{k}")).collect();
@@ -1326,7 +1320,7 @@ fn active_defrag_moves_compact_logs() {
                 .contains("slidingwindow: defrag moved")
         },
     );
-    kit::ok(&mut c, &["CONFIG", "SET", "activedefrag", "no"]);
+    kit::config_set(&mut c, "activedefrag", "no");
     assert_eq!(s.digest(), digest);
     let after: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
     assert_eq!(after, before);

@@ -22,12 +22,19 @@ struct Seen {
     reply: [i64; 5],
 }
 
-/// Runs `calls(thread index)` on `THREADS` connections at once; returns every reply.
-fn hammer(s: &Server, plan: impl Fn(usize) -> Vec<(bool, u64)> + Sync, max: u64) -> Vec<Seen> {
-    thread::scope(|scope| {
+/// Starts a server on `storage` and runs `plan`'s calls on `THREADS` connections at once, thread
+/// `t` planned with the generator seeded `seed + t`; returns the server and every reply.
+fn hammer(
+    storage: &str,
+    seed: u64,
+    max: u64,
+    plan: impl Fn(&mut Rng) -> Vec<(bool, u64)> + Sync,
+) -> (Server, Vec<Seen>) {
+    let s = Server::builder().storage(storage).start();
+    let seen = thread::scope(|scope| {
         let handles: Vec<_> = (0..THREADS)
             .map(|t| {
-                let calls = plan(t);
+                let calls = plan(&mut Rng::new(seed + t as u64));
                 let mut con = s.client();
                 scope.spawn(move || {
                     calls
@@ -45,23 +52,18 @@ fn hammer(s: &Server, plan: impl Fn(usize) -> Vec<(bool, u64)> + Sync, max: u64)
             .into_iter()
             .flat_map(|h| h.join().expect("client thread panicked"))
             .collect()
-    })
+    });
+    (s, seen)
 }
 
 #[test]
 fn many_clients_same_now_admit_exactly_max() {
     for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
         let max = 400u64;
         // 10 x 150 calls, a fifth of them PEEKs: far more than max ALLOWs.
-        let seen = hammer(
-            &s,
-            |t| {
-                let mut rng = Rng::new(100 + t as u64);
-                (0..150).map(|_| (rng.chance(20), 1)).collect()
-            },
-            max,
-        );
+        let (s, seen) = hammer(storage, 100, max, |rng| {
+            (0..150).map(|_| (rng.chance(20), 1)).collect()
+        });
         let m = max as i64;
         let mut admitted_counts = Vec::new();
         for x in &seen {
@@ -87,21 +89,15 @@ fn many_clients_same_now_admit_exactly_max() {
 #[test]
 fn many_clients_mixed_costs_fill_exactly_max_never_more() {
     for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
         let max = 1000u64;
         // Random costs first, then cost 1: 10 x 150 cost-1 calls exceed max, so the key ends full.
-        let seen = hammer(
-            &s,
-            |t| {
-                let mut rng = Rng::new(200 + t as u64);
-                let mut calls: Vec<(bool, u64)> = (0..40)
-                    .map(|_| (rng.chance(10), rng.pick(&[1, 2, 3, 5, 8])))
-                    .collect();
-                calls.extend((0..150).map(|_| (false, 1)));
-                calls
-            },
-            max,
-        );
+        let (s, seen) = hammer(storage, 200, max, |rng| {
+            let mut calls: Vec<(bool, u64)> = (0..40)
+                .map(|_| (rng.chance(10), rng.pick(&[1, 2, 3, 5, 8])))
+                .collect();
+            calls.extend((0..150).map(|_| (false, 1)));
+            calls
+        });
         let m = max as i64;
         let mut intervals = Vec::new();
         for x in &seen {

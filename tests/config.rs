@@ -7,9 +7,9 @@ use testkit::kit;
 use common::{Server, call, error_line, module_path};
 use kit::{q, sw, sw5};
 
-/// `CONFIG GET slidingwindow.*` (whose order is the server's) as (cap, storage); the lateness
-/// is `lateness`'s to check, top-keys tests/top.rs's.
-fn configs(con: &mut redis::Connection) -> (String, String) {
+/// `CONFIG GET slidingwindow.*` (whose order is the server's) as (cap, storage, lateness);
+/// top-keys is tests/top.rs's to check.
+fn configs(con: &mut redis::Connection) -> (String, String, String) {
     let pairs: std::collections::HashMap<String, String> =
         q(con, &["CONFIG", "GET", "slidingwindow.*"]);
     assert_eq!(pairs.len(), 4, "{pairs:?}");
@@ -17,17 +17,13 @@ fn configs(con: &mut redis::Connection) -> (String, String) {
     (
         get("slidingwindow.max-members-per-call"),
         get("slidingwindow.storage"),
+        get("slidingwindow.lateness"),
     )
 }
 
 /// `CONFIG GET slidingwindow.lateness`.
 fn lateness(con: &mut redis::Connection) -> String {
-    let pairs: std::collections::HashMap<String, String> =
-        q(con, &["CONFIG", "GET", "slidingwindow.lateness"]);
-    pairs
-        .get("slidingwindow.lateness")
-        .cloned()
-        .unwrap_or_default()
+    kit::config_get(con, "slidingwindow.lateness")
 }
 
 /// A server without the module that lets `MODULE LOAD` load it.
@@ -49,9 +45,7 @@ fn load(con: &mut redis::Connection, words: &str) -> redis::Value {
 /// and a refused value changes nothing.
 #[test]
 fn the_cap_is_the_config() {
-    let s = Server::builder()
-        .args(["--slidingwindow.max-members-per-call", "5"])
-        .start();
+    let s = Server::builder().config("max-members-per-call", 5).start();
     let mut c = s.client();
     assert_eq!(sw5(&mut c, "ALLOW k 10 100 1000 COST 5")[..2], [1, 5]);
     let v = sw(&mut c, "ALLOW k 10 100 1000 COST 6");
@@ -60,24 +54,14 @@ fn the_cap_is_the_config() {
         Some("ERR cost 6 would add more than 5 members in one call")
     );
     for bad in ["0", "10000001", "-1", "x"] {
-        let v = call(
-            &mut c,
-            &["CONFIG", "SET", "slidingwindow.max-members-per-call", bad],
-        );
-        assert!(error_line(&v).is_some(), "{bad}: {v:?}");
+        kit::config_refused(&mut c, "slidingwindow.max-members-per-call", bad);
     }
-    let v = call(&mut c, &["CONFIG", "SET", "slidingwindow.storage", "list"]);
-    assert!(error_line(&v).is_some(), "{v:?}");
+    kit::config_refused(&mut c, "slidingwindow.storage", "list");
     for bad in ["-1", "86400001", "1.5", "x"] {
-        let v = call(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", bad]);
-        assert!(error_line(&v).is_some(), "lateness {bad}: {v:?}");
+        kit::config_refused(&mut c, "slidingwindow.lateness", bad);
     }
-    assert_eq!(configs(&mut c), ("5".into(), "zset".into()));
-    assert_eq!(lateness(&mut c), "0");
-    let _: () = q(
-        &mut c,
-        &["CONFIG", "SET", "slidingwindow.max-members-per-call", "6"],
-    );
+    assert_eq!(configs(&mut c), ("5".into(), "zset".into(), "0".into()));
+    kit::config_set(&mut c, "slidingwindow.max-members-per-call", 6);
     assert_eq!(sw5(&mut c, "ALLOW k 10 100 1000 COST 6")[..2], [1, 11]);
 }
 
@@ -85,9 +69,7 @@ fn the_cap_is_the_config() {
 /// the replies unchanged; `CONFIG SET` changes it for the next call.
 #[test]
 fn lateness_is_the_config() {
-    let s = Server::builder()
-        .args(["--slidingwindow.lateness", "2000"])
-        .start();
+    let s = Server::builder().lateness(2000).start();
     let mut c = s.client();
     assert_eq!(lateness(&mut c), "2000");
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[..2], [1, 1]);
@@ -98,7 +80,7 @@ fn lateness_is_the_config() {
     assert_eq!(kit::scores(&mut c, "k"), [1000, 12_500]);
     let at = kit::pexpiretime(&mut c, "k");
     assert!(t0 + 12_000 <= at && at <= t1 + 12_000, "{t0} {at} {t1}");
-    kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "0"]);
+    kit::config_set(&mut c, "slidingwindow.lateness", 0);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 12600"), [1, 2, 3, 0, 10_000]);
     assert_eq!(kit::scores(&mut c, "k"), [12_500, 12_600]);
 }
@@ -116,13 +98,9 @@ fn redis_conf_and_config_rewrite_keep_them() {
         .config_file(&conf)
         .start();
     let mut c = s.client();
-    assert_eq!(configs(&mut c), ("7".into(), "zset".into()));
-    assert_eq!(lateness(&mut c), "2500");
-    let _: () = q(
-        &mut c,
-        &["CONFIG", "SET", "slidingwindow.storage", "compact"],
-    );
-    kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "4000"]);
+    assert_eq!(configs(&mut c), ("7".into(), "zset".into(), "2500".into()));
+    kit::config_set(&mut c, "slidingwindow.storage", "compact");
+    kit::config_set(&mut c, "slidingwindow.lateness", 4000);
     let _: () = q(&mut c, &["CONFIG", "REWRITE"]);
     let written = std::fs::read_to_string(s.config_path()).unwrap();
     assert!(
@@ -132,8 +110,10 @@ fn redis_conf_and_config_rewrite_keep_them() {
     );
     s.restart();
     let mut c = s.client();
-    assert_eq!(configs(&mut c), ("7".into(), "compact".into()));
-    assert_eq!(lateness(&mut c), "4000");
+    assert_eq!(
+        configs(&mut c),
+        ("7".into(), "compact".into(), "4000".into())
+    );
     sw5(&mut c, "ALLOW k 10 100 1000");
     let kind: String = q(&mut c, &["TYPE", "k"]);
     assert_eq!(kind, "swcompact", "a key made after the restart");
@@ -162,8 +142,10 @@ fn module_loadex_sets_them() {
         ),
     );
     assert_eq!(v, redis::Value::Okay);
-    assert_eq!(configs(&mut c), ("100000".into(), "compact".into()));
-    assert_eq!(lateness(&mut c), "86400000");
+    assert_eq!(
+        configs(&mut c),
+        ("100000".into(), "compact".into(), "86400000".into())
+    );
     sw5(&mut c, "ALLOW k 10 100 1000");
     let kind: String = q(&mut c, &["TYPE", "k"]);
     assert_eq!(kind, "swcompact");
@@ -209,8 +191,10 @@ fn load_line_arguments_are_configs() {
         .config_file(&conf)
         .start();
     let mut c = s.client();
-    assert_eq!(configs(&mut c), ("7".into(), "compact".into()));
-    assert_eq!(lateness(&mut c), "5000");
+    assert_eq!(
+        configs(&mut c),
+        ("7".into(), "compact".into(), "5000".into())
+    );
     let args = [
         "storage",
         "compact",
@@ -241,7 +225,7 @@ fn load_line_arguments_are_configs() {
     let mut c = s.client();
     let v = load(&mut c, &format!("LOAD {path} max-members-per-call 9"));
     assert_eq!(v, redis::Value::Okay);
-    assert_eq!(configs(&mut c), ("9".into(), "zset".into()));
+    assert_eq!(configs(&mut c), ("9".into(), "zset".into(), "0".into()));
     // A module with a data type cannot be unloaded: a new server for LOADEX.
     let s = bare_server();
     let mut c = s.client();
@@ -254,7 +238,7 @@ fn load_line_arguments_are_configs() {
         ),
     );
     assert_eq!(v, redis::Value::Okay);
-    assert_eq!(configs(&mut c), ("11".into(), "compact".into()));
+    assert_eq!(configs(&mut c), ("11".into(), "compact".into(), "0".into()));
 }
 
 /// A fresh directory for a server that is expected not to start.

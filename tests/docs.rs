@@ -28,48 +28,86 @@ fn render(v: &Value) -> String {
     }
 }
 
-/// One argument as `render` prints it; Redis >= 7.2 (and Valkey) adds a `display_text`.
-fn argument(display_text: bool, name: &str, ty: &str, rest: &str) -> String {
-    let display = if display_text {
-        format!(" display_text {name}")
-    } else {
-        String::new()
-    };
-    format!("[name {name} type {ty}{display}{rest}]")
+/// The arguments as `render` prints them; Redis >= 7.2 (and Valkey) adds a `display_text` to
+/// every argument that is neither a oneof nor a block.
+struct Docs {
+    display_text: bool,
 }
 
-/// The `arguments` of ALLOW and PEEK as `render` prints them. Redis >= 7.2 (and Valkey) adds a
-/// `display_text` to every argument that is neither a oneof nor a block.
-fn expected_arguments(display_text: bool) -> String {
-    let arg = |name: &str, ty: &str, rest: &str| argument(display_text, name, ty, rest);
-    let now = format!(
-        "[name now type oneof arguments [{} {}]]",
-        arg("now", "integer", ""),
-        arg("server-clock", "pure-token", " token *")
-    );
-    let limit = format!(
-        "[name limit type block token LIMIT flags [+optional +multiple +multiple_token] \
-         arguments [{} {}]]",
-        arg("window", "integer", ""),
-        arg("max", "integer", "")
-    );
-    format!(
-        "[{} {} {} {now} {} {limit} {} {} {}]",
-        arg("key", "key", " key_spec_index 0"),
-        arg("window", "integer", ""),
-        arg("max", "integer", ""),
-        arg("cost", "integer", " token COST flags [+optional]"),
-        arg("ms", "integer", " token LEASE flags [+optional]"),
-        arg("p", "integer", " token PRECISION flags [+optional]"),
-        arg("detail", "pure-token", " token DETAIL flags [+optional]"),
-    )
+impl Docs {
+    fn of(s: &Server) -> Docs {
+        Docs {
+            display_text: s.version().redis_at_least(7, 2),
+        }
+    }
+
+    /// One argument.
+    fn arg(&self, name: &str, ty: &str, rest: &str) -> String {
+        let display = if self.display_text {
+            format!(" display_text {name}")
+        } else {
+            String::new()
+        };
+        format!("[name {name} type {ty}{display}{rest}]")
+    }
+
+    /// `first|*`, its token `AT` when it is `at`.
+    fn one_of(&self, name: &str, first: &str) -> String {
+        format!(
+            "[name {name} type oneof{} arguments [{} {}]]",
+            if name == "at" {
+                " token AT flags [+optional]"
+            } else {
+                ""
+            },
+            self.arg(first, "integer", ""),
+            self.arg("server-clock", "pure-token", " token *")
+        )
+    }
+
+    /// `window max`.
+    fn window_max(&self) -> String {
+        format!(
+            "{} {}",
+            self.arg("window", "integer", ""),
+            self.arg("max", "integer", "")
+        )
+    }
+
+    /// `[COST cost]`.
+    fn cost(&self) -> String {
+        self.arg("cost", "integer", " token COST flags [+optional]")
+    }
+
+    /// `[LEASE ms] [PRECISION p] [DETAIL]`.
+    fn options(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.arg("ms", "integer", " token LEASE flags [+optional]"),
+            self.arg("p", "integer", " token PRECISION flags [+optional]"),
+            self.arg("detail", "pure-token", " token DETAIL flags [+optional]"),
+        )
+    }
+
+    /// The `arguments` of ALLOW and PEEK.
+    fn allow(&self) -> String {
+        format!(
+            "[{} {} {} {} [name limit type block token LIMIT flags [+optional +multiple \
+             +multiple_token] arguments [{}]] {}]",
+            self.arg("key", "key", " key_spec_index 0"),
+            self.window_max(),
+            self.one_of("now", "now"),
+            self.cost(),
+            self.window_max(),
+            self.options(),
+        )
+    }
 }
 
 #[test]
 fn command_docs_declare_every_argument() {
     let s = Server::start();
-    let display_text = s.version().redis_at_least(7, 2);
-    let args = expected_arguments(display_text);
+    let args = Docs::of(&s).allow();
     let mut c = s.client();
     for (name, summary, complexity) in [
         (
@@ -102,39 +140,23 @@ fn command_docs_declare_every_argument() {
 #[test]
 fn the_several_key_commands_declare_their_keys_and_arguments() {
     let s = Server::start();
-    let display_text = s.version().redis_at_least(7, 2);
-    let arg = |name: &str, ty: &str, rest: &str| argument(display_text, name, ty, rest);
-    let one_of = |name: &str, first: &str| {
-        format!(
-            "[name {name} type oneof{} arguments [{} {}]]",
-            if name == "at" {
-                " token AT flags [+optional]"
-            } else {
-                ""
-            },
-            arg(first, "integer", ""),
-            arg("server-clock", "pure-token", " token *")
-        )
-    };
+    let d = Docs::of(&s);
     let all_args = format!(
         "[{} {} {} {} [name limit type block token LIMIT flags [+multiple +multiple_token] \
-         arguments [{} {} {}]] {} {} {}]",
-        arg("numkeys", "integer", ""),
-        arg("key", "key", " key_spec_index 0 flags [+multiple]"),
-        one_of("now", "now"),
-        arg("cost", "integer", " token COST flags [+optional]"),
-        arg("keyno", "integer", ""),
-        arg("window", "integer", ""),
-        arg("max", "integer", ""),
-        arg("ms", "integer", " token LEASE flags [+optional]"),
-        arg("p", "integer", " token PRECISION flags [+optional]"),
-        arg("detail", "pure-token", " token DETAIL flags [+optional]"),
+         arguments [{} {}]] {}]",
+        d.arg("numkeys", "integer", ""),
+        d.arg("key", "key", " key_spec_index 0 flags [+multiple]"),
+        d.one_of("now", "now"),
+        d.cost(),
+        d.arg("keyno", "integer", ""),
+        d.window_max(),
+        d.options(),
     );
     let refund_args = format!(
         "[{} {} {}]",
-        arg("key", "key", " key_spec_index 0"),
-        arg("n", "integer", ""),
-        one_of("at", "ts"),
+        d.arg("key", "key", " key_spec_index 0"),
+        d.arg("n", "integer", ""),
+        d.one_of("at", "ts"),
     );
     let mut c = s.client();
     for (name, args) in [

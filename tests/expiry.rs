@@ -25,6 +25,17 @@ enum Side {
 const SIDES: [Side; 3] = [Side::Zset, Side::Compact, Side::Script];
 
 impl Side {
+    /// `ALLOW k <args>`, which must admit, and the expiry it set: `ttl` after the server's clock
+    /// during the call.
+    fn admit_expiring(self, c: &mut Connection, args: &str, ttl: i64, what: &str) -> i64 {
+        let t0 = server_time_ms(c);
+        assert_eq!(self.ints(c, "ALLOW", "k", args)[0], 1, "{what}");
+        let t1 = server_time_ms(c);
+        let at = self.expiry(c, "k");
+        within(at, t0, t1, ttl, what);
+        at
+    }
+
     /// This side's name for `key` (its own key: the sides never share one).
     fn key(self, key: &str) -> String {
         format!("{self:?}:{key}")
@@ -137,11 +148,7 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
     let mut c = s.client();
     for side in SIDES {
         let what = |step: &str| format!("{side:?}: {step}");
-        let t0 = server_time_ms(&mut c);
-        assert_eq!(side.ints(&mut c, "ALLOW", "k", "60 5 1000")[0], 1);
-        let t1 = server_time_ms(&mut c);
-        let long = side.expiry(&mut c, "k");
-        within(long, t0, t1, 60_000, &what("a 60 s window"));
+        let long = side.admit_expiring(&mut c, "60 5 1000", 60_000, &what("a 60 s window"));
 
         assert_eq!(side.ints(&mut c, "ALLOW", "k", "1 5 1001")[0], 1);
         assert_eq!(side.expiry(&mut c, "k"), long, "{}", what("a 1 s window"));
@@ -150,30 +157,14 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
         assert_eq!(side.expiry(&mut c, "k"), long, "{}", what("30 s"));
         // Lateness counts too: a day of it moves the expiry a day on.
         if !matches!(side, Side::Script) {
-            kit::ok(
-                &mut c,
-                &["CONFIG", "SET", "slidingwindow.lateness", "86400000"],
-            );
-            let t0 = server_time_ms(&mut c);
-            assert_eq!(side.ints(&mut c, "ALLOW", "k", "1 9 1003")[0], 1);
-            let t1 = server_time_ms(&mut c);
-            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "0"]);
-            within(
-                side.expiry(&mut c, "k"),
-                t0,
-                t1,
-                86_401_000,
-                &what("lateness"),
-            );
+            kit::config_set(&mut c, "slidingwindow.lateness", "86400000");
+            side.admit_expiring(&mut c, "1 9 1003", 86_401_000, &what("lateness"));
+            kit::config_set(&mut c, "slidingwindow.lateness", "0");
             let set: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &long.to_string()]);
             assert_eq!(set, 1, "{}", what("PEXPIREAT"));
         }
 
-        let t0 = server_time_ms(&mut c);
-        assert_eq!(side.ints(&mut c, "ALLOW", "k", "120 9 1004")[0], 1);
-        let t1 = server_time_ms(&mut c);
-        let longer = side.expiry(&mut c, "k");
-        within(longer, t0, t1, 120_000, &what("a 120 s window"));
+        let longer = side.admit_expiring(&mut c, "120 9 1004", 120_000, &what("a 120 s window"));
 
         // Refused (with and without a trim), PEEK, REFUND: the expiry stays.
         assert_eq!(side.ints(&mut c, "ALLOW", "k", "1 1 1005")[0], 0);
@@ -186,11 +177,9 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
         // A key without an expiry gets one; an expiry set further by hand stays.
         let persisted: i64 = q(&mut c, &["PERSIST", &side.key("k")]);
         assert_eq!(persisted, 1, "{}", what("PERSIST"));
-        let t0 = server_time_ms(&mut c);
-        assert_eq!(side.ints(&mut c, "ALLOW", "k", "1 99 2004")[0], 1);
-        let t1 = server_time_ms(&mut c);
-        within(side.expiry(&mut c, "k"), t0, t1, 1000, &what("no expiry"));
-        let far = (t1 + 3_600_000).to_string();
+        let at = side.admit_expiring(&mut c, "1 99 2004", 1000, &what("no expiry"));
+        // An hour after that expiry.
+        let far = (at + 3_600_000).to_string();
         let set: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &far]);
         assert_eq!(set, 1, "{}", what("PEXPIREAT far"));
         assert_eq!(side.ints(&mut c, "ALLOW", "k", "60 99 2005")[0], 1);
@@ -277,9 +266,7 @@ fn allowall_extends_each_keys_expiry_on_its_own() {
 /// master and on the replica alike.
 #[test]
 fn replicas_and_the_aof_keep_the_masters_expiry() {
-    let mut s = Server::builder()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut s = Server::builder().aof_always().start();
     let replica = start_replica(&s, &[]);
     let mut c = s.client();
     let keys: Vec<String> = [Side::Zset, Side::Compact]

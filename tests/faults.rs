@@ -12,7 +12,7 @@ use common::{
 };
 use kit::{STORAGES, info_u64, q, sw5_with, wait_persistence_idle};
 use std::time::Duration;
-use traffic::{State, Traffic, Workload, assert_keys_match};
+use traffic::{Outcome, State, Traffic, Workload, assert_keys_match};
 
 /// Enough backlog that a replica cut off for a second or two under full-speed traffic can still
 /// continue with a partial resync.
@@ -119,10 +119,7 @@ fn replica_cut_under_load_resyncs_partially_and_matches() {
 #[test]
 fn kill9_with_appendfsync_always_keeps_every_admitted_request() {
     for storage in STORAGES {
-        let mut s = Server::builder()
-            .storage(storage)
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .start();
+        let mut s = Server::builder().storage(storage).aof_always().start();
         let w = Workload::new("aof:", 16, 3);
         let mut traffic = Traffic::start(&s, &w);
         traffic.wait_more(1000);
@@ -143,15 +140,12 @@ fn kill9_with_appendfsync_always_keeps_every_admitted_request() {
 #[test]
 fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
     for storage in STORAGES {
-        let mut s = Server::builder()
-            .storage(storage)
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .start();
+        let mut s = Server::builder().storage(storage).aof_always().start();
         let mut con = s.client();
         // Enough keys, each saved slowly (20 s in all), that the rewrite is surely still running
         // at the kill, even with a slow fsync under every traffic call.
         let _: () = q(&mut con, &["DEBUG", "POPULATE", "20000", "filler", "10"]);
-        let _: () = q(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
+        kit::config_set(&mut con, "rdb-key-save-delay", "1000");
         let w = Workload::new("aofrw:", 16, 7);
         let mut traffic = Traffic::start(&s, &w);
         traffic.wait_more(300);
@@ -211,7 +205,7 @@ fn background_save(s: &Server, save: Save) {
 fn rewrite_under_traffic_then_restart(storage: &str, preamble: &str, seed: u64) {
     let mut s = Server::builder()
         .storage(storage)
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .aof_always()
         .args(["--aof-use-rdb-preamble", preamble])
         .start();
     let w = Workload::new("rw:", 16, seed);
@@ -223,13 +217,15 @@ fn rewrite_under_traffic_then_restart(storage: &str, preamble: &str, seed: u64) 
     let out = traffic.stop();
     let digest = s.digest();
     // appendfsync always: every reply we got was on disk first, so kill -9 loses nothing.
+    restart_restores(&mut s, &digest, "the rewritten AOF", &w, &out);
+}
+
+/// Kills and restarts `s`, which comes back from `from` with `digest` and the keys as `out` left
+/// them.
+fn restart_restores(s: &mut Server, digest: &str, from: &str, w: &Workload, out: &Outcome) {
     s.restart();
-    assert_eq!(
-        s.digest(),
-        digest,
-        "restart from the rewritten AOF changed the data"
-    );
-    assert_keys_match(&s, &w, &out);
+    assert_eq!(s.digest(), digest, "restart from {from} changed the data");
+    assert_keys_match(s, w, out);
 }
 
 #[test]
@@ -260,13 +256,7 @@ fn rdb_save_and_bgsave_then_restart_keep_the_digest() {
             info_u64(&s, "persistence", "rdb_changes_since_last_save"),
             0
         );
-        s.restart();
-        assert_eq!(
-            s.digest(),
-            digest,
-            "restart from SAVE's RDB changed the data"
-        );
-        assert_keys_match(&s, &w, &out);
+        restart_restores(&mut s, &digest, "SAVE's RDB", &w, &out);
 
         // BGSAVE forks while traffic runs; then a last BGSAVE on a quiet server must restore exactly.
         let mut traffic = Traffic::resume(&s, &w, out.state);
@@ -281,13 +271,7 @@ fn rdb_save_and_bgsave_then_restart_keep_the_digest() {
         wait_persistence_idle(&s, "rdb_bgsave_in_progress");
         background_save(&s, Save::Rdb);
         let digest = s.digest();
-        s.restart();
-        assert_eq!(
-            s.digest(),
-            digest,
-            "restart from BGSAVE's RDB changed the data"
-        );
-        assert_keys_match(&s, &w, &out);
+        restart_restores(&mut s, &digest, "BGSAVE's RDB", &w, &out);
     }
 }
 
@@ -324,7 +308,7 @@ fn allow_counts_as_a_change_for_save_rules() {
         // And a real save rule fires on it: one change, one second.
         let _: () = q(&mut con, &["SAVE"]);
         let saves = info_u64(&s, "persistence", "rdb_saves");
-        let _: () = q(&mut con, &["CONFIG", "SET", "save", "1 1"]);
+        kit::config_set(&mut con, "save", "1 1");
         sw5_with(&mut con, "ALLOW", "other", 3600, 5, 1001, 1);
         wait_until(
             Duration::from_secs(15),

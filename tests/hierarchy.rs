@@ -64,18 +64,19 @@ fn all_words_with(
 }
 
 fn send(con: &mut Connection, words: &[String]) -> redis::Value {
-    let args: Vec<&str> = words.iter().map(String::as_str).collect();
-    call(con, &args)
+    common::call_words(con, words)
 }
 
 fn send_ok(con: &mut Connection, words: &[String]) -> Vec<i64> {
-    let reply = send(con, words);
-    assert!(
-        error_line(&reply).is_none(),
-        "{}: {reply:?}",
-        words.join(" ")
-    );
-    ints(&reply)
+    ints(&common::call_words_ok(con, words))
+}
+
+/// `REFUND key n [AT at]`'s count of refunded requests.
+fn refunded(con: &mut Connection, key: &str, n: u64, at: Option<u64>) -> i64 {
+    match send(con, &refund_words(key, n, at)) {
+        redis::Value::Int(n) => n,
+        other => panic!("REFUND {key} {n}: {other:?}"),
+    }
 }
 
 fn refund_words(key: &str, n: u64, at: Option<u64>) -> Vec<String> {
@@ -126,15 +127,7 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
     let mut seen = [0u32; 7];
     for stream in 0..count {
         let lateness = rng.pick(&[0, 0, 3000]);
-        kit::ok(
-            &mut c,
-            &[
-                "CONFIG",
-                "SET",
-                "slidingwindow.lateness",
-                &lateness.to_string(),
-            ],
-        );
+        kit::config_set(&mut c, "slidingwindow.lateness", lateness);
         let n = if rng.chance(25) {
             rng.range(1, 16)
         } else {
@@ -146,14 +139,14 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
         let mut expiry = vec![-2i64; n];
         if mixed {
             // Every other key made in the other storage, holding a member at 0.
-            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", other]);
+            kit::config_set(&mut c, "slidingwindow.storage", other);
             for k in (1..n).step_by(2) {
                 let w = ["SLIDINGWINDOW.ALLOW", &keys[k], "3600", "1", "0"].map(String::from);
                 assert_eq!(send_ok(&mut c, &w)[0], 1);
                 models[k].scores.push(0);
                 expiry[k] = pexpiretime(&mut c, &keys[k]);
             }
-            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+            kit::config_set(&mut c, "slidingwindow.storage", storage);
         }
         let mut now: u64 = 1_700_000_000_000 + stream * 13;
         for step in 0..steps {
@@ -338,9 +331,7 @@ fn keys_of_both_storages_in_one_call() {
 /// w2 m2]...` answers, with a sixth integer, and leaves the same scores.
 #[test]
 fn one_key_allowall_is_allow() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (_, _s, mut c) in kit::on_each_storage() {
         let mut rng = Rng::new(0x1_A11);
         for stream in 0..30 {
             let limits: Vec<(u64, u64)> = (0..rng.range(1, 4))
@@ -402,9 +393,7 @@ fn one_key_allowall_is_allow() {
 /// cap, and every malformed call; the trims of the first keys do not happen either.
 #[test]
 fn an_error_on_any_key_changes_no_key() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (storage, _s, mut c) in kit::on_each_storage() {
         // Keys one and two hold a member a call at 100000 would trim, and one it keeps.
         for key in ["{e}1", "{e}2"] {
             for now in ["1000", "99000"] {
@@ -431,10 +420,7 @@ fn an_error_on_any_key_changes_no_key() {
             let got = send(&mut c, &all_words(cmd, &keys, &limits, "100000", 1));
             assert_eq!(error_line(&got).as_deref(), Some(wrongtype), "{cmd}");
         }
-        kit::ok(
-            &mut c,
-            &["CONFIG", "SET", "slidingwindow.max-members-per-call", "5"],
-        );
+        kit::config_set(&mut c, "slidingwindow.max-members-per-call", "5");
         let two = &keys[..2];
         let got = send(
             &mut c,
@@ -444,15 +430,7 @@ fn an_error_on_any_key_changes_no_key() {
             error_line(&got).as_deref(),
             Some("ERR cost 3 times 2 keys would add more than 5 members in one call")
         );
-        let _: () = q(
-            &mut c,
-            &[
-                "CONFIG",
-                "SET",
-                "slidingwindow.max-members-per-call",
-                "100000",
-            ],
-        );
+        kit::config_set(&mut c, "slidingwindow.max-members-per-call", "100000");
         let bad: &[(&str, &str)] = &[
             (
                 "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}1 100000 LIMIT 1 10 5 LIMIT 2 10 5",
@@ -530,13 +508,8 @@ fn an_error_on_any_key_changes_no_key() {
 /// `AT *` is the server's clock.
 #[test]
 fn refunds_of_nothing_and_at_the_server_clock() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
-        assert_eq!(
-            send(&mut c, &refund_words("missing", 5, None)),
-            redis::Value::Int(0)
-        );
+    for (_, _s, mut c) in kit::on_each_storage() {
+        assert_eq!(refunded(&mut c, "missing", 5, None), 0);
         // Two members before the server's clock, one an hour after it.
         let t = server_time_ms(&mut c) as u64;
         let future = t + 3_600_000;
@@ -548,20 +521,14 @@ fn refunds_of_nothing_and_at_the_server_clock() {
             assert_eq!(r[0], 1);
         }
         let before = snapshot(&mut c, "r");
-        assert_eq!(
-            send(&mut c, &refund_words("r", 5, Some(999))),
-            redis::Value::Int(0)
-        );
+        assert_eq!(refunded(&mut c, "r", 5, Some(999)), 0);
         assert_eq!(snapshot(&mut c, "r"), before);
         // `AT *`: the member from the future stays.
         let got = call(&mut c, &["SLIDINGWINDOW.REFUND", "r", "5", "AT", "*"]);
         assert_eq!(got, redis::Value::Int(2));
         assert_eq!(scores(&mut c, "r"), [future]);
         assert_eq!(pexpiretime(&mut c, "r"), before.1, "REFUND keeps the TTL");
-        assert_eq!(
-            send(&mut c, &refund_words("r", 9_007_199_254_740_992, None)),
-            redis::Value::Int(1)
-        );
+        assert_eq!(refunded(&mut c, "r", 9_007_199_254_740_992, None), 1);
         assert!(!exists(&mut c, "r"));
     }
 }
@@ -570,9 +537,7 @@ fn refunds_of_nothing_and_at_the_server_clock() {
 /// `slidingwindow.refund` (compact), then `del` when the key emptied.
 #[test]
 fn keyspace_events() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (storage, s, mut c) in kit::on_each_storage() {
         let (add, refund) = match storage {
             "zset" => ("zadd", "zrem"),
             _ => ("slidingwindow.add", "slidingwindow.refund"),
@@ -602,22 +567,13 @@ fn keyspace_events() {
             &all_words("PEEKALL", &keys, &[(0, 60, 5), (1, 60, 5)], "*", 1),
         );
         assert_eq!(r[0], 1);
-        assert_eq!(
-            send(&mut c, &refund_words("{v}a", 1, Some(0))),
-            redis::Value::Int(0)
-        );
+        assert_eq!(refunded(&mut c, "{v}a", 1, Some(0)), 0);
         marker(&mut c, "2");
         for e in &mut ev {
             assert_eq!(e.until("2"), Vec::<String>::new());
         }
-        assert_eq!(
-            send(&mut c, &refund_words("{v}a", 1, None)),
-            redis::Value::Int(1)
-        );
-        assert_eq!(
-            send(&mut c, &refund_words("{v}b", 5, None)),
-            redis::Value::Int(2)
-        );
+        assert_eq!(refunded(&mut c, "{v}a", 1, None), 1);
+        assert_eq!(refunded(&mut c, "{v}b", 5, None), 2);
         marker(&mut c, "3");
         assert_eq!(ev[0].until("3"), [refund]);
         assert_eq!(ev[1].until("3"), [refund, "del"]);
@@ -653,14 +609,8 @@ fn info_counts_calls_once() {
         ))
         .is_some()
     );
-    assert_eq!(
-        send(&mut c, &refund_words("{i}0", 3, None)),
-        redis::Value::Int(3)
-    );
-    assert_eq!(
-        send(&mut c, &refund_words("{i}9", 3, None)),
-        redis::Value::Int(0)
-    );
+    assert_eq!(refunded(&mut c, "{i}0", 3, None), 3);
+    assert_eq!(refunded(&mut c, "{i}9", 3, None), 0);
     let info = |f: &str| info_u64(&s, "slidingwindow", &format!("slidingwindow_{f}"));
     assert_eq!(info("allow_calls"), 3);
     assert_eq!(info("peek_calls"), 1);

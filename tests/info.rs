@@ -29,6 +29,17 @@ struct Section {
     top_keys_refusals: u64,
 }
 
+/// Calls counted between two readings of the section (each refusal also in the summary of
+/// refused keys).
+struct Calls {
+    allow: u64,
+    peek: u64,
+    admitted: u64,
+    rejected: u64,
+    requests: u64,
+    errors: u64,
+}
+
 impl Section {
     const FRESH: Section = Section {
         version: env!("CARGO_PKG_VERSION"),
@@ -50,30 +61,46 @@ impl Section {
         top_keys_refusals: 0,
     };
 
+    /// A fresh section with these configs.
+    const fn configured(
+        storage: &'static str,
+        max_members_per_call: u64,
+        lateness: u64,
+    ) -> Section {
+        Section {
+            storage,
+            max_members_per_call,
+            lateness,
+            ..Section::FRESH
+        }
+    }
+
+    /// The section after `calls` more.
+    fn after(self, calls: Calls) -> Section {
+        Section {
+            allow_calls: self.allow_calls + calls.allow,
+            peek_calls: self.peek_calls + calls.peek,
+            admitted: self.admitted + calls.admitted,
+            rejected: self.rejected + calls.rejected,
+            top_keys_refusals: self.top_keys_refusals + calls.rejected,
+            admitted_requests: self.admitted_requests + calls.requests,
+            errors: self.errors + calls.errors,
+            ..self
+        }
+    }
+
     fn text(&self) -> String {
-        let fields = [
-            ("version", self.version.to_string()),
-            ("allow_calls", self.allow_calls.to_string()),
-            ("peek_calls", self.peek_calls.to_string()),
-            ("admitted", self.admitted.to_string()),
-            ("rejected", self.rejected.to_string()),
-            ("admitted_requests", self.admitted_requests.to_string()),
-            ("trimmed", self.trimmed.to_string()),
-            ("errors", self.errors.to_string()),
-            ("refund_calls", self.refund_calls.to_string()),
-            ("refunded", self.refunded.to_string()),
-            ("compact_keys", self.compact_keys.to_string()),
-            ("compact_bytes", self.compact_bytes.to_string()),
-            ("storage", self.storage.to_string()),
-            (
-                "max_members_per_call",
-                self.max_members_per_call.to_string(),
-            ),
-            ("lateness", self.lateness.to_string()),
-            ("top_keys", self.top_keys.to_string()),
-            ("top_keys_refusals", self.top_keys_refusals.to_string()),
-            ("top_keys_bytes", BYTES.to_string()),
-        ];
+        // `(name, value)` for each named field.
+        macro_rules! named {
+            ($s:expr; $($f:ident),*) => {
+                [$((stringify!($f), $s.$f.to_string())),*]
+            };
+        }
+        let mut fields = named!(self; version, allow_calls, peek_calls, admitted, rejected,
+            admitted_requests, trimmed, errors, refund_calls, refunded, compact_keys, compact_bytes,
+            storage, max_members_per_call, lateness, top_keys, top_keys_refusals)
+        .to_vec();
+        fields.push(("top_keys_bytes", BYTES.to_string()));
         let mut out = String::from("# slidingwindow\r\n");
         for (name, value) in fields {
             out.push_str(&format!("slidingwindow_{name}:{value}\r\n"));
@@ -225,16 +252,14 @@ fn counters_are_exact_after_a_scripted_sequence() {
     let lua = "return redis.pcall('SLIDINGWINDOW.PEEK', KEYS[1], 10, 'nan', 1000)";
     let v = call(&mut c, &["EVAL", lua, "1", "lua"]);
     assert_eq!(error_code(&v), "ERR", "{v:?}");
-    let after_scripts = Section {
-        allow_calls: after_errors.allow_calls + 3,
-        peek_calls: after_errors.peek_calls + 1,
-        admitted: after_errors.admitted + 2,
-        rejected: after_errors.rejected + 1,
-        top_keys_refusals: after_errors.top_keys_refusals + 1,
-        admitted_requests: after_errors.admitted_requests + 2,
-        errors: after_errors.errors + 2,
-        ..after_errors
-    };
+    let after_scripts = after_errors.after(Calls {
+        allow: 3,
+        peek: 1,
+        admitted: 2,
+        rejected: 1,
+        requests: 2,
+        errors: 2,
+    });
     assert_section(&s, &after_scripts, "after MULTI and Lua");
 
     // Several keys count once, COST once per admitted call; refunds count calls and members.
@@ -259,17 +284,17 @@ fn counters_are_exact_after_a_scripted_sequence() {
     // The trim of `{a}2` at 20000 (its two members left the window) counts.
     assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "20000", "1"))[0], 1);
     let after_several = Section {
-        allow_calls: after_scripts.allow_calls + 3,
-        peek_calls: after_scripts.peek_calls + 1,
-        admitted: after_scripts.admitted + 2,
-        rejected: after_scripts.rejected + 1,
-        top_keys_refusals: after_scripts.top_keys_refusals + 1,
-        admitted_requests: after_scripts.admitted_requests + 2 + 1,
         trimmed: after_scripts.trimmed + 2,
-        errors: after_scripts.errors + 1,
         refund_calls: 2,
         refunded: 2,
-        ..after_scripts
+        ..after_scripts.after(Calls {
+            allow: 3,
+            peek: 1,
+            admitted: 2,
+            rejected: 1,
+            requests: 2 + 1,
+            errors: 1,
+        })
     };
     assert_section(&s, &after_several, "after ALLOWALL, PEEKALL and REFUND");
 }
@@ -277,30 +302,17 @@ fn counters_are_exact_after_a_scripted_sequence() {
 #[test]
 fn the_section_shows_the_configs_as_set() {
     // Set in the configuration (here its command-line form, after `loadmodule`).
-    let s = Server::builder()
-        .args(["--slidingwindow.max-members-per-call", "7"])
-        .start();
+    let s = Server::builder().config("max-members-per-call", 7).start();
     let mut c = s.client();
     let at_start = Section {
         max_members_per_call: 7,
         ..Section::FRESH
     };
     assert_section(&s, &at_start, "from the configuration");
-    let _: () = q(
-        &mut c,
-        &["CONFIG", "SET", "slidingwindow.max-members-per-call", "250"],
-    );
-    let _: () = q(
-        &mut c,
-        &["CONFIG", "SET", "slidingwindow.storage", "compact"],
-    );
-    kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.lateness", "750"]);
-    let set = Section {
-        storage: "compact",
-        max_members_per_call: 250,
-        lateness: 750,
-        ..Section::FRESH
-    };
+    kit::config_set(&mut c, "slidingwindow.max-members-per-call", 250);
+    kit::config_set(&mut c, "slidingwindow.storage", "compact");
+    kit::config_set(&mut c, "slidingwindow.lateness", 750);
+    let set = Section::configured("compact", 250, 750);
     assert_section(&s, &set, "after CONFIG SET");
     // A refused value changes nothing.
     for (name, value) in [
@@ -308,8 +320,7 @@ fn the_section_shows_the_configs_as_set() {
         ("slidingwindow.storage", "list"),
         ("slidingwindow.lateness", "86400001"),
     ] {
-        let v = call(&mut c, &["CONFIG", "SET", name, value]);
-        assert!(error_line(&v).is_some(), "CONFIG SET {name} {value}: {v:?}");
+        kit::config_refused(&mut c, name, value);
     }
     // (`tests/config.rs` checks CONFIG GET and the refusals themselves.) The errors of refused CONFIG SETs are the server's, not a command's.
     assert_section(&s, &set, "after refused CONFIG SETs");
@@ -350,12 +361,7 @@ fn module_loadex_configs_show_in_the_section() {
             "12",
         ],
     );
-    let loaded = Section {
-        storage: "compact",
-        max_members_per_call: 9,
-        lateness: 12,
-        ..Section::FRESH
-    };
+    let loaded = Section::configured("compact", 9, 12);
     assert_section(&s, &loaded, "after MODULE LOADEX");
 }
 

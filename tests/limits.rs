@@ -30,14 +30,7 @@ struct Call<'a> {
 
 impl Call<'_> {
     fn words(&self) -> Vec<String> {
-        let (w0, m0) = self.limits[0];
-        let mut out = vec![
-            format!("SLIDINGWINDOW.{}", self.cmd),
-            self.key.to_string(),
-            w0.to_string(),
-            m0.to_string(),
-            self.now.to_string(),
-        ];
+        let mut out = kit::head_words(self.cmd, self.key, self.limits[0], self.now);
         let name = |n: &str| {
             if self.lower {
                 n.to_lowercase()
@@ -58,15 +51,7 @@ impl Call<'_> {
     }
 
     fn send(&self, con: &mut Connection) -> Vec<i64> {
-        let words = self.words();
-        let args: Vec<&str> = words.iter().map(String::as_str).collect();
-        let reply = call(con, &args);
-        assert!(
-            error_line(&reply).is_none(),
-            "{}: {reply:?}",
-            words.join(" ")
-        );
-        ints(&reply)
+        ints(&common::call_words_ok(con, &self.words()))
     }
 }
 
@@ -270,9 +255,7 @@ fn deep_logs_follow_the_contract_model() {
 
 #[test]
 fn sixteen_limits_in_one_call() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (_, _s, mut c) in kit::on_each_storage() {
         let mut rng = Rng::new(0x16);
         let mut d = Driver::new();
         let mut now = 1_700_000_000_000;
@@ -301,9 +284,7 @@ fn sixteen_limits_in_one_call() {
 /// the call without them, stores the same scores, and sets the same TTL; the sixth integer is 0.
 #[test]
 fn limit_options_equal_to_the_positional_one_answer_as_without_them() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (_, _s, mut c) in kit::on_each_storage() {
         let mut rng = Rng::new(0xE0A1);
         let mut now: u64 = 1_700_000_000_000;
         let (mut plain, mut named) = (Driver::new(), Driver::new());
@@ -410,9 +391,7 @@ fn bad_limit_calls() -> Vec<(String, &'static str)> {
 
 #[test]
 fn bad_limit_options_are_refused_and_change_nothing() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (_, s, mut c) in kit::on_each_storage() {
         for now in ["1000", "2000"] {
             let r = ints(&call(
                 &mut c,
@@ -458,9 +437,7 @@ fn bad_limit_options_are_refused_and_change_nothing() {
 /// The per-call member cap applies only when every limit would admit the call.
 #[test]
 fn the_member_cap_applies_only_when_every_limit_admits() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (_, s, mut c) in kit::on_each_storage() {
         let digest = s.digest();
         let line =
             |options: &str| format!("SLIDINGWINDOW.ALLOW k 10 2000000 1000 COST 100001{options}");
@@ -569,10 +546,7 @@ fn dataset(con: &mut Connection) -> Vec<KeyState> {
 #[test]
 fn replicas_and_the_aof_get_the_same_data() {
     for storage in STORAGES {
-        let mut s = Server::builder()
-            .storage(storage)
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .start();
+        let mut s = Server::builder().storage(storage).aof_always().start();
         let replica = start_replica(&s, &[]);
         let mut c = s.client();
         traffic(&mut c, 0x5EED_0A0F, 1500);

@@ -10,7 +10,7 @@ use testkit::common;
 use testkit::kit;
 use testkit::{model, rng};
 
-use common::{Server, call, error_line, ints, server_time_ms};
+use common::{Server, error_line, ints, server_time_ms};
 use kit::{pexpiretime, scores};
 use redis::Value;
 
@@ -131,71 +131,36 @@ fn run(s: &Server, sc: &Scenario) {
     );
 }
 
+// One scenario a row.
+#[rustfmt::skip]
 const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "steady",
-        seed: 1,
-        steps: 1500,
-        windows: &[60],
-        maxes: &[5],
-        back: 0,
-        jump: 5,
-        stride: 20_000,
-    },
-    Scenario {
-        name: "varying",
-        seed: 2,
-        steps: 1500,
-        windows: &[60, 61, 120, 300],
-        maxes: &[1, 2, 3, 7, 20],
-        back: 100,
-        jump: 30,
-        stride: 30_000,
-    },
-    Scenario {
-        name: "backward",
-        seed: 3,
-        steps: 1000,
-        windows: &[60, 90],
-        maxes: &[3, 4],
-        back: 400,
-        jump: 20,
-        stride: 40_000,
-    },
-    Scenario {
-        name: "burst",
-        seed: 4,
-        steps: 1000,
-        windows: &[60, 3600],
-        maxes: &[10, 50],
-        back: 20,
-        jump: 10,
-        stride: 3,
-    },
+    Scenario { name: "steady", seed: 1, steps: 1500, windows: &[60], maxes: &[5], back: 0, jump: 5, stride: 20_000 },
+    Scenario { name: "varying", seed: 2, steps: 1500, windows: &[60, 61, 120, 300], maxes: &[1, 2, 3, 7, 20], back: 100, jump: 30, stride: 30_000 },
+    Scenario { name: "backward", seed: 3, steps: 1000, windows: &[60, 90], maxes: &[3, 4], back: 400, jump: 20, stride: 40_000 },
+    Scenario { name: "burst", seed: 4, steps: 1000, windows: &[60, 3600], maxes: &[10, 50], back: 20, jump: 10, stride: 3 },
 ];
 
 fn scenario(name: &str) -> &'static Scenario {
     SCENARIOS.iter().find(|s| s.name == name).unwrap()
 }
 
-#[test]
-fn steady_traffic_matches_the_seed_script() {
-    run(&Server::start(), scenario("steady"));
+/// A test per scenario, by its name.
+macro_rules! scenario_tests {
+    ($($test:ident: $name:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                run(&Server::start(), scenario($name));
+            }
+        )*
+    };
 }
 
-#[test]
-fn varying_window_and_max_match_the_seed_script() {
-    run(&Server::start(), scenario("varying"));
-}
-
-#[test]
-fn time_going_backward_matches_the_seed_script() {
-    run(&Server::start(), scenario("backward"));
-}
-
-#[test]
-fn bursts_in_the_same_millisecond_match_the_seed_script() {
-    run(&Server::start(), scenario("burst"));
+scenario_tests! {
+    steady_traffic_matches_the_seed_script: "steady",
+    varying_window_and_max_match_the_seed_script: "varying",
+    time_going_backward_matches_the_seed_script: "backward",
+    bursts_in_the_same_millisecond_match_the_seed_script: "burst",
 }
 
 /// The helpers' script, loaded once, called as the helpers call it.
@@ -245,8 +210,7 @@ impl Fallback {
         args.push(word.trim_end().to_string());
         args.push("0123456789ABCDEF".to_string());
         args.extend(rest.iter().cloned());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        call(c, &args)
+        common::call_words(c, &args)
     }
 
     /// What the script answers to the module's argv `SLIDINGWINDOW.<command> words...`, split
@@ -292,8 +256,7 @@ fn shown(v: &Value) -> String {
 fn module(c: &mut redis::Connection, command: &str, words: &[String]) -> Value {
     let mut args = vec![format!("SLIDINGWINDOW.{command}")];
     args.extend(words.iter().cloned());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    call(c, &args)
+    common::call_words(c, &args)
 }
 
 /// A call's arguments after the command name, for one side's keys (`m` module, `l` script).
@@ -323,15 +286,7 @@ fn run_keys(s: &Server, k: Keys) {
         lateness,
     } = k;
     let mut c = s.client();
-    kit::ok(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "slidingwindow.lateness",
-            &lateness.to_string(),
-        ],
-    );
+    kit::config_set(&mut c, "slidingwindow.lateness", lateness);
     let lua = Fallback::load(&mut c).with(&format!("lateness {lateness}"));
     let mut rng = Rng::new(seed);
     let name = move |side: &str, k: usize| format!("{side}:{k}:{{{seed}}}");
@@ -582,15 +537,7 @@ fn the_cap_counts_every_key_in_the_client_script() {
         (5, 2, "admitted"),
     ];
     for (cap, cost, answer) in cases {
-        kit::ok(
-            &mut c,
-            &[
-                "CONFIG",
-                "SET",
-                "slidingwindow.max-members-per-call",
-                &cap.to_string(),
-            ],
-        );
+        kit::config_set(&mut c, "slidingwindow.max-members-per-call", cap);
         let lua = Fallback {
             sha: lua.sha.clone(),
             configs: format!("max-members-per-call {cap}"),

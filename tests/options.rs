@@ -32,14 +32,7 @@ struct Call<'a> {
 
 impl Call<'_> {
     fn words(&self) -> Vec<String> {
-        let (w, m) = self.limits[0];
-        let mut out = vec![
-            format!("SLIDINGWINDOW.{}", self.cmd),
-            self.key.to_string(),
-            w.to_string(),
-            m.to_string(),
-            self.now.clone(),
-        ];
+        let mut out = kit::head_words(self.cmd, self.key, self.limits[0], &self.now);
         if self.cost != 1 {
             out.extend(["COST".to_string(), self.cost.to_string()]);
         }
@@ -59,15 +52,7 @@ impl Call<'_> {
     }
 
     fn send(&self, con: &mut Connection) -> Value {
-        let words = self.words();
-        let args: Vec<&str> = words.iter().map(String::as_str).collect();
-        let reply = call(con, &args);
-        assert!(
-            error_line(&reply).is_none(),
-            "{}: {reply:?}",
-            words.join(" ")
-        );
-        reply
+        common::call_words_ok(con, &self.words())
     }
 }
 
@@ -83,10 +68,7 @@ fn same(reply: &Value, answer: &Answer, named: bool, detail: bool, now: u64) -> 
 }
 
 fn set_lateness(con: &mut Connection, ms: u64) {
-    kit::ok(
-        con,
-        &["CONFIG", "SET", "slidingwindow.lateness", &ms.to_string()],
-    );
+    kit::config_set(con, "slidingwindow.lateness", ms);
 }
 
 /// Random streams of PEEK then ALLOW with the same arguments, a lease on some, a precision on
@@ -203,10 +185,7 @@ fn random_streams_with_and_without_options_follow_the_model() {
 #[test]
 fn a_lease_on_the_server_clock_tells_its_end() {
     for storage in STORAGES {
-        let s = Server::builder()
-            .storage(storage)
-            .args(["--slidingwindow.lateness", "3000"])
-            .start();
+        let s = Server::builder().storage(storage).lateness(3000).start();
         let mut c = s.client();
         let t0 = server_time_ms(&mut c);
         let line = "SLIDINGWINDOW.ALLOW k 60 10 * COST 5 LEASE 2000 DETAIL";
@@ -243,9 +222,7 @@ fn a_lease_on_the_server_clock_tells_its_end() {
 /// LIMIT options), `b` even for one limit, and the `now` used.
 #[test]
 fn detail_lists_every_limit_in_order() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (storage, _s, mut c) in kit::on_each_storage() {
         let send = |c: &mut Connection, line: &str| call(c, &line.split(' ').collect::<Vec<_>>());
         let d = |head: Vec<i64>, limits: Vec<[i64; 4]>, now| kit::Detailed { head, limits, now };
         let got = detailed(&send(&mut c, "SLIDINGWINDOW.ALLOW one 10 3 1000 DETAIL"));
@@ -288,16 +265,8 @@ fn bad_leases_precisions_and_details_are_refused_and_change_nothing() {
     let lease =
         "ERR LEASE must be an integer between 1 and 9007199254740992 - now (now + LEASE <= 2^53)";
     let precision = "ERR PRECISION must be an integer between 1 and 9007199254740992 (now + LEASE rounded up to a multiple of PRECISION <= 2^53)";
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
-        assert_eq!(
-            ints(&call(
-                &mut c,
-                &["SLIDINGWINDOW.ALLOW", "k", "60", "5", "1000"]
-            ))[0],
-            1
-        );
+    for (storage, s, mut c) in kit::on_each_storage() {
+        assert_eq!(kit::sw5(&mut c, "ALLOW k 60 5 1000")[0], 1);
         let digest = s.digest();
         let top = TWO_53.to_string();
         let cases: Vec<(String, &str)> = vec![
@@ -389,18 +358,9 @@ fn bad_leases_precisions_and_details_are_refused_and_change_nothing() {
 #[test]
 fn peeks_with_options_change_nothing() {
     for storage in STORAGES {
-        let s = Server::builder()
-            .storage(storage)
-            .args(["--slidingwindow.lateness", "5000"])
-            .start();
+        let s = Server::builder().storage(storage).lateness(5000).start();
         let mut c = s.client();
-        assert_eq!(
-            ints(&call(
-                &mut c,
-                &["SLIDINGWINDOW.ALLOW", "k", "60", "5", "1000"]
-            ))[0],
-            1
-        );
+        assert_eq!(kit::sw5(&mut c, "ALLOW k 60 5 1000")[0], 1);
         let dirty = |s: &Server| s.info_field("persistence", "rdb_changes_since_last_save");
         let (digest, changes) = (s.digest(), dirty(&s));
         for line in [
@@ -523,9 +483,7 @@ fn out_of_order_callers_within_the_lateness_never_over_admit() {
 /// key under G = 0 and on one under a day answers the same, the second keeping more.
 #[test]
 fn in_order_callers_answer_the_same_whatever_the_lateness() {
-    for storage in STORAGES {
-        let s = Server::builder().storage(storage).start();
-        let mut c = s.client();
+    for (storage, _s, mut c) in kit::on_each_storage() {
         let mut rng = Rng::new(0x0D_E4);
         let limits = [(60, 5), (5, 2)];
         let mut now = T0;

@@ -123,13 +123,8 @@ fn replica_holds_the_same_data_after_a_random_workload() {
 
 #[test]
 fn server_restarted_from_its_aof_has_the_same_data() {
-    let mut s = Server::builder()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
-    let mut c = s.client();
-    workload(&mut c, 0xB0B, 2000);
-    let (digest, state) = (s.digest(), keys_state(&mut c));
-    assert_ne!(digest, "0".repeat(40), "the workload left no data");
+    let mut s = Server::builder().aof_always().start();
+    let (digest, state) = worked(&s, 0xB0B);
 
     let aof = aof_bytes(s.dir());
     assert!(
@@ -142,24 +137,32 @@ fn server_restarted_from_its_aof_has_the_same_data() {
     );
 
     // SIGKILL: with appendfsync always, everything acknowledged is in the AOF.
-    s.restart();
-    let mut c = s.client();
-    assert_eq!(s.digest(), digest);
-    assert_eq!(keys_state(&mut c), state);
+    restarts_as(&mut s, &digest, &state);
 }
 
 #[test]
 fn server_restarted_from_its_rdb_has_the_same_data() {
     let mut s = Server::start();
+    let (digest, state) = worked(&s, 0xC0DE);
+    let _: () = redis::cmd("SAVE").query(&mut s.client()).unwrap();
+    restarts_as(&mut s, &digest, &state);
+}
+
+/// 2000 steps of `workload` seeded `seed` on `s`: its digest and its keys' state then, which
+/// hold data.
+fn worked(s: &Server, seed: u64) -> (String, Vec<KeyState>) {
     let mut c = s.client();
-    workload(&mut c, 0xC0DE, 2000);
+    workload(&mut c, seed, 2000);
     let (digest, state) = (s.digest(), keys_state(&mut c));
     assert_ne!(digest, "0".repeat(40), "the workload left no data");
-    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    (digest, state)
+}
+
+/// Kills and restarts `s`, which comes back with `digest` and `state`.
+fn restarts_as(s: &mut Server, digest: &str, state: &[KeyState]) {
     s.restart();
-    let mut c = s.client();
     assert_eq!(s.digest(), digest);
-    assert_eq!(keys_state(&mut c), state);
+    assert_eq!(keys_state(&mut s.client()), state);
 }
 
 /// Trims of every size reach the replica and the AOF: a few members (removed one by one on the
@@ -167,9 +170,7 @@ fn server_restarted_from_its_rdb_has_the_same_data() {
 /// replicates as the script's own `ZREMRANGEBYSCORE`, a large whole set as `UNLINK`.
 #[test]
 fn trims_of_every_size_replicate_exactly() {
-    let mut s = Server::builder()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut s = Server::builder().aof_always().start();
     let replica = start_replica(&s, &[]);
     let mut c = s.client();
     let t0: i64 = 1_700_000_000_000;
@@ -300,9 +301,7 @@ fn replicas_emit_the_masters_keyspace_events() {
 /// the AOF as one `MULTI`/`EXEC` unit, a sorted set's refund as `ZREM` of exactly its members.
 #[test]
 fn several_keys_and_refunds_replicate_exactly() {
-    let mut master = Server::builder()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut master = Server::builder().aof_always().start();
     let replica = start_replica(&master, &[]);
     let mut c = master.client();
     // One call on two fresh keys: one unit in the AOF.
@@ -344,7 +343,7 @@ fn several_keys_and_refunds_replicate_exactly() {
     for step in 0..1500 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
-            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+            kit::config_set(&mut c, "slidingwindow.storage", storage);
         }
         now = match rng.range(0, 19) {
             0 => now + 120_000,
@@ -399,8 +398,7 @@ fn several_keys_and_refunds_replicate_exactly() {
         if rng.chance(3) {
             args.push("BOGUS".into()); // malformed: refused, no effect
         }
-        let words: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply = call(&mut c, &words);
+        let reply = common::call_words(&mut c, &args);
         if let Some(err) = error_line(&reply) {
             assert!(args.last().is_some_and(|a| a == "BOGUS"), "{args:?}: {err}");
         }
@@ -438,10 +436,7 @@ fn several_keys_and_refunds_replicate_exactly() {
 /// members by `ZADD` at `now + ms`, the absolute expiry; a compact key's `APPLY` with both.
 #[test]
 fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
-    let mut master = Server::builder()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .args(["--slidingwindow.lateness", "5000"])
-        .start();
+    let mut master = Server::builder().aof_always().lateness(5000).start();
     let replicas = [
         start_replica(&master, &["--slidingwindow.lateness", "0"]),
         start_replica(&master, &["--slidingwindow.lateness", "86400000"]),
@@ -472,7 +467,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     for step in 0..1200 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
-            kit::ok(&mut c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+            kit::config_set(&mut c, "slidingwindow.storage", storage);
         }
         newest += match rng.range(0, 19) {
             0 => 61_000,

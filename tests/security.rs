@@ -97,9 +97,9 @@ fn acl_read_only_key_pattern_allows_peek_but_not_allow() {
 /// Sets maxmemory a little above what is used now, then fills past it with DEBUG POPULATE.
 fn overfill(s: &Server, con: &mut Connection, policy: &str, filler_keys: u64) {
     let used = info_u64(s, "memory", "used_memory");
-    let _: () = q(con, &["CONFIG", "SET", "maxmemory-policy", policy]);
+    kit::config_set(con, "maxmemory-policy", policy);
     let limit = (used + 2_000_000).to_string();
-    let _: () = q(con, &["CONFIG", "SET", "maxmemory", &limit]);
+    kit::config_set(con, "maxmemory", limit);
     let _: () = q(
         con,
         &[
@@ -165,7 +165,7 @@ fn noeviction_refuses_allow_with_oom_and_changes_nothing_while_peek_answers() {
         "a refused ALLOW changed the key"
     );
     assert_eq!(s.digest(), digest, "a refused ALLOW changed data");
-    let _: () = q(&mut con, &["CONFIG", "SET", "maxmemory", "0"]);
+    kit::config_set(&mut con, "maxmemory", "0");
     assert_eq!(
         sw5_with(&mut con, "ALLOW", "rate:a", 3600, 10, 1003, 1),
         [1, 4, 6, 0, W]
@@ -194,7 +194,7 @@ fn allkeys_lru_eviction_leaves_an_evicted_window_simply_empty() {
     );
     assert!(info_u64(&s, "stats", "evicted_keys") > 0);
     // Stop evicting so what we read stays true for the call that follows.
-    let _: () = q(&mut con, &["CONFIG", "SET", "maxmemory", "0"]);
+    kit::config_set(&mut con, "maxmemory", "0");
     let mut evicted = 0;
     for i in 0..keys {
         let key = format!("rl:{i}");

@@ -136,7 +136,21 @@ fn info(con: &mut Connection, section: &str, field: &str) -> u64 {
 
 /// Where ALLOW creates keys from now on.
 fn storage(con: &mut Connection, storage: &str) {
-    let _: () = q(con, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+    kit::config_set(con, "slidingwindow.storage", storage);
+}
+
+/// FLUSHALL, then TOPRESET (the summary of refused keys, SLIDINGWINDOW.TOP, outlives FLUSHALL
+/// by design, bounded by slidingwindow.top-keys; TOPRESET frees it), then the one key of
+/// another type again.
+fn flush_all(probe: &mut Connection) {
+    let _: () = q(probe, &["FLUSHALL", "SYNC"]);
+    assert!(info(probe, "slidingwindow", "slidingwindow_top_keys_bytes") > 0);
+    let _: () = q(probe, &["SLIDINGWINDOW.TOPRESET"]);
+    assert_eq!(
+        info(probe, "slidingwindow", "slidingwindow_top_keys_bytes"),
+        0
+    );
+    let _: () = q(probe, &["SET", "wrongtype", "x"]);
 }
 
 fn memory_returns_after(calls: u64) {
@@ -151,16 +165,7 @@ fn memory_returns_after(calls: u64) {
         run_mix(&mut con, 1, 10_000, 10_000);
         storage(&mut con, "zset");
     }
-    let _: () = q(&mut probe, &["FLUSHALL", "SYNC"]);
-    // The summary of refused keys (SLIDINGWINDOW.TOP) outlives FLUSHALL by design, bounded by
-    // slidingwindow.top-keys; TOPRESET frees it.
-    assert!(info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes") > 0);
-    let _: () = q(&mut probe, &["SLIDINGWINDOW.TOPRESET"]);
-    assert_eq!(
-        info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes"),
-        0
-    );
-    let _: () = q(&mut probe, &["SET", "wrongtype", "x"]);
+    flush_all(&mut probe);
     wait_until(
         Duration::from_secs(10),
         "memory to settle after warm-up",
@@ -181,16 +186,7 @@ fn memory_returns_after(calls: u64) {
     let peak = info(&mut probe, "memory", "used_memory");
     let keys: i64 = q(&mut probe, &["DBSIZE"]);
     assert!(keys > 100, "the run left too few keys to mean anything");
-    let _: () = q(&mut probe, &["FLUSHALL", "SYNC"]);
-    // The summary of refused keys (SLIDINGWINDOW.TOP) outlives FLUSHALL by design, bounded by
-    // slidingwindow.top-keys; TOPRESET frees it.
-    assert!(info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes") > 0);
-    let _: () = q(&mut probe, &["SLIDINGWINDOW.TOPRESET"]);
-    assert_eq!(
-        info(&mut probe, "slidingwindow", "slidingwindow_top_keys_bytes"),
-        0
-    );
-    let _: () = q(&mut probe, &["SET", "wrongtype", "x"]);
+    flush_all(&mut probe);
     let mut last = 0;
     // Polled: the run's connection and any set unlinked in the background are freed asynchronously.
     let settled = (0..500).any(|_| {

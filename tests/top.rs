@@ -151,7 +151,7 @@ fn the_config_sizes_and_turns_off_the_summary() {
         Some("ERR COUNT must be an integer between 1 and 2 (slidingwindow.top-keys)")
     );
     // Changing it empties the summary; 0 turns it off.
-    ok(&mut c, &["CONFIG", "SET", "slidingwindow.top-keys", "0"]);
+    kit::config_set(&mut c, "slidingwindow.top-keys", "0");
     refuse(&mut c, "d", 2);
     assert_eq!(top(&mut c, &[]), vec![]);
     assert_eq!(top(&mut c, &["COUNT", "1"]), vec![]);
@@ -159,10 +159,7 @@ fn the_config_sizes_and_turns_off_the_summary() {
         info_u64(&s, "slidingwindow", "slidingwindow_top_keys_refusals"),
         0
     );
-    ok(
-        &mut c,
-        &["CONFIG", "SET", "slidingwindow.top-keys", "1000000"],
-    );
+    kit::config_set(&mut c, "slidingwindow.top-keys", "1000000");
     let v = call(
         &mut c,
         &["CONFIG", "SET", "slidingwindow.top-keys", "1000001"],

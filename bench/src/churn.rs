@@ -96,31 +96,32 @@ pub fn run(con: &mut Connection) -> Result<ChurnResult> {
     r
 }
 
+/// `measure` on an emptied server.
+fn fresh<T>(con: &mut Connection, measure: fn(&mut Connection) -> Result<T>) -> Result<T> {
+    redis::cmd("FLUSHALL").exec(con)?;
+    measure(con)
+}
+
 fn parts(con: &mut Connection) -> Result<ChurnResult> {
     let mut r = ChurnResult::default();
-    redis::cmd("FLUSHALL").exec(con)?;
-    (r.tail_edge_us, r.tail_inside_us) = tail(con)?;
+    (r.tail_edge_us, r.tail_inside_us) = fresh(con, tail)?;
     println!(
         "  churn tail: ALLOW + REFUND {:.2} µs past a full block, {:.2} µs inside one",
         r.tail_edge_us, r.tail_inside_us
     );
-    redis::cmd("FLUSHALL").exec(con)?;
-    (r.middle_edge_us, r.middle_inside_us) = middle(con)?;
+    (r.middle_edge_us, r.middle_inside_us) = fresh(con, middle)?;
     println!(
         "  churn middle: REFUND 2 + 2 ALLOWs {:.2} µs across a block edge, {:.2} µs inside one",
         r.middle_edge_us, r.middle_inside_us
     );
-    redis::cmd("FLUSHALL").exec(con)?;
-    r.opening_us = opening(con)?;
+    r.opening_us = fresh(con, opening)?;
     println!(
         "  churn block opening: µs/call {:?} on {OPENING_LOGS:?}",
         r.opening_us
     );
-    redis::cmd("FLUSHALL").exec(con)?;
-    r.restore_ms = restore(con)?;
+    r.restore_ms = fresh(con, restore)?;
     println!("  churn RESTORE: ms {:?} for {RESTORES:?}", r.restore_ms);
-    redis::cmd("FLUSHALL").exec(con)?;
-    r.bytes = bytes(con)?;
+    r.bytes = fresh(con, bytes)?;
     println!(
         "  churn bytes/request after removals: {:?} for spans {SPANS:?}",
         r.bytes

@@ -252,19 +252,13 @@ pub fn refund_line(refund: Option<&[RefundResult]>) -> String {
     let Some(results) = refund else {
         return "REFUND: unavailable (the module has no SLIDINGWINDOW.REFUND)".to_string();
     };
-    let parts: Vec<String> = results
-        .iter()
-        .map(|r| {
-            format!(
-                "{}: ALLOW {:.2} µs, REFUND {:.2} µs ({} requests taken back)",
-                r.storage, r.allow_us, r.refund_us, r.refunded
-            )
-        })
-        .collect();
-    format!(
-        "REFUND of one request against ALLOW, in-command µs/call: {}",
-        parts.join("; ")
-    )
+    let parts = each(results, |r| {
+        format!(
+            "{}: ALLOW {:.2} µs, REFUND {:.2} µs ({} requests taken back)",
+            r.storage, r.allow_us, r.refund_us, r.refunded
+        )
+    });
+    format!("REFUND of one request against ALLOW, in-command µs/call: {parts}")
 }
 
 /// Each storage's ALLOW with and without LEASE, in-command µs per call.
@@ -272,22 +266,22 @@ pub fn lease_line(lease: &[LeaseResult]) -> String {
     if lease.is_empty() {
         return "LEASE: not measured".to_string();
     }
-    let parts: Vec<String> = lease
-        .iter()
-        .map(|r| {
-            format!(
-                "{}: without {:.3} µs, with LEASE {LEASE_MS} {:.3} µs ({:.3}x)",
-                r.storage,
-                r.us_per_call[0],
-                r.us_per_call[1],
-                r.ratio()
-            )
-        })
-        .collect();
-    format!(
-        "ALLOW with LEASE against without, in-command µs/call: {}",
-        parts.join("; ")
-    )
+    let parts = each(lease, |r| {
+        format!(
+            "{}: without {:.3} µs, with LEASE {LEASE_MS} {:.3} µs ({:.3}x)",
+            r.storage,
+            r.us_per_call[0],
+            r.us_per_call[1],
+            r.ratio()
+        )
+    });
+    format!("ALLOW with LEASE against without, in-command µs/call: {parts}")
+}
+
+/// `show` of each item, joined by `; `.
+fn each<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
+    let parts: Vec<String> = items.iter().map(show).collect();
+    parts.join("; ")
 }
 
 /// The `churn` figures, a line each (none when it did not run).

@@ -26,6 +26,13 @@ pub struct Check {
     pub unavailable: Option<String>,
 }
 
+/// A whole-window expiry (`what`: its size and side) takes at most 2 ms in the command, in its
+/// `trial` trial.
+fn expiry_check(what: &str, trial: &str, us: u64) -> Check {
+    let name = format!("whole-window expiry of {what}, in-command µs ({trial} trial)");
+    Check::new(name, us as f64, Bound::AtMost, 2000.0)
+}
+
 impl Check {
     /// A check whose figure could not be measured, and why.
     pub fn unavailable(name: String, bound: Bound, threshold: f64, why: &str) -> Check {
@@ -84,16 +91,8 @@ pub fn evaluate(
         let name = format!("in-command µs/call, lua / module, {workload}");
         checks.push(Check::new(name, ratio, Bound::AtLeast, min));
     }
-    let name = format!(
-        "whole-window expiry of {} members, module, in-command µs (worst trial)",
-        worst.members
-    );
-    checks.push(Check::new(
-        name,
-        worst.module_max() as f64,
-        Bound::AtMost,
-        2000.0,
-    ));
+    let what = format!("{} members, module", worst.members);
+    checks.push(expiry_check(&what, "worst", worst.module_max()));
     // Several limits: one call with all of them against one single-limit call, a call of
     // `module-split`'s (which makes one per limit).
     let several_limits = WORKLOADS
@@ -229,16 +228,8 @@ fn compact_checks(results: &[Measurement], worst: &Worst) -> Vec<Check> {
     });
     let name = "in-command µs/call, compact / module, big".to_string();
     checks.push(Check::new(name, in_command, Bound::AtMost, 0.5));
-    let name = format!(
-        "whole-window expiry of {} requests, compact, in-command µs (best trial)",
-        worst.members
-    );
-    checks.push(Check::new(
-        name,
-        worst.compact_best() as f64,
-        Bound::AtMost,
-        2000.0,
-    ));
+    let what = format!("{} requests, compact", worst.members);
+    checks.push(expiry_check(&what, "best", worst.compact_best()));
     checks
 }
 

@@ -4,6 +4,7 @@
 
 use redis::{Connection, Value};
 use testkit::rng::Rng;
+use testkit::zipf::Zipf;
 
 use crate::Result;
 use crate::server::Server;
@@ -19,20 +20,14 @@ pub fn run(server: &Server) -> Result<()> {
         .arg("slidingwindow.top-keys")
         .arg(1024)
         .query::<()>(&mut con)?;
-    let mut cdf = Vec::with_capacity(KEYS);
-    let mut sum = 0.0f64;
-    for rank in 1..=KEYS {
-        sum += 1.0 / (rank as f64).powf(1.1);
-        cdf.push(sum);
-    }
+    let zipf = Zipf::new(KEYS, 1.1);
     let mut rng = Rng::new(40);
     let mut truth = vec![0u64; KEYS];
     let mut seen = vec![false; KEYS];
     let mut batch: Vec<usize> = Vec::with_capacity(PIPELINE);
     let mut refusals = 0;
     while refusals < REFUSALS {
-        let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * sum;
-        let k = cdf.partition_point(|&c| c < u).min(KEYS - 1);
+        let k = zipf.sample(&mut rng);
         // A key's first call fills it (limit 1 an hour); every later one is refused.
         if seen[k] {
             truth[k] += 1;

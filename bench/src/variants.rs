@@ -134,77 +134,35 @@ impl Variant {
     }
 }
 
-pub static MODULE: Variant = Variant {
-    name: "module",
-    tag: "mod",
-    shape: Shape::Allow,
-    config: &[],
-    color: (0x1f, 0x77, 0xb4),
-};
+/// Declares each `NAME = name, tag, shape, config, color;` as `pub static NAME: Variant`.
+macro_rules! variants {
+    ($($id:ident = $name:literal, $tag:literal, $shape:ident, $config:expr, $color:expr;)*) => {
+        $(
+            pub static $id: Variant = Variant {
+                name: $name,
+                tag: $tag,
+                shape: Shape::$shape,
+                config: $config,
+                color: $color,
+            };
+        )*
+    };
+}
 
-pub static COMPACT: Variant = Variant {
-    name: "compact",
-    tag: "cmp",
-    shape: Shape::Allow,
-    config: &[("slidingwindow.storage", "compact")],
-    color: (0x94, 0x67, 0xbd),
-};
+/// Creates keys in the compact storage.
+const ON_COMPACT: &[(&str, &str)] = &[("slidingwindow.storage", "compact")];
 
-pub static LUA: Variant = Variant {
-    name: "lua",
-    tag: "lua",
-    shape: Shape::Script,
-    config: &[],
-    color: (0xff, 0x7f, 0x0e),
-};
-
-pub static COMMANDS: Variant = Variant {
-    name: "commands",
-    tag: "cmd",
-    shape: Shape::Commands,
-    config: &[],
-    color: (0x2c, 0xa0, 0x2c),
-};
-
-pub static PING: Variant = Variant {
-    name: "ping",
-    tag: "png",
-    shape: Shape::Ping,
-    config: &[],
-    color: (0x7f, 0x7f, 0x7f),
-};
-
-pub static MODULE_SPLIT: Variant = Variant {
-    name: "module-split",
-    tag: "mos",
-    shape: Shape::AllowEach,
-    config: &[],
-    color: (0x17, 0xbe, 0xcf),
-};
-
-pub static COMPACT_SPLIT: Variant = Variant {
-    name: "compact-split",
-    tag: "cms",
-    shape: Shape::AllowEach,
-    config: &[("slidingwindow.storage", "compact")],
-    color: (0xbc, 0xbd, 0x22),
-};
-
-pub static LUA_SPLIT: Variant = Variant {
-    name: "lua-split",
-    tag: "lus",
-    shape: Shape::ScriptEach,
-    config: &[],
-    color: (0x8c, 0x56, 0x4b),
-};
-
-pub static CELL: Variant = Variant {
-    name: "redis-cell",
-    tag: "cel",
-    shape: Shape::Throttle,
-    config: &[],
-    color: (0xd6, 0x27, 0x28),
-};
+variants! {
+    MODULE = "module", "mod", Allow, &[], (0x1f, 0x77, 0xb4);
+    COMPACT = "compact", "cmp", Allow, ON_COMPACT, (0x94, 0x67, 0xbd);
+    LUA = "lua", "lua", Script, &[], (0xff, 0x7f, 0x0e);
+    COMMANDS = "commands", "cmd", Commands, &[], (0x2c, 0xa0, 0x2c);
+    PING = "ping", "png", Ping, &[], (0x7f, 0x7f, 0x7f);
+    MODULE_SPLIT = "module-split", "mos", AllowEach, &[], (0x17, 0xbe, 0xcf);
+    COMPACT_SPLIT = "compact-split", "cms", AllowEach, ON_COMPACT, (0xbc, 0xbd, 0x22);
+    LUA_SPLIT = "lua-split", "lus", ScriptEach, &[], (0x8c, 0x56, 0x4b);
+    CELL = "redis-cell", "cel", Throttle, &[], (0xd6, 0x27, 0x28);
+}
 
 /// Every variant, in table order.
 pub static ALL: [&Variant; 9] = [

@@ -216,6 +216,7 @@ pub fn kept_name(name: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+    use testkit::zipf::Zipf;
 
     fn names(s: &Summary, k: usize) -> Vec<(String, u64, u64)> {
         s.top(k, |_| true)
@@ -390,18 +391,12 @@ mod tests {
     #[test]
     fn zipf_top_ten_are_listed_first() {
         let keys = 100_000usize;
-        let mut cdf = Vec::with_capacity(keys);
-        let mut sum = 0.0f64;
-        for rank in 1..=keys {
-            sum += 1.0 / (rank as f64).powf(1.1);
-            cdf.push(sum);
-        }
+        let zipf = Zipf::new(keys, 1.1);
         let mut rng = Rng::new(40);
         let mut s = Summary::new(1024);
         let mut truth = vec![0u64; keys];
         for _ in 0..1_000_000 {
-            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * sum;
-            let k = cdf.partition_point(|&c| c < u).min(keys - 1);
+            let k = zipf.sample(&mut rng);
             truth[k] += 1;
             s.count(format!("user:{k}").as_bytes());
         }

@@ -14,7 +14,7 @@ use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{Limit, Limits};
 
-use reading::{Shared, TOP, integer};
+use reading::{Shared, TOP, arity, check_error_line, integer, now, show};
 
 fn window(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP / 1000)
@@ -24,81 +24,43 @@ fn max(word: &[u8]) -> Option<u64> {
     integer(word, 1, TOP)
 }
 
-fn now(word: &[u8]) -> Option<Now> {
-    match word {
-        b"*" => Some(Now::Server),
-        w => integer(w, 0, TOP).map(Now::At),
-    }
-}
-
 /// What the contract says the call means, or the error it must get: options read left to right
 /// by position, the first error winning.
 fn expected(argv: &[&[u8]]) -> Result<Args, Error> {
-    let [name, _, w, m, n, options @ ..] = argv else {
-        let name = argv
-            .first()
-            .map_or("slidingwindow".into(), |n| error::token(n));
-        return Err(Error::WrongArity(name.to_ascii_lowercase()));
+    let [_, _, w, m, n, options @ ..] = argv else {
+        return Err(arity(argv));
     };
-    let _ = name;
     let window_s = window(w).ok_or(Error::Invalid(Arg::Window))?;
     let max_v = max(m).ok_or(Error::Invalid(Arg::Max))?;
     let now = now(n).ok_or(Error::Invalid(Arg::Now))?;
     let ms = |s: u64| s * 1000;
     let mut limits = vec![(ms(window_s), max_v)];
-    let mut shared = Shared::default();
-    let mut i = 0;
-    while i < options.len() {
-        let word = options[i];
-        let values = &options[i + 1..];
-        if let Some(taken) = shared.read(word, values, now) {
-            i += taken?;
-        } else if word.eq_ignore_ascii_case(b"LIMIT") {
-            if limits.len() >= 16 {
-                return Err(Error::TooManyLimits);
-            }
-            if values.len() < 2 {
-                return Err(Error::MissingValues(error::token(word)));
-            }
-            let w = window(values[0]).ok_or(Error::Invalid(Arg::LimitWindow))?;
-            let m = max(values[1]).ok_or(Error::Invalid(Arg::LimitMax))?;
-            limits.push((ms(w), m));
-            i += 3;
-        } else {
+    let shared = Shared::read_all(options, now, |word, values| {
+        if !word.eq_ignore_ascii_case(b"LIMIT") {
             return Err(Error::UnknownOption(error::token(word)));
         }
-    }
+        if limits.len() >= 16 {
+            return Err(Error::TooManyLimits);
+        }
+        if values.len() < 2 {
+            return Err(Error::MissingValues(error::token(word)));
+        }
+        let w = window(values[0]).ok_or(Error::Invalid(Arg::LimitWindow))?;
+        let m = max(values[1]).ok_or(Error::Invalid(Arg::LimitMax))?;
+        limits.push((ms(w), m));
+        Ok(3)
+    })?;
     let limit = |(window_ms, max)| Limit { window_ms, max };
     let mut all = Limits::new(limit(limits[0]));
     for l in &limits[1..] {
         assert!(all.push(limit(*l)));
     }
-    Ok(Args {
-        limits: all,
-        now,
-        cost: shared.cost.unwrap_or(1),
-        lease: shared.lease,
-        precision: shared.precision,
-        detail: shared.detail,
-    })
-}
-
-/// argv as readable text for assertion messages.
-fn show(argv: &[&[u8]]) -> String {
-    let words: Vec<String> = argv
-        .iter()
-        .map(|w| format!("\"{}\"", w.escape_ascii()))
-        .collect();
-    words.join(" ")
+    Ok(shared.args(all, now))
 }
 
 /// Every error is one printable line starting with ERR, and names the argument or token.
 fn check_error(argv: &[&[u8]], err: &Error) {
-    let text = err.to_string();
-    assert!(text.starts_with("ERR"), "{text:?}");
-    assert!(!text.contains(['\r', '\n']), "{text:?}");
-    // User tokens are cut to 64 bytes of at most 4 characters each.
-    assert!(text.len() < 400, "{} bytes", text.len());
+    check_error_line(err);
     if let Error::WrongArity(name) = err {
         assert!(argv.len() < 5, "{}", show(argv));
         assert!(!name.chars().any(|c| c.is_ascii_uppercase()), "{name:?}");

@@ -34,7 +34,10 @@ fn check(log: &CompactLog, model: &[u64], u: &mut Unstructured) -> Result<()> {
     }
     assert_eq!(log.newest(), model.last().copied());
     let k: u64 = u.int_in_range(0..=model.len() as u64 + 1)?;
-    let want = usize::try_from(k).ok().and_then(|k| k.checked_sub(1)).and_then(|i| model.get(i).copied());
+    let want = usize::try_from(k)
+        .ok()
+        .and_then(|k| k.checked_sub(1))
+        .and_then(|i| model.get(i).copied());
     assert_eq!(log.kth_oldest(k), want);
     let score = f64::from_bits(u.arbitrary()?);
     if !score.is_nan() {
@@ -79,10 +82,15 @@ fn run(data: &[u8]) -> Result<()> {
                 let end = model.partition_point(|t| *t <= through);
                 let m = (n as usize).min(end);
                 model.drain(end - m..end);
-                assert_eq!(log.refund(through, n), m as u64, "refund {n} through {through}");
+                assert_eq!(
+                    log.refund(through, n),
+                    m as u64,
+                    "refund {n} through {through}"
+                );
             }
             _ => {
-                let cutoff = i64::try_from(next_ts(&mut u, ts)?).unwrap_or(i64::MAX) - u.int_in_range(0..=2i64)?;
+                let cutoff = i64::try_from(next_ts(&mut u, ts)?).unwrap_or(i64::MAX)
+                    - u.int_in_range(0..=2i64)?;
                 let gone = log.trim(cutoff);
                 let keep = model.partition_point(|t| (*t as i64) <= cutoff);
                 model.drain(..keep);

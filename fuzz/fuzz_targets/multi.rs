@@ -11,26 +11,12 @@
 use slidingwindow_core::{args, error, limits};
 mod reading;
 
-use args::{Args, Now, RefundArgs};
+use args::{Args, RefundArgs};
 use error::{Arg, Error};
 use libfuzzer_sys::fuzz_target;
 use limits::{KeyedLimits, Limit, Scope};
 
-use reading::{Shared, TOP, integer};
-
-fn time(word: &[u8]) -> Option<Now> {
-    match word {
-        b"*" => Some(Now::Server),
-        w => integer(w, 0, TOP).map(Now::At),
-    }
-}
-
-fn arity(argv: &[&[u8]]) -> Error {
-    let name = argv
-        .first()
-        .map_or("slidingwindow".into(), |n| error::token(n));
-    Error::WrongArity(name.to_ascii_lowercase())
-}
+use reading::{Shared, TOP, arity, check_error_line, integer, now as time, show};
 
 fn expected_all(argv: &[&[u8]]) -> Result<Args<KeyedLimits>, Error> {
     if argv.len() < 2 {
@@ -52,30 +38,23 @@ fn expected_all(argv: &[&[u8]]) -> Result<Args<KeyedLimits>, Error> {
     let now = time(argv[2 + numkeys]).ok_or(Error::Invalid(Arg::Now))?;
     let options = &argv[3 + numkeys..];
     let mut limits: Vec<(usize, u64, u64)> = Vec::new();
-    let mut shared = Shared::default();
-    let mut i = 0;
-    while i < options.len() {
-        let word = options[i];
-        let values = &options[i + 1..];
-        if let Some(taken) = shared.read(word, values, now) {
-            i += taken?;
-        } else if word.eq_ignore_ascii_case(b"LIMIT") {
-            if values.len() < 3 {
-                return Err(Error::MissingKeyedValues(error::token(word)));
-            }
-            let k = integer(values[0], 1, numkeys as u128)
-                .ok_or(Error::Invalid(Arg::LimitKeyno(numkeys)))? as usize;
-            if limits.iter().filter(|l| l.0 == k - 1).count() == 16 {
-                return Err(Error::TooManyKeyLimits(k));
-            }
-            let w = integer(values[1], 1, TOP / 1000).ok_or(Error::Invalid(Arg::LimitWindow))?;
-            let m = integer(values[2], 1, TOP).ok_or(Error::Invalid(Arg::LimitMax))?;
-            limits.push((k - 1, w * 1000, m));
-            i += 4;
-        } else {
+    let shared = Shared::read_all(options, now, |word, values| {
+        if !word.eq_ignore_ascii_case(b"LIMIT") {
             return Err(Error::UnknownOption(error::token(word)));
         }
-    }
+        if values.len() < 3 {
+            return Err(Error::MissingKeyedValues(error::token(word)));
+        }
+        let k = integer(values[0], 1, numkeys as u128)
+            .ok_or(Error::Invalid(Arg::LimitKeyno(numkeys)))? as usize;
+        if limits.iter().filter(|l| l.0 == k - 1).count() == 16 {
+            return Err(Error::TooManyKeyLimits(k));
+        }
+        let w = integer(values[1], 1, TOP / 1000).ok_or(Error::Invalid(Arg::LimitWindow))?;
+        let m = integer(values[2], 1, TOP).ok_or(Error::Invalid(Arg::LimitMax))?;
+        limits.push((k - 1, w * 1000, m));
+        Ok(4)
+    })?;
     if let Some(k) = (0..numkeys).find(|k| !limits.iter().any(|l| l.0 == *k)) {
         return Err(Error::KeyWithoutLimit(k + 1));
     }
@@ -83,14 +62,7 @@ fn expected_all(argv: &[&[u8]]) -> Result<Args<KeyedLimits>, Error> {
     for &(k, window_ms, max) in &limits {
         assert!(all.push(k, Limit { window_ms, max }));
     }
-    Ok(Args {
-        limits: all,
-        now,
-        cost: shared.cost.unwrap_or(1),
-        lease: shared.lease,
-        precision: shared.precision,
-        detail: shared.detail,
-    })
+    Ok(shared.args(all, now))
 }
 
 fn expected_refund(argv: &[&[u8]]) -> Result<RefundArgs, Error> {
@@ -117,22 +89,6 @@ fn expected_refund(argv: &[&[u8]]) -> Result<RefundArgs, Error> {
     Ok(RefundArgs { n, at })
 }
 
-fn show(argv: &[&[u8]]) -> String {
-    let words: Vec<String> = argv
-        .iter()
-        .map(|w| format!("\"{}\"", w.escape_ascii()))
-        .collect();
-    words.join(" ")
-}
-
-/// Every error is one printable line starting with ERR.
-fn check_error(err: &Error) {
-    let text = err.to_string();
-    assert!(text.starts_with("ERR"), "{text:?}");
-    assert!(!text.contains(['\r', '\n']), "{text:?}");
-    assert!(text.len() < 400, "{} bytes", text.len());
-}
-
 fuzz_target!(|data: &[u8]| {
     let Some((&separator, rest)) = data.split_first() else {
         return;
@@ -145,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
         let got = args::parse_refund(&argv);
         assert_eq!(got, expected_refund(&argv), "{}", show(&argv));
         if let Err(err) = &got {
-            check_error(err);
+            check_error_line(err);
         }
         return;
     }
@@ -159,6 +115,6 @@ fuzz_target!(|data: &[u8]| {
             }
             assert!((1..=TOP).contains(&u128::from(got.cost)));
         }
-        Err(err) => check_error(err),
+        Err(err) => check_error_line(err),
     }
 });

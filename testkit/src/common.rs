@@ -97,6 +97,23 @@ pub fn call(con: &mut redis::Connection, args: &[&str]) -> Value {
     con.req_command(&cmd).expect("I/O error talking to redis")
 }
 
+/// [`call`] with owned words.
+pub fn call_words(con: &mut redis::Connection, words: &[String]) -> Value {
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
+    call(con, &args)
+}
+
+/// [`call_words`] for a call that must not answer an error.
+pub fn call_words_ok(con: &mut redis::Connection, words: &[String]) -> Value {
+    let reply = call_words(con, words);
+    assert!(
+        error_line(&reply).is_none(),
+        "{}: {reply:?}",
+        words.join(" ")
+    );
+    reply
+}
+
 /// Same as [`call`] with binary-safe arguments.
 pub fn call_bytes(con: &mut redis::Connection, args: &[&[u8]]) -> Value {
     let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("command name is UTF-8"));
@@ -145,6 +162,21 @@ impl Builder {
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
         self
+    }
+
+    /// Sets the module's config `slidingwindow.<name>` on the command line.
+    pub fn config(self, name: &str, value: impl ToString) -> Self {
+        self.args([format!("--slidingwindow.{name}"), value.to_string()])
+    }
+
+    /// An AOF written and synced on every write.
+    pub fn aof_always(self) -> Self {
+        self.args(["--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    /// Sets `slidingwindow.lateness` to `ms`.
+    pub fn lateness(self, ms: u64) -> Self {
+        self.config("lateness", ms)
     }
 
     /// Appends several extra `redis-server` arguments.

@@ -16,13 +16,30 @@ pub fn q<T: FromRedisValue>(con: &mut impl ConnectionLike, args: &[&str]) -> T {
         .unwrap_or_else(|e| panic!("{} failed: {e}", args.join(" ")))
 }
 
-/// A connection authenticated as `user` (password `pw`).
 /// Runs a command that answers `+OK`, and checks that it did.
 pub fn ok(con: &mut impl ConnectionLike, args: &[&str]) {
     let reply: String = q(con, args);
     assert_eq!(reply, "OK", "{}", args.join(" "));
 }
 
+/// `CONFIG SET name value`, which must answer `+OK`.
+pub fn config_set(con: &mut impl ConnectionLike, name: &str, value: impl ToString) {
+    ok(con, &["CONFIG", "SET", name, &value.to_string()]);
+}
+
+/// `CONFIG GET name`'s value ("" when the server has no such config).
+pub fn config_get(con: &mut impl ConnectionLike, name: &str) -> String {
+    let pairs: std::collections::HashMap<String, String> = q(con, &["CONFIG", "GET", name]);
+    pairs.get(name).cloned().unwrap_or_default()
+}
+
+/// `CONFIG SET name value`'s error line, checked to be one.
+pub fn config_refused(con: &mut Connection, name: &str, value: &str) -> String {
+    let v = common::call(con, &["CONFIG", "SET", name, value]);
+    error_line(&v).unwrap_or_else(|| panic!("CONFIG SET {name} {value}: {v:?}"))
+}
+
+/// A connection authenticated as `user` (password `pw`).
 pub fn client_as(s: &Server, user: &str) -> Connection {
     let url = format!("redis://{user}:pw@127.0.0.1:{}/", s.port());
     let con = redis::Client::open(url)
@@ -40,17 +57,27 @@ pub fn error_code(v: &Value) -> String {
     e.split(' ').next().unwrap_or_default().to_string()
 }
 
-/// `SLIDINGWINDOW.<cmd> key window max now COST cost` as a command line.
-pub fn sw_line(cmd: &str, key: &str, window_s: u64, max: u64, now: u64, cost: u64) -> Vec<String> {
+/// `SLIDINGWINDOW.<cmd> key window max now`, the words before a call's options.
+pub fn head_words(
+    cmd: &str,
+    key: &str,
+    (window_s, max): (u64, u64),
+    now: impl ToString,
+) -> Vec<String> {
     vec![
         format!("SLIDINGWINDOW.{cmd}"),
         key.to_string(),
         window_s.to_string(),
         max.to_string(),
         now.to_string(),
-        "COST".to_string(),
-        cost.to_string(),
     ]
+}
+
+/// `SLIDINGWINDOW.<cmd> key window max now COST cost` as a command line.
+pub fn sw_line(cmd: &str, key: &str, window_s: u64, max: u64, now: u64, cost: u64) -> Vec<String> {
+    let mut line = head_words(cmd, key, (window_s, max), now);
+    line.extend(["COST".to_string(), cost.to_string()]);
+    line
 }
 
 /// Runs `SLIDINGWINDOW.<line>`, the line split on spaces (e.g. `"ALLOW k 10 3 1000"`).
@@ -77,8 +104,7 @@ pub fn sw5_with(
     cost: u64,
 ) -> [i64; 5] {
     let line = sw_line(cmd, key, w, max, now, cost);
-    let args: Vec<&str> = line.iter().map(String::as_str).collect();
-    let v = common::call(con, &args);
+    let v = common::call_words(con, &line);
     five(&v).unwrap_or_else(|| panic!("{} answered {v:?}, not five integers", line.join(" ")))
 }
 
@@ -172,6 +198,15 @@ pub fn info_u64(s: &Server, section: &str, field: &str) -> u64 {
 
 /// The two storages a log can live in; suites that hold for both run once per storage.
 pub const STORAGES: [&str; 2] = ["zset", "compact"];
+
+/// For each of `STORAGES` in turn: a fresh server that creates keys in it, and a connection.
+pub fn on_each_storage() -> impl Iterator<Item = (&'static str, Server, Connection)> {
+    STORAGES.into_iter().map(|storage| {
+        let s = Server::builder().storage(storage).start();
+        let c = s.client();
+        (storage, s, c)
+    })
+}
 
 /// Every timestamp `key` logs, ascending, whatever its storage: a sorted set's scores (all
 /// integral in these tests), or a compact log's, decoded from its `DUMP` (read-only, so it works

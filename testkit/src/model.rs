@@ -302,39 +302,16 @@ mod expiry_tests {
 
     #[test]
     fn an_admission_keeps_the_later_expiry_unless_the_key_was_empty() {
+        let between = |lo, hi| Expiry { lo, hi };
         let mut e = Expiry::default();
         e.admit(true, 100, 110, 60_000);
-        assert_eq!(
-            e,
-            Expiry {
-                lo: 60_100,
-                hi: 60_110
-            }
-        );
+        assert_eq!(e, between(60_100, 60_110));
         e.admit(false, 200, 205, 1_000);
-        assert_eq!(
-            e,
-            Expiry {
-                lo: 60_100,
-                hi: 60_110
-            }
-        );
+        assert_eq!(e, between(60_100, 60_110));
         e.admit(false, 300, 320, 60_000);
-        assert_eq!(
-            e,
-            Expiry {
-                lo: 60_300,
-                hi: 60_320
-            }
-        );
+        assert_eq!(e, between(60_300, 60_320));
         e.admit(true, 400, 401, 1_000);
-        assert_eq!(
-            e,
-            Expiry {
-                lo: 1_400,
-                hi: 1_401
-            }
-        );
+        assert_eq!(e, between(1_400, 1_401));
         assert!(e.holds(1_400) && e.holds(1_401) && !e.holds(1_402));
         let m = Model { scores: vec![5, 9] };
         assert!(m.empty_after(9) && !m.empty_after(8));

@@ -74,7 +74,7 @@ struct Setup {
 impl Setup {
     fn start() -> Setup {
         let setup = Setup::of(Cluster::start("compact"));
-        let src = &setup.cluster.nodes[setup.src];
+        let (src, _) = setup.nodes();
         let log = std::fs::read_to_string(src.log_path()).unwrap_or_default();
         assert!(
             log.contains("handles atomic slot migration"),
@@ -82,6 +82,16 @@ impl Setup {
             src.log_tail()
         );
         setup
+    }
+
+    /// [`Setup::start`] where the servers migrate slots atomically (`has_asm` of `test`).
+    fn start_for(test: &str) -> Option<Setup> {
+        has_asm(test).then(Setup::start)
+    }
+
+    /// The source and the target of the move.
+    fn nodes(&self) -> (&Server, &Server) {
+        (&self.cluster.nodes[self.src], &self.cluster.nodes[self.dst])
     }
 
     fn of(cluster: Cluster) -> Setup {
@@ -101,9 +111,10 @@ impl Setup {
 
     fn storage(&self, storage: &str) {
         for m in self.cluster.masters() {
-            ok(
+            kit::config_set(
                 &mut self.cluster.nodes[m].client(),
-                &["CONFIG", "SET", "slidingwindow.storage", storage],
+                "slidingwindow.storage",
+                storage,
             );
         }
     }

@@ -4,16 +4,12 @@ use super::*;
 
 #[test]
 fn slots_move_atomically_under_traffic() {
-    if !has_asm("slots_move_atomically_under_traffic") {
+    let Some(setup) = Setup::start_for("slots_move_atomically_under_traffic") else {
         return;
-    }
-    let setup = Setup::start();
+    };
     let big = setup.big_logs();
     let (keys, seen, clocks) = traffic_keys(&setup, driven(&big));
-    let (src, dst) = (
-        &setup.cluster.nodes[setup.src],
-        &setup.cluster.nodes[setup.dst],
-    );
+    let (src, dst) = setup.nodes();
     // The big logs: the requests they hold, their fingerprints and the source's gauges.
     let mut requests = 0;
     for key in &big {
@@ -32,10 +28,7 @@ fn slots_move_atomically_under_traffic() {
     );
     let dst_before = gauges(dst);
     // Each key takes a while to snapshot, so calls land on keys during the snapshot.
-    ok(
-        &mut src.client(),
-        &["CONFIG", "SET", "rdb-key-save-delay", "50000"],
-    );
+    kit::config_set(&mut src.client(), "rdb-key-save-delay", "50000");
 
     let mut traffic = Traffic::spawn(setup.cluster.client(), keys.clone(), seen, clocks);
     traffic.wait_more(300);
@@ -174,16 +167,14 @@ fn first_compact_log(setup: &Setup, keys: &[String]) -> String {
 
 #[test]
 fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
-    if !has_asm("a_cancelled_migration_leaves_source_and_target_as_they_were") {
+    let Some(setup) =
+        Setup::start_for("a_cancelled_migration_leaves_source_and_target_as_they_were")
+    else {
         return;
-    }
-    let setup = Setup::start();
+    };
     let big = setup.big_logs();
     let (keys, mut seen, _) = traffic_keys(&setup, driven(&big));
-    let (src, dst) = (
-        &setup.cluster.nodes[setup.src],
-        &setup.cluster.nodes[setup.dst],
-    );
+    let (src, dst) = setup.nodes();
     let all: Vec<String> = big
         .iter()
         .chain(&keys.singles)
@@ -200,10 +191,7 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     let mut src_events = kit::Events::watch(src, &first);
     let mut dst_events = kit::Events::watch(dst, &first);
     // Half a second a key: the cancel comes while the target holds part of the keys.
-    ok(
-        &mut src.client(),
-        &["CONFIG", "SET", "rdb-key-save-delay", "500000"],
-    );
+    kit::config_set(&mut src.client(), "rdb-key-save-delay", "500000");
     setup.migrate();
     wait_until(
         Duration::from_secs(60),
@@ -213,10 +201,7 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     assert_eq!(setup.wait_export(&["snapshotting"]), "snapshotting");
     ok(&mut src.client(), &["CLUSTER", "CANCELSLOTMIGRATIONS"]);
     assert_eq!(setup.wait_export(&["cancelled"]), "cancelled");
-    ok(
-        &mut src.client(),
-        &["CONFIG", "SET", "rdb-key-save-delay", "0"],
-    );
+    kit::config_set(&mut src.client(), "rdb-key-save-delay", "0");
     wait_until(CONVERGE_DEADLINE, "the target to end its import", || {
         matches!(
             job(dst, "IMPORT").get("state").map(String::as_str),

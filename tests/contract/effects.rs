@@ -66,14 +66,9 @@ const SEED_LUA: &str = include_str!("../fixtures/seed.lua");
 /// key `l`, and checks that each step emits the same keyspace events on both keys.
 #[test]
 fn keyspace_events_match_the_seed_script() {
-    let s = Server::start();
-    let mut c = s.client();
-    let _: () = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    let (s, mut c) = started();
+    let mut sub_con = keyspace_events(&s);
     let sha: String = q(&mut c, &["SCRIPT", "LOAD", SEED_LUA]);
-    let mut sub_con = s.client();
-    sub_con
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
     let mut sub = sub_con.as_pubsub();
     sub.psubscribe("__keyspace@0__:*").unwrap();
 
@@ -165,12 +160,7 @@ fn exec_after(s: &Server, other_call: &str) -> Value {
 
 #[test]
 fn watch_sees_writes_and_only_writes() {
-    let s = Server::start();
-    let mut c = s.client();
-    let _: i64 = q(
-        &mut c,
-        &["ZADD", "k", "1000", "a", "5000", "b", "6000", "c"],
-    );
+    let (s, mut c) = with_members("1000 a 5000 b 6000 c");
     let ran = |v: &Value| matches!(v, Value::Array(_));
     assert!(
         ran(&exec_after(&s, "PEEK k 10 2 11000")),
@@ -210,8 +200,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 #[test]
 fn the_key_is_declared_for_getkeys_flags_and_acl() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     for cmd in ["SLIDINGWINDOW.ALLOW", "SLIDINGWINDOW.PEEK"] {
         let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", cmd, "k", "1", "1", "1"]);
         assert_eq!(keys, ["k"], "{cmd}");
@@ -262,8 +251,7 @@ fn the_key_is_declared_for_getkeys_flags_and_acl() {
 
 #[test]
 fn a_fully_expired_window_is_freed_in_the_background() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     assert_eq!(
         sw5(&mut c, "ALLOW k 10 1000000 1000 COST 100000")[..2],
         [1, 100000]
@@ -293,13 +281,8 @@ fn a_fully_expired_window_is_freed_in_the_background() {
 /// when the set empties.
 #[test]
 fn large_trims_emit_the_seed_events() {
-    let s = Server::start();
-    let mut c = s.client();
-    let _: () = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
-    let mut sub_con = s.client();
-    sub_con
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let (s, mut c) = started();
+    let mut sub_con = keyspace_events(&s);
     let mut sub = sub_con.as_pubsub();
     sub.psubscribe("__keyspace@0__:big").unwrap();
     sub.psubscribe("__keyspace@0__:sync").unwrap();

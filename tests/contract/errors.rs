@@ -90,8 +90,7 @@ fn bad_calls(cmd: &str) -> Vec<Bad> {
 
 #[test]
 fn invalid_calls_reply_err_naming_the_argument_and_change_nothing() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[0], 1);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 2000")[0], 1);
     let before = state(&s, &mut c, "k");
@@ -155,8 +154,7 @@ fn invalid_calls_reply_err_naming_the_argument_and_change_nothing() {
 
 #[test]
 fn wrongtype_on_other_types_leaves_the_key_alone() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     let _: () = q(&mut c, &["SET", "s", "v", "PX", "100000000"]);
     let _: i64 = q(&mut c, &["RPUSH", "l", "x"]);
     let _: i64 = q(&mut c, &["HSET", "h", "f", "v"]);
@@ -179,8 +177,7 @@ fn wrongtype_on_other_types_leaves_the_key_alone() {
 
 #[test]
 fn admitted_cost_above_the_per_call_limit_is_an_error_and_changes_nothing() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     // Empty key.
     let digest = s.digest();
     let r = sw(&mut c, "ALLOW e 10 2000000 1000 COST 100001");
@@ -216,8 +213,7 @@ fn admitted_cost_above_the_per_call_limit_is_an_error_and_changes_nothing() {
 
 #[test]
 fn peek_of_an_oversized_admission_replies_the_same_error_as_allow() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     let digest = s.digest();
     let peek = sw(&mut c, "PEEK k 10 2000000 1000 COST 100001");
     let allow = sw(&mut c, "ALLOW k 10 2000000 1000 COST 100001");

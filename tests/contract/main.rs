@@ -24,6 +24,41 @@ mod replies;
 
 const TWO_53: i64 = 1 << 53;
 
+/// A server with the module, and a connection to it.
+fn started() -> (Server, Connection) {
+    let s = Server::start();
+    let c = s.client();
+    (s, c)
+}
+
+/// [`started`], with the sorted set `k` holding `scores_members` (`score member ...`).
+fn with_members(scores_members: &str) -> (Server, Connection) {
+    let (s, mut c) = started();
+    let mut zadd = vec!["ZADD", "k"];
+    zadd.extend(scores_members.split(' '));
+    let _: i64 = q(&mut c, &zadd);
+    (s, c)
+}
+
+/// `line` through [`sw5`], which must admit and set `k`'s expiry `ttl` after the server's clock
+/// during the call. Returns the clock after the call.
+fn admit_expiring(c: &mut Connection, line: &str, ttl: i64) -> i64 {
+    let t0 = server_time_ms(c);
+    assert_eq!(sw5(c, line)[0], 1, "{line}");
+    let t1 = server_time_ms(c);
+    let at = pexpiretime(c, "k");
+    assert!(t0 + ttl <= at && at <= t1 + ttl, "{t0} {at} {t1}");
+    t1
+}
+
+/// A connection for keyspace events, turned on (`KEA`) on `s`; its reads wait up to 10 s.
+fn keyspace_events(s: &Server) -> Connection {
+    let mut con = s.client();
+    kit::config_set(&mut con, "notify-keyspace-events", "KEA");
+    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con
+}
+
 /// Everything a call could change that the tests look at: the whole dataset's digest, and the
 /// key's value and expiry.
 fn state(s: &Server, con: &mut Connection, key: &str) -> (String, (Option<Vec<u8>>, i64)) {

@@ -17,8 +17,7 @@ fn deep_peek(c: &mut Connection) {
 /// PEEK leaves the key's LRU clock alone, even where it reads through the set's own commands.
 #[test]
 fn peek_leaves_the_lru_clock_alone() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     deep_peek(&mut c);
     let idle = |c: &mut Connection| q::<i64>(c, &["OBJECT", "IDLETIME", "big"]);
     common::wait_until(Duration::from_secs(10), "OBJECT IDLETIME big >= 2", || {
@@ -58,8 +57,7 @@ fn deep_peek_only(c: &mut Connection) {
 
 #[test]
 fn peek_equals_allow_and_both_follow_the_contract_model() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     let mut rng = Rng::new(0x5EED_0001);
     let mut model = Model::default();
     let mut now: i64 = 1_000_000;

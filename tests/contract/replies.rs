@@ -5,8 +5,7 @@ use super::*;
 
 #[test]
 fn replies_admit_then_reject_then_slide() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     // window 10 s, max 3
     assert_eq!(sw5(&mut c, "ALLOW k 10 3 100000"), [1, 1, 2, 0, 10000]);
     assert_eq!(sw5(&mut c, "ALLOW k 10 3 101000"), [1, 2, 1, 0, 10000]);
@@ -21,12 +20,7 @@ fn replies_admit_then_reject_then_slide() {
 
 #[test]
 fn trim_boundary_is_score_at_most_now_minus_window() {
-    let s = Server::start();
-    let mut c = s.client();
-    let _: i64 = q(
-        &mut c,
-        &["ZADD", "k", "4999", "a", "5000", "b", "5001", "c"],
-    );
+    let (_s, mut c) = with_members("4999 a 5000 b 5001 c");
     // PEEK at 15000 (cutoff 5000) counts c only, plus the would-be request, and removes nothing.
     assert_eq!(sw5(&mut c, "PEEK k 10 10 15000"), [1, 2, 8, 0, 10000]);
     assert_eq!(scores(&mut c, "k"), [4999, 5000, 5001]);
@@ -43,8 +37,7 @@ fn trim_boundary_is_score_at_most_now_minus_window() {
 
 #[test]
 fn cost_adds_n_members_all_scored_now() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     assert_eq!(
         sw5(&mut c, "ALLOW k 10 5 1000 COST 3"),
         [1, 3, 2, 10000, 10000]
@@ -69,8 +62,7 @@ fn cost_adds_n_members_all_scored_now() {
 
 #[test]
 fn retry_after_waits_for_the_need_th_oldest_member() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     for now in [1000, 2000, 3000, 4000, 5000] {
         assert_eq!(sw5(&mut c, &format!("ALLOW k 10 5 {now}"))[0], 1);
     }
@@ -96,8 +88,7 @@ fn retry_after_waits_for_the_need_th_oldest_member() {
 
 #[test]
 fn cost_above_max_on_empty_key_replies_minus_one_and_zero() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     assert_eq!(sw5(&mut c, "ALLOW k 10 1 1000 COST 2"), [0, 0, 1, -1, 0]);
     assert_eq!(sw5(&mut c, "PEEK k 10 1 1000 COST 2"), [0, 0, 1, -1, 0]);
     assert!(!exists(&mut c, "k"));
@@ -105,9 +96,7 @@ fn cost_above_max_on_empty_key_replies_minus_one_and_zero() {
 
 #[test]
 fn members_in_the_future_count_and_set_reset_after() {
-    let s = Server::start();
-    let mut c = s.client();
-    let _: i64 = q(&mut c, &["ZADD", "k", "50000", "future"]);
+    let (_s, mut c) = with_members("50000 future");
     assert_eq!(sw5(&mut c, "ALLOW k 10 2 10000"), [1, 2, 0, 10000, 50000]);
     assert_eq!(sw5(&mut c, "ALLOW k 10 2 10001"), [0, 2, 0, 9999, 49999]);
     assert_eq!(scores(&mut c, "k"), [10000, 50000]);
@@ -115,8 +104,7 @@ fn members_in_the_future_count_and_set_reset_after() {
 
 #[test]
 fn missing_key_is_an_empty_window() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     assert_eq!(sw5(&mut c, "PEEK nokey 10 3 1000"), [1, 1, 2, 0, 10000]);
     assert!(!exists(&mut c, "nokey"));
     assert_eq!(sw5(&mut c, "ALLOW nokey 10 3 1000"), [1, 1, 2, 0, 10000]);
@@ -125,8 +113,7 @@ fn missing_key_is_an_empty_window() {
 
 #[test]
 fn key_disappears_when_the_window_empties() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     assert_eq!(sw5(&mut c, "ALLOW k 10 1 1000"), [1, 1, 0, 10000, 10000]);
     assert!(exists(&mut c, "k"));
     // Everything trimmed and nothing added (cost > max): the key must be gone.
@@ -137,14 +124,9 @@ fn key_disappears_when_the_window_empties() {
 
 #[test]
 fn ttl_is_window_from_server_clock_only_when_admitted() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     // Admitted: expiry = server clock + W, whatever `now` says.
-    let t0 = server_time_ms(&mut c);
-    assert_eq!(sw5(&mut c, "ALLOW k 10 2 1000")[0], 1);
-    let t1 = server_time_ms(&mut c);
-    let at = pexpiretime(&mut c, "k");
-    assert!(t0 + 10000 <= at && at <= t1 + 10000, "{t0} {at} {t1}");
+    let t1 = admit_expiring(&mut c, "ALLOW k 10 2 1000", 10_000);
     let pttl: i64 = q(&mut c, &["PTTL", "k"]);
     assert!(0 < pttl && pttl <= 10000, "PTTL {pttl}");
 
@@ -166,11 +148,7 @@ fn ttl_is_window_from_server_clock_only_when_admitted() {
     // Admitted on a key with an earlier expiry, or none: W from the server's clock.
     let set: i64 = q(&mut c, &["PEXPIREAT", "k", &(t1 + 5000).to_string()]);
     assert_eq!(set, 1, "PEXPIREAT");
-    let t2 = server_time_ms(&mut c);
-    assert_eq!(sw5(&mut c, "ALLOW k 10 5 11000")[0], 1);
-    let t3 = server_time_ms(&mut c);
-    let at = pexpiretime(&mut c, "k");
-    assert!(t2 + 10000 <= at && at <= t3 + 10000, "{t2} {at} {t3}");
+    let t3 = admit_expiring(&mut c, "ALLOW k 10 5 11000", 10_000);
     let _: i64 = q(&mut c, &["PERSIST", "k"]);
     assert_eq!(sw5(&mut c, "ALLOW k 30 5 11000")[0], 1);
     let t4 = server_time_ms(&mut c);
@@ -180,8 +158,7 @@ fn ttl_is_window_from_server_clock_only_when_admitted() {
 
 #[test]
 fn members_are_unique_crockford_ulids_scored_now() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     assert_eq!(sw5(&mut c, "ALLOW k 10 1000 5000 COST 200")[..2], [1, 200]);
     for i in 0..50 {
         assert_eq!(sw5(&mut c, "ALLOW k 10 1000 5000")[..2], [1, 201 + i]);
@@ -208,8 +185,7 @@ fn members_are_unique_crockford_ulids_scored_now() {
 
 #[test]
 fn now_star_scores_with_the_server_clock() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     let t0 = server_time_ms(&mut c);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 *"), [1, 1, 4, 0, 10000]);
     let t1 = server_time_ms(&mut c);
@@ -235,8 +211,7 @@ fn now_star_scores_with_the_server_clock() {
 
 #[test]
 fn now_star_and_the_ttl_read_the_clock_once() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     // A large COST keeps the call busy long enough for a second clock reading to differ.
     let cost = "400000";
     let ok: String = q(
@@ -256,8 +231,7 @@ fn now_star_and_the_ttl_read_the_clock_once() {
 
 #[test]
 fn largest_valid_arguments_are_accepted() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     let w: i64 = 9007199254740 * 1000;
     assert_eq!(
         sw5(&mut c, &format!("ALLOW k 9007199254740 {TWO_53} {TWO_53}")),
@@ -279,8 +253,7 @@ fn largest_valid_arguments_are_accepted() {
 
 #[test]
 fn option_name_is_case_insensitive() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     assert_eq!(sw5(&mut c, "ALLOW a 10 5 1000 cost 2")[..2], [1, 2]);
     assert_eq!(sw5(&mut c, "ALLOW a 10 5 1000 CoSt 2")[..2], [1, 4]);
     assert_eq!(sw5(&mut c, "PEEK a 10 5 1000 cOST 1")[..2], [1, 5]);
@@ -289,8 +262,7 @@ fn option_name_is_case_insensitive() {
 
 #[test]
 fn binary_key_names_work() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (_s, mut c) = started();
     let key: &[u8] = b"rate:\x00\xff \r\n:key";
     let argv: [&[u8]; 5] = [b"SLIDINGWINDOW.ALLOW", key, b"10", b"2", b"1000"];
     assert_eq!(ints(&call_bytes(&mut c, &argv)), [1, 1, 1, 0, 10000]);
@@ -302,8 +274,7 @@ fn binary_key_names_work() {
 /// also with a member scored in the future and admissions PEEK only plays virtually.
 #[test]
 fn deep_ranks_and_large_trims_answer_exactly() {
-    let s = Server::start();
-    let mut c = s.client();
+    let (s, mut c) = started();
     let t0: i64 = 1_700_000_000_000;
     let fill = |c: &mut Connection, key: &str| {
         for i in 0..200 {

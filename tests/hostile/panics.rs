@@ -37,9 +37,7 @@ fn assert_internal_error(v: &Value, how: &str) {
 /// changes to replicas and the AOF: the replica and a restarted server hold the master's data.
 #[test]
 fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
-    let mut s = panic_server()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut s = panic_server().aof_always().start();
     let replica = common::start_replica(&s, &[]);
     let mut con = s.client();
     assert_eq!(sw5(&mut con, "ALLOW k 10 100 1000 COST 3")[0], 1);
@@ -81,15 +79,12 @@ fn a_panic_inside_allowall_still_reaches_replicas_and_the_aof() {
         .without_module()
         .arg("--loadmodule")
         .arg(panic_module().display().to_string())
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
+        .aof_always()
         .start();
     let replica = common::start_replica(&s, &[]);
     let mut con = s.client();
     assert_eq!(sw5(&mut con, "ALLOW a 10 100 1000 COST 3")[0], 1);
-    kit::ok(
-        &mut con,
-        &["CONFIG", "SET", "slidingwindow.storage", "compact"],
-    );
+    kit::config_set(&mut con, "slidingwindow.storage", "compact");
     assert_eq!(sw5(&mut con, "ALLOW b 10 100 1000 COST 3")[0], 1);
     let limits = "LIMIT 1 10 100 LIMIT 2 10 100";
     for (point, now, left) in [
