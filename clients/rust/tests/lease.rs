@@ -88,49 +88,36 @@ async fn many_tasks(storage: &str, clock: Clock, tasks: usize, pause_ms: u64) {
     assert!(stats.lease_calls < memory, "{stats:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_their_own_clock_zset() {
-    many_tasks("zset", Clock::system(), 32, 0).await;
+/// A module `$name` of two tests, `zset` and `compact`, each running `many_tasks` on that storage.
+macro_rules! on_both_storages {
+    ($(#[$doc:meta])* $name:ident($clock:expr, $tasks:expr, $pause_ms:expr)) => {
+        $(#[$doc])*
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn zset() {
+                many_tasks("zset", $clock, $tasks, $pause_ms).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn compact() {
+                many_tasks("compact", $clock, $tasks, $pause_ms).await;
+            }
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_their_own_clock_compact() {
-    many_tasks("compact", Clock::system(), 32, 0).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_their_own_clock_zset() {
-    many_tasks("zset", Clock::system(), 16, 333).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_their_own_clock_compact() {
-    many_tasks("compact", Clock::system(), 16, 333).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_the_servers_clock_zset() {
-    many_tasks("zset", Clock::Server, 32, 0).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_the_servers_clock_compact() {
-    many_tasks("compact", Clock::Server, 32, 0).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_the_servers_clock_zset() {
-    many_tasks("zset", Clock::Server, 16, 333).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_the_servers_clock_compact() {
-    many_tasks("compact", Clock::Server, 16, 333).await;
-}
+on_both_storages!(many_tasks_on_their_own_clock(Clock::system(), 32, 0));
+on_both_storages!(
+    /// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
+    paced_tasks_on_their_own_clock(Clock::system(), 16, 333)
+);
+on_both_storages!(many_tasks_on_the_servers_clock(Clock::Server, 32, 0));
+on_both_storages!(
+    /// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
+    paced_tasks_on_the_servers_clock(Clock::Server, 16, 333)
+);
 
 async fn spawn_attempts(lease: &Lease, tasks: usize, each: usize) -> Vec<(bool, Source)> {
     let handles: Vec<_> = (0..tasks)
