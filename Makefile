@@ -10,7 +10,7 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
-	bench-go bench-memory bench-top go-script go-vendor dist test-dist test-monitoring measure-asm \
+	bench-go bench-memory bench-top go-vendor dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
 
 all: build
@@ -129,9 +129,9 @@ test-node: build clients/node/node_modules/.package-lock.json
 # vendor/ is made from those sources (scripts/go-vendor.sh: no Go module proxy is used), and
 # third_party/, the same sources as modules for users' programs to `replace` offline (`make
 # go-vendor` alone makes both), then gofmt, go vet and go test against real servers on free
-# ports (with a program built as the README's "Install" says, in a temporary module). The package embeds its own copy
-# of clients/lua/slidingwindow.lua (go:embed does not follow links) and a test holds it equal to
-# the shared script: after changing the script, `make go-script` refreshes the copy.
+# ports (with a program built as the README's "Install" says, in a temporary module). The package
+# embeds clients/go/slidingwindow.lua, the script itself (go:embed does not follow links);
+# clients/lua/slidingwindow.lua and the Python and Node packages' copies are links to it.
 GO := GOPROXY=off GOFLAGS=-mod=vendor go
 
 GO_VENDORED := clients/go/vendor/modules.txt clients/go/third_party/redisc/go.mod
@@ -148,9 +148,6 @@ test-go: build $(GO_VENDORED)
 		if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted"; exit 1; fi
 	cd clients/go && $(GO) vet ./...
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' $(GO) test -count=1 ./...
-
-go-script:
-	cp clients/lua/slidingwindow.lua clients/go/slidingwindow.lua
 
 # Allow through redigo, the module against the script on `hot` and `wide`, then Allow through a
 # Leaser against plain Allow (Redis calls and ns per Allow), the variants taking turns in each of

@@ -53,7 +53,7 @@ fi
 wheel=$out/python/slidingwindow-$version-py3-none-any.whl
 sdist=$out/python/slidingwindow-$version.tar.gz
 [[ -f $wheel && -f $sdist ]] || { ls "$out/python" >&2; echo "test-packages: expected $wheel and $sdist" >&2; exit 1; }
-# Both carry the Lua script itself (the source tree has a link to clients/lua/).
+# Both carry the Lua script itself (the source tree has a link to clients/go/).
 python3 -m zipfile -l "$wheel" | grep 'slidingwindow/slidingwindow.lua' >/dev/null ||
     { echo "test-packages: $wheel has no slidingwindow.lua" >&2; exit 1; }
 tar -tvzf "$sdist" | grep "^-.*slidingwindow-$version/slidingwindow/slidingwindow.lua$" >/dev/null ||

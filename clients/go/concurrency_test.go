@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 )
 
@@ -75,11 +73,9 @@ func crowd(t *testing.T, e env, opts func(*rand.Rand) []slidingwindow.Option) ma
 	// window): read every 20 ms, the log's snapshots together hold every member.
 	logged := map[string]int64{}
 	snapshot := func() error {
-		v, err := redis.Strings(e.s.Do("ZRANGE", k, 0, -1, "WITHSCORES"))
-		for i := 0; err == nil && i < len(v); i += 2 {
-			var score int64
-			score, err = redis.Int64([]byte(v[i+1]), nil)
-			logged[v[i]] = score
+		names, scores, err := e.s.Scores(k)
+		for i, name := range names {
+			logged[name] = scores[i]
 		}
 		return err
 	}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
 	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
@@ -141,7 +139,7 @@ func outcome(reply any, err error) any {
 
 func (tw twins) scores(t *testing.T, key string) []string {
 	t.Helper()
-	v, err := redis.Strings(tw.s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
+	v, err := tw.s.Strings("ZRANGE", key, 0, -1, "WITHSCORES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +154,7 @@ func (tw twins) same(t *testing.T, what string, keys ...string) {
 	for i := 1; i < len(want); i += 2 {
 		scores = append(scores, want[i])
 	}
-	ttl := func(k string) bool { n, _ := redis.Int64(tw.s.Do("PTTL", k)); return n > 0 }
+	ttl := func(k string) bool { n, _ := tw.s.Int64("PTTL", k); return n > 0 }
 	for _, k := range keys[1:] {
 		got := tw.scores(t, k)
 		var gs []string

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gomodule/redigo/redis"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
@@ -64,39 +61,55 @@ func do(t *testing.T, s *testredis.Server, name string, args ...any) any {
 	return v
 }
 
+// optionCase is options a call must refuse, and a part of the error it gives.
+type optionCase struct {
+	opts []slidingwindow.Option
+	want string
+}
+
+// unsent answers every command with the error "not sent", counting them in sent.
+func unsent(sent *int) slidingwindow.Doer {
+	return slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
+		*sent++
+		return nil, errors.New("not sent")
+	})
+}
+
+// absent fails t with why when key exists.
+func absent(t *testing.T, s *testredis.Server, key, why string) {
+	t.Helper()
+	if integer(t, s, "EXISTS", key) != 0 {
+		t.Fatal(why)
+	}
+}
+
+// reply runs one command through read (a testredis.Server method), failing t on an error.
+func reply[T any](t *testing.T, read func(string, ...any) (T, error), name string, args ...any) T {
+	t.Helper()
+	v, err := read(name, args...)
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return v
+}
+
 func integer(t *testing.T, s *testredis.Server, name string, args ...any) int64 {
 	t.Helper()
-	n, err := redis.Int64(do(t, s, name, args...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return reply(t, s.Int64, name, args...)
 }
 
 func serverMs(t *testing.T, s *testredis.Server) int64 {
 	t.Helper()
-	v, err := redis.Int64s(do(t, s, "TIME"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := reply(t, s.Int64s, "TIME")
 	return v[0]*1000 + v[1]/1000
 }
 
 // members is the key's members and scores, oldest first.
 func members(t *testing.T, s *testredis.Server, key string) ([]string, []int64) {
 	t.Helper()
-	v, err := redis.Strings(do(t, s, "ZRANGE", key, 0, -1, "WITHSCORES"), nil)
+	names, scores, err := s.Scores(key)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	var scores []int64
-	for i := 0; i < len(v); i += 2 {
-		score, err := strconv.ParseInt(v[i+1], 10, 64)
-		if err != nil {
-			t.Fatalf("score %q: %v", v[i+1], err)
-		}
-		names, scores = append(names, v[i]), append(scores, score)
+		t.Fatalf("ZRANGE %s: %v", key, err)
 	}
 	return names, scores
 }
@@ -140,7 +153,7 @@ func TestPathIsDetectedOnce(t *testing.T) {
 		if err != nil || module != (e.name == "module") {
 			t.Fatalf("UsesModule = %v, %v", module, err)
 		}
-		stats, _ := redis.String(do(t, e.s, "INFO", "commandstats"), nil)
+		stats := reply(t, e.s.Text, "INFO", "commandstats")
 		if !strings.Contains(stats, "cmdstat_command|info:calls=1,") {
 			t.Fatalf("COMMAND INFO not asked exactly once:\n%s", stats)
 		}
@@ -192,7 +205,7 @@ func TestPeekChangesNothing(t *testing.T) {
 		three := slidingwindow.Limit{Window: time.Minute, Max: 3}
 		must(t)(e.sw.AllowWith(ctx, k, []slidingwindow.Limit{three}, at(nowMs)))
 		dump := func() string {
-			b, _ := redis.Bytes(do(t, e.s, "DUMP", k), nil)
+			b := reply(t, e.s.Bytes, "DUMP", k)
 			return fmt.Sprint(b, integer(t, e.s, "PEXPIRETIME", k))
 		}
 		before := dump()
@@ -339,7 +352,7 @@ func TestServerErrorsKeepTheirText(t *testing.T) {
 		}
 		// Through the typed API too, and as redigo's own error type.
 		_, err := e.sw.Allow(ctx, k, slidingwindow.Limit{Window: time.Minute, Max: 0})
-		var re redis.Error
+		var re testredis.Error
 		if !errors.As(err, &re) || err.Error() != "ERR "+maxErr {
 			t.Fatalf("max 0: %#v", err)
 		}
@@ -431,7 +444,7 @@ func TestAllowAllWrongTypeOnTheThirdKeyChangesNothing(t *testing.T) {
 		l := []slidingwindow.Limit{{Window: time.Minute, Max: 9}}
 		must(t)(e.sw.AllowWith(ctx, keys[0], l, at(nowMs-120_000)))
 		do(t, e.s, "SET", keys[2], "x")
-		before, _ := redis.Bytes(do(t, e.s, "DUMP", keys[0]), nil)
+		before := reply(t, e.s.Bytes, "DUMP", keys[0])
 		var keyed []slidingwindow.Keyed
 		for _, key := range keys {
 			keyed = append(keyed, slidingwindow.Keyed{Key: key, Limits: l})
@@ -440,7 +453,7 @@ func TestAllowAllWrongTypeOnTheThirdKeyChangesNothing(t *testing.T) {
 			t.Fatalf("%v", err)
 		}
 		// Not even the trim of the first key's expired member.
-		after, _ := redis.Bytes(do(t, e.s, "DUMP", keys[0]), nil)
+		after := reply(t, e.s.Bytes, "DUMP", keys[0])
 		if string(after) != string(before) || integer(t, e.s, "EXISTS", keys[1]) != 0 {
 			t.Fatal("a refused ALLOWALL changed a key")
 		}
@@ -520,10 +533,7 @@ func TestRefundAfterAllowAllRestoresEveryKey(t *testing.T) {
 // Arguments the commands cannot take are refused before anything is sent.
 func TestBadArgumentsSendNothing(t *testing.T) {
 	sent := 0
-	sw := slidingwindow.NewLimiter(slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
-		sent++
-		return nil, errors.New("not sent")
-	}), slidingwindow.WithPath(slidingwindow.Module))
+	sw := slidingwindow.NewLimiter(unsent(&sent), slidingwindow.WithPath(slidingwindow.Module))
 	for _, w := range []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond, -time.Second} {
 		_, err := sw.Allow(ctx, "k", slidingwindow.Limit{Window: w, Max: 1})
 		if !errors.Is(err, slidingwindow.ErrWindow) || !strings.Contains(err.Error(), w.String()) {
@@ -569,7 +579,7 @@ func TestModuleGoneMovesToTheScript(t *testing.T) {
 		t.Fatal("the module is loaded")
 	}
 	// The key moves along, as a replica promoted in its place would have it.
-	dump, _ := redis.Bytes(do(t, withModule, "DUMP", k), nil)
+	dump := reply(t, withModule.Bytes, "DUMP", k)
 	do(t, plain, "RESTORE", k, 0, dump)
 	target.Store(plain)
 	if r := must(t)(auto.AllowWith(ctx, k, []slidingwindow.Limit{three}, at(nowMs+2))); !same(r, result(true, 2, 1, 0, 60_000, 0, k, three)) {
@@ -593,7 +603,7 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	for i := int64(0); i < 3; i++ {
 		must(t)(sw.AllowWith(ctx, k, []slidingwindow.Limit{minute}, at(nowMs+i)))
 	}
-	stats, _ := redis.String(do(t, s, "INFO", "commandstats"), nil)
+	stats := reply(t, s.Text, "INFO", "commandstats")
 	if !strings.Contains(stats, "cmdstat_eval:calls=1,") || !strings.Contains(stats, "cmdstat_evalsha:calls=3,") {
 		t.Fatalf("want one EVAL after the first EVALSHA:\n%s", stats)
 	}

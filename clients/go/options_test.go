@@ -137,22 +137,14 @@ func TestLeaseErrors(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "ERR LEASE must be an integer between 1 and 9007199254740992 - now") {
 			t.Fatalf("a lease past 2^53: %v", err)
 		}
-		if integer(t, e.s, "EXISTS", k) != 0 {
-			t.Fatal("an error wrote")
-		}
+		absent(t, e.s, k, "an error wrote")
 	})
 	// The rest is refused before sending.
 	sent := 0
-	rdb := slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
-		sent++
-		return nil, errors.New("not sent")
-	})
+	rdb := unsent(&sent)
 	sw := slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(slidingwindow.Module))
 	one := []slidingwindow.Limit{minute}
-	for _, c := range []struct {
-		opts []slidingwindow.Option
-		want string
-	}{
+	for _, c := range []optionCase{
 		{[]slidingwindow.Option{slidingwindow.Lease(0)}, "0s is not a whole number of ms"},
 		{[]slidingwindow.Option{slidingwindow.Lease(-time.Millisecond)}, "-1ms is not"},
 		{[]slidingwindow.Option{slidingwindow.Lease(1500 * time.Microsecond)}, "1.5ms is not"},

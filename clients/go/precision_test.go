@@ -1,7 +1,6 @@
 package slidingwindow_test
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -97,23 +96,14 @@ func TestPrecisionErrors(t *testing.T) {
 		if _, err := e.sw.Call(ctx, "peek", k, 60, 5, nowMs, "PRECISION", 10, "precision", 10); err == nil || !strings.Contains(err.Error(), "option 'precision' given twice") {
 			t.Fatalf("twice: %v", err)
 		}
-		if integer(t, e.s, "EXISTS", k) != 0 {
-			t.Fatal("an error wrote")
-		}
+		absent(t, e.s, k, "an error wrote")
 	})
 	// The rest is refused before sending.
 	sent := 0
-	rdb := slidingwindow.DoFunc(func(ctx context.Context, args ...any) (any, error) {
-		sent++
-		return nil, errors.New("not sent")
-	})
-	sw := slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(slidingwindow.Module))
+	sw := slidingwindow.NewLimiter(unsent(&sent), slidingwindow.WithPath(slidingwindow.Module))
 	one := []slidingwindow.Limit{minute}
 	sec := slidingwindow.Precision(time.Second)
-	for _, c := range []struct {
-		opts []slidingwindow.Option
-		want string
-	}{
+	for _, c := range []optionCase{
 		{[]slidingwindow.Option{slidingwindow.Precision(0)}, "0s is not a whole number of ms"},
 		{[]slidingwindow.Option{slidingwindow.Precision(-time.Millisecond)}, "-1ms is not"},
 		{[]slidingwindow.Option{slidingwindow.Precision(1500 * time.Microsecond)}, "1.5ms is not"},

@@ -10,8 +10,8 @@ import (
 )
 
 // Script is clients/lua/slidingwindow.lua, the contract as a Lua script for servers without the
-// module. This package embeds a copy (go:embed does not follow links); a test holds it
-// byte-equal to the shared file.
+// module. The file lives in this package (go:embed does not follow links); clients/lua and the
+// Python and Node packages link to it.
 //
 //go:embed slidingwindow.lua
 var Script string

@@ -77,6 +77,20 @@ end
 
 local WINDOW_ERR = ' must be an integer between 1 and ' .. MAX_WINDOW .. ' (window * 1000 <= 2^53)'
 local MAX_ERR = ' must be an integer between 1 and ' .. MAX_EXACT
+
+-- A LIMIT option's window and max, from ARGV[at] and ARGV[at + 1], as a limit on key; nil and
+-- the error text when either is out of range.
+local function limit_at(at, key)
+  local w = integer(ARGV[at], 1, MAX_WINDOW)
+  if not w then
+    return nil, 'ERR LIMIT window' .. WINDOW_ERR
+  end
+  local m = integer(ARGV[at + 1], 1, MAX_EXACT)
+  if not m then
+    return nil, 'ERR LIMIT max' .. MAX_ERR
+  end
+  return { key = key, w = w * 1000, max = m }
+end
 local NOW_ERR = ' must be an integer between 0 and ' .. MAX_EXACT .. ', or *'
 local LEASE_ERR = 'ERR LEASE must be an integer between 1 and ' .. MAX_EXACT .. ' - now (now + LEASE <= 2^53)'
 local PRECISION_ERR = 'ERR PRECISION must be an integer between 1 and ' .. MAX_EXACT .. ' (now + LEASE rounded up to a multiple of PRECISION <= 2^53)'
@@ -319,16 +333,12 @@ while i <= #ARGV do
     if k.limits >= MAX_LIMITS then
       return fail('ERR syntax error, at most ' .. MAX_LIMITS .. ' limits on one key (key ' .. keyno .. ')')
     end
-    local w = integer(ARGV[i + 2], 1, MAX_WINDOW)
-    if not w then
-      return fail('ERR LIMIT window' .. WINDOW_ERR)
-    end
-    local m = integer(ARGV[i + 3], 1, MAX_EXACT)
-    if not m then
-      return fail('ERR LIMIT max' .. MAX_ERR)
+    local limit, err = limit_at(i + 2, k)
+    if not limit then
+      return fail(err)
     end
     k.limits = k.limits + 1
-    limits[#limits + 1] = { key = k, w = w * 1000, max = m }
+    limits[#limits + 1] = limit
     i = i + 4
   elseif name == 'LIMIT' then
     if #limits >= MAX_LIMITS then
@@ -337,15 +347,11 @@ while i <= #ARGV do
     if i + 2 > #ARGV then
       return fail("ERR syntax error, option '" .. token(option) .. "' needs two values")
     end
-    local w = integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not w then
-      return fail('ERR LIMIT window' .. WINDOW_ERR)
+    local limit, err = limit_at(i + 1, keys[1])
+    if not limit then
+      return fail(err)
     end
-    local m = integer(ARGV[i + 2], 1, MAX_EXACT)
-    if not m then
-      return fail('ERR LIMIT max' .. MAX_ERR)
-    end
-    limits[#limits + 1] = { key = keys[1], w = w * 1000, max = m }
+    limits[#limits + 1] = limit
     i = i + 3
   else
     return fail("ERR syntax error, unknown option '" .. token(option) .. "'")

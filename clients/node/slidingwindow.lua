@@ -1,1 +1,1 @@
-../lua/slidingwindow.lua
+../go/slidingwindow.lua

@@ -11,13 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gomodule/redigo/redis"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 	"github.com/slidingwindow/slidingwindow/clients/go/httplimit"
@@ -76,11 +73,11 @@ func (s *site) get() answer {
 
 func zcard(t *testing.T, s *testredis.Server, key string) int {
 	t.Helper()
-	n, err := redis.Int(s.Do("ZCARD", key))
+	n, err := s.Int64("ZCARD", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return int(n)
 }
 
 // waitFor polls cond until it holds (10 s at most).
@@ -236,17 +233,9 @@ func TestARefundTakesBackItsOwnRequest(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
 	scores := func() []int64 {
-		v, err := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
+		_, out, err := s.Scores(key)
 		if err != nil {
 			t.Fatal(err)
-		}
-		var out []int64
-		for i := 1; i < len(v); i += 2 {
-			n, err := strconv.ParseInt(v[i], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, n)
 		}
 		return out
 	}
@@ -267,7 +256,7 @@ func TestARefundTakesBackItsOwnRequest(t *testing.T) {
 	mine := scores()[0]
 	// A later request, at a later ms, and a lease's permits 30 s ahead.
 	waitFor(t, "the server's clock to move on", func() bool {
-		v, err := redis.Int64s(s.Do("TIME"))
+		v, err := s.Int64s("TIME")
 		return err == nil && v[0]*1000+v[1]/1000 > mine
 	})
 	if a := site.get(); a.status != 200 {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
 	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
@@ -82,7 +80,13 @@ func (l *lane) warm(b *testing.B, s *testredis.Server) {
 	receive(b, c, pending)
 }
 
-func receive(b *testing.B, c redis.Conn, n int) {
+// pipe is the part of a connection receive uses.
+type pipe interface {
+	Flush() error
+	Receive() (any, error)
+}
+
+func receive(b *testing.B, c pipe, n int) {
 	if err := c.Flush(); err != nil {
 		b.Fatal(err)
 	}
@@ -96,7 +100,7 @@ func receive(b *testing.B, c redis.Conn, n int) {
 // inCommand is the µs the server spent inside command name since the last CONFIG RESETSTAT
 // (INFO commandstats).
 func inCommand(b *testing.B, s *testredis.Server, name string) float64 {
-	info, err := redis.String(s.Do("INFO", "commandstats"))
+	info, err := s.Text("INFO", "commandstats")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +118,7 @@ func inCommand(b *testing.B, s *testredis.Server, name string) float64 {
 }
 
 func serverCPU(b *testing.B, s *testredis.Server) float64 {
-	info, err := redis.String(s.Do("INFO", "cpu"))
+	info, err := s.Text("INFO", "cpu")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,13 +134,15 @@ func serverCPU(b *testing.B, s *testredis.Server) float64 {
 	return total
 }
 
-// BenchmarkAllow: Allow through a redigo pool, one call at a time, the module against the
-// script on hot (one key) and wide (10,000 keys), then PING (a round trip's floor), the variants
-// taking turns in each round. BENCH_ROUNDS sets the rounds (default 1). Besides ns/op (the round
-// trip, as the caller sees it), server-µs/op is the server's CPU time per call (INFO cpu:
-// syscalls included), in-command-µs/op the time inside SLIDINGWINDOW.ALLOW or EVALSHA (INFO
-// commandstats), and admitted the share of calls admitted.
-func BenchmarkAllow(b *testing.B) {
+// paths is the two paths a benchmark compares, by name.
+var paths = []struct {
+	name string
+	path slidingwindow.Path
+}{{"module", slidingwindow.Module}, {"lua", slidingwindow.Lua}}
+
+// benchServer is the rounds BENCH_ROUNDS asks for (1 at least) and a server with the module,
+// closed when b ends.
+func benchServer(b *testing.B) (int, *testredis.Server) {
 	rounds, _ := strconv.Atoi(os.Getenv("BENCH_ROUNDS"))
 	if rounds < 1 {
 		rounds = 1
@@ -145,15 +151,23 @@ func BenchmarkAllow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(s.Close)
+	return rounds, s
+}
+
+// BenchmarkAllow: Allow through a redigo pool, one call at a time, the module against the
+// script on hot (one key) and wide (10,000 keys), then PING (a round trip's floor), the variants
+// taking turns in each round. BENCH_ROUNDS sets the rounds (default 1). Besides ns/op (the round
+// trip, as the caller sees it), server-µs/op is the server's CPU time per call (INFO cpu:
+// syscalls included), in-command-µs/op the time inside SLIDINGWINDOW.ALLOW or EVALSHA (INFO
+// commandstats), and admitted the share of calls admitted.
+func BenchmarkAllow(b *testing.B) {
+	rounds, s := benchServer(b)
 	rdb := redigo.Pool(s.Pool())
 	start := time.Now().UnixMicro()
 	var lanes []*lane
 	for _, w := range workloads {
-		for _, p := range []struct {
-			name string
-			path slidingwindow.Path
-		}{{"module", slidingwindow.Module}, {"lua", slidingwindow.Lua}} {
+		for _, p := range paths {
 			l := &lane{w, slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(p.path)),
 				fmt.Sprintf("bench:%s:%s:{", w.name, p.name), start, rand.New(rand.NewSource(1))}
 			l.warm(b, s)
@@ -210,7 +224,7 @@ func BenchmarkAllow(b *testing.B) {
 // calls is the Redis calls the limiter sent since the last CONFIG RESETSTAT (INFO commandstats):
 // the module's ALLOW and REFUND, or the script's EVALSHA and EVAL.
 func calls(b *testing.B, s *testredis.Server) int64 {
-	info, err := redis.String(s.Do("INFO", "commandstats"))
+	info, err := s.Text("INFO", "commandstats")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -232,15 +246,7 @@ func calls(b *testing.B, s *testredis.Server) int64 {
 // ns/op, redis-calls/op is the commands the server ran per Allow (INFO commandstats),
 // server-µs/op its CPU time per Allow, and admitted the share admitted.
 func BenchmarkAllowLeased(b *testing.B) {
-	rounds, _ := strconv.Atoi(os.Getenv("BENCH_ROUNDS"))
-	if rounds < 1 {
-		rounds = 1
-	}
-	s, err := testredis.Start(true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	rounds, s := benchServer(b)
 	rdb := redigo.Pool(s.Pool())
 	limits := []slidingwindow.Limit{{Window: 10 * time.Second, Max: 1_000_000_000}}
 	type variant struct {
@@ -248,10 +254,7 @@ func BenchmarkAllowLeased(b *testing.B) {
 		allow func(context.Context) (slidingwindow.Result, error)
 	}
 	var variants []variant
-	for _, p := range []struct {
-		name string
-		path slidingwindow.Path
-	}{{"module", slidingwindow.Module}, {"lua", slidingwindow.Lua}} {
+	for _, p := range paths {
 		sw := slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(p.path))
 		plain := "bench:lease:" + p.name + ":allow"
 		variants = append(variants, variant{p.name + "/allow", func(ctx context.Context) (slidingwindow.Result, error) {

@@ -4,10 +4,9 @@
 
 const { test, describe } = require('node:test');
 const assert = require('node:assert/strict');
-const { randomUUID } = require('node:crypto');
 const Redis = require('ioredis');
 const { SlidingWindow, UnavailableError, headers } = require('..');
-const { startServer } = require('./server');
+const { startServer, newKey } = require('./server');
 
 async function poll(condition, what, deadlineMs = 10_000) {
   const end = Date.now() + deadlineMs;
@@ -27,7 +26,7 @@ async function replicaOf(server, withModule) {
 for (const path of ['module', 'lua']) {
   describe(`${path} path on a bad day`, () => {
     const withModule = path === 'module';
-    const key = () => `rl:{${randomUUID()}}`;
+    const key = newKey;
 
     test('Redis down: closed rejects with UnavailableError, open lets through, nothing unhandled', async () => {
       const server = await startServer({ withModule });

@@ -7,24 +7,12 @@
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
-const { randomUUID } = require('node:crypto');
 const { SlidingWindow } = require('..');
-const { startServer } = require('./server');
+const { startServer, newKey, busiest } = require('./server');
 
 const CALLERS = 500;
 const RUN_MS = 2000;
 const LATENESS = 5000;
-
-/** The most times in any window (a, a + windowMs]. */
-function busiest(times, windowMs) {
-  let most = 0;
-  let lo = 0;
-  times.forEach((t, hi) => {
-    while (times[lo] <= t - windowMs) lo++;
-    most = Math.max(most, hi - lo + 1);
-  });
-  return most;
-}
 
 for (const path of ['module', 'lua']) {
   describe(`${path} path: ${CALLERS} concurrent callers`, () => {
@@ -40,7 +28,7 @@ for (const path of ['module', 'lua']) {
         const lateness = clock === 'caller' ? LATENESS : 0;
         if (path === 'module') await c.config('SET', 'slidingwindow.lateness', lateness);
         const sw = new SlidingWindow(c, { lateness });
-        const key = `rl:{${randomUUID()}}`;
+        const key = newKey();
         // Every member the key ever held, by name (ULIDs never repeat), from ZRANGE WITHSCORES
         // snapshots taken while the traffic runs; complete when it holds as many as were admitted.
         const logged = new Map();
@@ -145,7 +133,7 @@ for (const path of ['module', 'lua']) {
     test('8 tasks at 10x the limit: one call per 20 requests at most, no window above the limit', async () => {
       const c = server.client();
       const sw = new SlidingWindow(c);
-      const key = `rl:{${randomUUID()}}`;
+      const key = newKey();
       const lease = sw.lease(key, LIMIT, { size: 10, durationMs: 100 });
       const scoresOf = watch(server.client(), key);
       await c.config('RESETSTAT');

@@ -3,9 +3,8 @@
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
-const { randomUUID } = require('node:crypto');
 const { SlidingWindow, CROCKFORD, canonicalIp } = require('..');
-const { startServer } = require('./server');
+const { pathServer, newKey } = require('./server');
 
 const NOW = 1_700_000_000_000;
 const WINDOW_ERR = 'window must be an integer between 1 and 9007199254740 (window * 1000 <= 2^53)';
@@ -53,17 +52,11 @@ test('canonicalIp: an IPv4 client has one address, mapped or not, in any spellin
 
 for (const path of ['module', 'lua']) {
   describe(`${path} path`, () => {
-    let server;
-    let c;
-    let sw;
-    let key;
-    before(async () => {
-      server = await startServer({ withModule: path === 'module' });
-      c = server.client();
-    });
+    let server, c, sw, key;
+    before(async () => ({ server, c } = await pathServer(path)));
     after(() => server.close());
     const fresh = () => {
-      key = `rl:{${randomUUID()}}`;
+      key = newKey();
       sw = new SlidingWindow(c);
     };
 

@@ -4,26 +4,22 @@
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
-const { randomUUID } = require('node:crypto');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { SlidingWindow } = require('..');
-const { startServer } = require('./server');
+const { pathServer, newKey } = require('./server');
 
 for (const path of ['module', 'lua']) {
   describe(`${path} path: in flight and settled`, () => {
-    let server;
-    let c;
-    let sw;
+    let server, c, sw;
     before(async () => {
-      server = await startServer({ withModule: path === 'module' });
-      c = server.client();
+      ({ server, c } = await pathServer(path));
       sw = new SlidingWindow(c);
     });
     after(() => server.close());
     const held = async (key) => (await sw.peek(key, [3600, 1_000_000])).count - 1;
 
     test('N+1 concurrent holders see exactly one refusal; releases give every slot back', async () => {
-      const key = `rl:{${randomUUID()}}`;
+      const key = newKey();
       const slots = await Promise.all(Array.from({ length: 6 }, () => sw.acquire(key, 5, 60)));
       assert.deepEqual(slots.map((s) => s.allowed).sort(), [false, true, true, true, true, true]);
       assert.equal(await held(key), 5);
@@ -34,7 +30,7 @@ for (const path of ['module', 'lua']) {
     });
 
     test('never more than N in flight, counted from the upstream side', async () => {
-      const key = `rl:{${randomUUID()}}`;
+      const key = newKey();
       let inside = 0;
       let most = 0;
       let refused = 0;
@@ -59,7 +55,7 @@ for (const path of ['module', 'lua']) {
     });
 
     test("a dead holder's slot comes back when the hold passes", async () => {
-      const key = `rl:{${randomUUID()}}`;
+      const key = newKey();
       const dead = await sw.acquire(key, 1, 1);
       assert.ok(dead.allowed);
       assert.equal((await sw.acquire(key, 1, 1)).allowed, false);
@@ -78,7 +74,7 @@ for (const path of ['module', 'lua']) {
     });
 
     test('reserve, then settle or cancel', async () => {
-      const key = `rl:{${randomUUID()}}`;
+      const key = newKey();
       const limits = [60, 100];
       let r = await sw.reserve(key, limits, 10);
       assert.ok(r.allowed);

@@ -3,9 +3,8 @@
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
-const { randomUUID } = require('node:crypto');
 const { SlidingWindow, headers, policyHeader, rateLimitHeader, retryAfterHeader, secondsUp } = require('..');
-const { startServer } = require('./server');
+const { pathServer, newKey, busiest } = require('./server');
 
 const NOW = 1_700_000_000_000;
 const state = (count, remaining, retryAfterMs, resetAfterMs) => ({ count, remaining, retryAfterMs, resetAfterMs });
@@ -40,29 +39,13 @@ async function calls(c) {
   return script ? { script } : named;
 }
 
-/** The most times in any window (a, a + windowMs]. */
-function busiest(times, windowMs) {
-  let most = 0;
-  let lo = 0;
-  times.forEach((t, hi) => {
-    while (times[lo] <= t - windowMs) lo++;
-    most = Math.max(most, hi - lo + 1);
-  });
-  return most;
-}
-
 for (const path of ['module', 'lua']) {
   describe(`${path} path: LEASE, PRECISION, DETAIL, lateness, leases`, () => {
-    let server;
-    let c;
-    let key;
-    before(async () => {
-      server = await startServer({ withModule: path === 'module' });
-      c = server.client();
-    });
+    let server, c, key;
+    before(async () => ({ server, c } = await pathServer(path)));
     after(() => server.close());
     const fresh = () => {
-      key = `rl:{${randomUUID()}}`;
+      key = newKey();
       return new SlidingWindow(c);
     };
 

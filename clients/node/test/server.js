@@ -8,6 +8,7 @@ const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
+const { randomUUID } = require('node:crypto');
 const Redis = require('ioredis');
 
 const REPO = path.resolve(__dirname, '../../..');
@@ -123,4 +124,24 @@ async function startCluster({ withModule }) {
   };
 }
 
-module.exports = { startServer, startCluster };
+/** A server for a path's tests ('module': with the module; 'lua': without) and a client to it. */
+async function pathServer(path) {
+  const server = await startServer({ withModule: path === 'module' });
+  return { server, c: server.client() };
+}
+
+/** A key no other test uses. */
+const newKey = () => `rl:{${randomUUID()}}`;
+
+/** The most times in any window (a, a + windowMs]. */
+function busiest(times, windowMs) {
+  let most = 0;
+  let lo = 0;
+  times.forEach((t, hi) => {
+    while (times[lo] <= t - windowMs) lo++;
+    most = Math.max(most, hi - lo + 1);
+  });
+  return most;
+}
+
+module.exports = { startServer, startCluster, pathServer, newKey, busiest };

@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from .limiter import Limits, SlidingWindow
 
 
-class Slot:
-    """One request in flight (``SlidingWindow.acquire``). ``allowed`` says whether it got a slot;
-    ``release()`` (or leaving the ``with`` block) gives it back once."""
+class _Charged:
+    """An ALLOW's ``result`` on ``key``, to be given back at most once."""
 
     def __init__(self, sw: "SlidingWindow", key: Key, result: Result) -> None:
         self._sw = sw
@@ -35,14 +34,23 @@ class Slot:
     def allowed(self) -> bool:
         return self.result.allowed
 
+    def _take(self) -> bool:
+        """True the first time only, and only when the ALLOW logged something."""
+        with self._lock:
+            held, self._held = self._held, False
+        return held
+
+
+class Slot(_Charged):
+    """One request in flight (``SlidingWindow.acquire``). ``allowed`` says whether it got a slot;
+    ``release()`` (or leaving the ``with`` block) gives it back once."""
+
     def release(self) -> bool:
         """Gives the slot back (``REFUND key 1 AT`` the acquire's ``now``); True when a member
         was taken back, False when there was none (refused, already released, or the hold had
         passed)."""
-        with self._lock:
-            if not self._held:
-                return False
-            self._held = False
+        if not self._take():
+            return False
         return self._sw.refund(self.key, 1, at=self.result.now) == 1
 
     def __enter__(self) -> "Slot":
@@ -63,22 +71,14 @@ class Settlement:
     overrun: int
 
 
-class Reservation:
+class Reservation(_Charged):
     """``n`` requests charged before the real cost is known (``SlidingWindow.reserve``).
     ``allowed`` says whether they were; ``settle(used)`` or ``cancel()`` closes it once."""
 
     def __init__(self, sw: "SlidingWindow", key: Key, limits: "Limits", n: int, result: Result) -> None:
-        self._sw = sw
-        self.key = key
+        super().__init__(sw, key, result)
         self.limits = limits
         self.n = n
-        self.result = result
-        self._lock = threading.Lock()
-        self._open = result.allowed and result.now is not None
-
-    @property
-    def allowed(self) -> bool:
-        return self.result.allowed
 
     def settle(self, used: int) -> Settlement:
         """The real cost: ``used < n`` refunds ``n - used`` at the reservation's score; ``used >
@@ -102,10 +102,8 @@ class Reservation:
         return self._sw.refund(self.key, self.n, at=self.result.now)
 
     def _close(self) -> None:
-        with self._lock:
-            if not self._open:
-                raise SlidingWindowError("this reservation was refused, or is already settled or cancelled")
-            self._open = False
+        if not self._take():
+            raise SlidingWindowError("this reservation was refused, or is already settled or cancelled")
 
 
 def acquire(sw: "SlidingWindow", key: Key, limit: int, hold: int) -> Slot:

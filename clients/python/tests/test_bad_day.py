@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from slidingwindow import Limit, Result, SlidingWindow, UnavailableError, headers
-from slidingwindow_testkit import Server, wait_for
+from slidingwindow_testkit import Server
 
 
 @pytest.fixture(params=["module", "lua"])
@@ -57,8 +57,7 @@ def test_a_paused_server_times_out(own_server, key):
 def test_a_replica_answers_readonly_as_unavailable(own_server, key):
     replica = Server(with_module=own_server.with_module, extra=["--replicaof", "127.0.0.1", str(own_server.port)])
     try:
-        rc = replica.client()
-        wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
+        rc = replica.linked()
         sw = SlidingWindow(rc)
         with pytest.raises(UnavailableError, match="read only"):
             sw.allow(key, Limit(60, 5))
@@ -98,8 +97,7 @@ def test_confirm_with_a_replica(own_server, key):
     c = own_server.client()
     replica = Server(with_module=own_server.with_module, extra=["--replicaof", "127.0.0.1", str(own_server.port)])
     try:
-        rc = replica.client()
-        wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
+        rc = replica.linked()
         sw = SlidingWindow(c, confirm=(1, 5_000))
         got = [sw.allow(key, Limit(60, 3)) for _ in range(4)]
         assert [(r.allowed, r.confirmed) for r in got] == [(True, True)] * 3 + [(False, None)]

@@ -33,8 +33,7 @@ def test_failover_never_exceeds_confirmed_admissions():
     rejoined = None
     sentinels = None
     try:
-        rc = replica.client()
-        wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")
+        replica.linked()
         sentinels = Sentinels(SERVICE, master.port)
         client = Sentinel([("127.0.0.1", p) for p in sentinels.ports]).master_for(SERVICE)
         sw = SlidingWindow(client, confirm=(1, 100), timeout=0.5)
@@ -77,8 +76,7 @@ def test_failover_never_exceeds_confirmed_admissions():
             # missed its pings for a second (seen under load).
             rejoined = Server(with_module=True, extra=DATA + ["--replicaof", "127.0.0.1", str(replica.port),
                                                               "--replica-priority", "0"], port=master.port)
-            rj = rejoined.client()
-            wait_for("the restarted master's link", lambda: rj.info("replication")["master_link_status"] == "up", 30)
+            rj = rejoined.linked("the restarted master's link", 30)
             wait_for("confirmed admissions after the failover", lambda: len(confirmed) >= before + 300, 60)
         finally:
             stop.set()

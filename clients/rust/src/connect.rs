@@ -105,22 +105,13 @@ impl Options {
             auth,
         }))
     }
-
-    pub fn connect_timeout(mut self, d: Duration) -> Options {
-        self.connect_timeout = d;
-        self
-    }
-
-    pub fn response_timeout(mut self, d: Duration) -> Options {
-        self.response_timeout = d;
-        self
-    }
-
-    pub fn ca_file(mut self, path: Option<PathBuf>) -> Options {
-        self.ca_file = path;
-        self
-    }
 }
+
+setters!(Options {
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    ca_file: Option<PathBuf>,
+});
 
 /// The CA file's certificates for the redis crate (None: the system's roots).
 #[cfg(feature = "tls")]

@@ -42,27 +42,14 @@ impl LeaseMapConfig {
             idle: Duration::from_secs(10),
         }
     }
-
-    pub fn lease(mut self, lease: LeaseConfig) -> LeaseMapConfig {
-        self.lease = lease;
-        self
-    }
-
-    pub fn max_keys(mut self, n: usize) -> LeaseMapConfig {
-        self.max_keys = n;
-        self
-    }
-
-    pub fn max_bytes(mut self, n: usize) -> LeaseMapConfig {
-        self.max_bytes = n;
-        self
-    }
-
-    pub fn idle(mut self, d: Duration) -> LeaseMapConfig {
-        self.idle = d;
-        self
-    }
 }
+
+setters!(LeaseMapConfig {
+    lease: LeaseConfig,
+    max_keys: usize,
+    max_bytes: usize,
+    idle: Duration,
+});
 
 /// The map's counters: every object's, summed (see [`Stats`]), and its own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,6 +1,9 @@
 // The README is the crate's documentation: its examples compile as doctests.
 #![doc = include_str!("../README.md")]
 
+#[macro_use]
+mod setters;
+
 mod batch;
 mod client;
 mod connect;

@@ -88,48 +88,40 @@ async fn many_tasks(storage: &str, clock: Clock, tasks: usize, pause_ms: u64) {
     assert!(stats.lease_calls < memory, "{stats:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_their_own_clock_zset() {
-    many_tasks("zset", Clock::system(), 32, 0).await;
+/// A module `$name` of two tests, `zset` and `compact`, each running `many_tasks` on that storage.
+macro_rules! on_both_storages {
+    ($(#[$doc:meta])* $name:ident($clock:expr, $tasks:expr, $pause_ms:expr)) => {
+        $(#[$doc])*
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn zset() {
+                many_tasks("zset", $clock, $tasks, $pause_ms).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn compact() {
+                many_tasks("compact", $clock, $tasks, $pause_ms).await;
+            }
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_their_own_clock_compact() {
-    many_tasks("compact", Clock::system(), 32, 0).await;
-}
+on_both_storages!(many_tasks_on_their_own_clock(Clock::system(), 32, 0));
+on_both_storages!(
+    /// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
+    paced_tasks_on_their_own_clock(Clock::system(), 16, 333)
+);
+on_both_storages!(many_tasks_on_the_servers_clock(Clock::Server, 32, 0));
+on_both_storages!(
+    /// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
+    paced_tasks_on_the_servers_clock(Clock::Server, 16, 333)
+);
 
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_their_own_clock_zset() {
-    many_tasks("zset", Clock::system(), 16, 333).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_their_own_clock_compact() {
-    many_tasks("compact", Clock::system(), 16, 333).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_the_servers_clock_zset() {
-    many_tasks("zset", Clock::Server, 32, 0).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_the_servers_clock_compact() {
-    many_tasks("compact", Clock::Server, 32, 0).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_the_servers_clock_zset() {
-    many_tasks("zset", Clock::Server, 16, 333).await;
-}
-
-/// About 48 requests a second against leases of 8 for 100 ms: leases end partly used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paced_tasks_on_the_servers_clock_compact() {
-    many_tasks("compact", Clock::Server, 16, 333).await;
+/// A lease on `k`, under a limit of 100 in 60 s.
+fn on_k(s: &Server, cfg: LeaseConfig) -> Lease {
+    Lease::new(client(s), b"k", &[limit(60, 100)], cfg).unwrap()
 }
 
 async fn spawn_attempts(lease: &Lease, tasks: usize, each: usize) -> Vec<(bool, Source)> {
@@ -185,7 +177,7 @@ async fn unused_permits_go_back_at_the_end_and_on_close() {
         let s = Server::builder().storage(storage).start();
         // Long enough for the checks below to run within it on a busy machine.
         let cfg = LeaseConfig::new(10, 2000).clock(Clock::system());
-        let lease = Lease::new(client(&s), b"k", &[limit(60, 100)], cfg).unwrap();
+        let lease = on_k(&s, cfg);
         let mut at = Vec::new();
         for i in 0..3 {
             let r = lease.allow().await.unwrap();
@@ -264,13 +256,7 @@ async fn no_permit_is_handed_out_at_or_after_the_lease_end_on_the_callers_clock(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_given_back() {
     let s = Server::start();
-    let lease = Lease::new(
-        client(&s),
-        b"k",
-        &[limit(60, 100)],
-        LeaseConfig::new(5, 60_000),
-    )
-    .unwrap();
+    let lease = on_k(&s, LeaseConfig::new(5, 60_000));
     let first = lease.allow().await.unwrap();
     assert_eq!(lease.give_back(first.charge.unwrap()).await.unwrap(), 1);
     let stats = lease.stats();
@@ -307,7 +293,7 @@ async fn permits_given_back() {
 async fn only_a_busy_key_is_leased() {
     let s = Server::start();
     let cfg = LeaseConfig::new(5, 3000).when_busy(true);
-    let lease = Lease::new(client(&s), b"k", &[limit(60, 100)], cfg).unwrap();
+    let lease = on_k(&s, cfg);
     for _ in 0..4 {
         assert_eq!(lease.allow().await.unwrap().source, Source::Exact);
     }
@@ -348,13 +334,7 @@ async fn a_lease_over_several_keys_counts_on_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_waiting_on_a_failed_lease_get_its_error() {
     let mut s = Server::start();
-    let lease = Lease::new(
-        client(&s),
-        b"k",
-        &[limit(60, 100)],
-        LeaseConfig::new(10, 60_000),
-    )
-    .unwrap();
+    let lease = on_k(&s, LeaseConfig::new(10, 60_000));
     s.kill9();
     let handles: Vec<_> = (0..4)
         .map(|_| {
@@ -436,13 +416,7 @@ async fn a_key_busy_while_its_lease_call_is_in_flight_asks_for_the_next_one_earl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_lease_is_asked_for_before_the_current_one_runs_out() {
     let s = Server::start();
-    let lease = Lease::new(
-        client(&s),
-        b"k",
-        &[limit(60, 100)],
-        LeaseConfig::new(8, 60_000),
-    )
-    .unwrap();
+    let lease = on_k(&s, LeaseConfig::new(8, 60_000));
     for _ in 0..5 {
         assert_eq!(lease.allow().await.unwrap().source, Source::Memory);
     }

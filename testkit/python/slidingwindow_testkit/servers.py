@@ -94,6 +94,12 @@ class Server:
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30)
 
+    def linked(self, what: str = "the replica's link", deadline_s: float = DEADLINE_S) -> redis.Redis:
+        """A client, once this replica's link to its master is up."""
+        c = self.client()
+        wait_for(what, lambda: c.info("replication")["master_link_status"] == "up", deadline_s)
+        return c
+
     def log(self) -> str:
         try:
             return Path(self.dir, "redis.log").read_text()[-4000:]

@@ -60,23 +60,6 @@ impl LeaseConfig {
         }
     }
 
-    pub fn clock(mut self, clock: Clock) -> LeaseConfig {
-        self.clock = clock;
-        self
-    }
-
-    pub fn when_busy(mut self, on: bool) -> LeaseConfig {
-        self.when_busy = on;
-        self
-    }
-
-    /// `PRECISION p` on every call: members logged at a multiple of `p` ms, so that a busy key
-    /// holds a bounded number of distinct scores; each request may count up to `p` ms longer.
-    pub fn precision(mut self, p: Option<u64>) -> LeaseConfig {
-        self.precision = p;
-        self
-    }
-
     pub(crate) fn refund_hook(&self) -> Option<&RefundHook> {
         self.on_refund.as_ref()
     }
@@ -89,3 +72,11 @@ impl LeaseConfig {
         self
     }
 }
+
+setters!(LeaseConfig {
+    clock: Clock,
+    when_busy: bool,
+    /// `PRECISION p` on every call: members logged at a multiple of `p` ms, so that a busy key
+    /// holds a bounded number of distinct scores; each request may count up to `p` ms longer.
+    precision: Option<u64>,
+});

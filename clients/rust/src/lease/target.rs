@@ -36,32 +36,24 @@ impl Target {
         precision: Option<u64>,
         detail: bool,
     ) -> Result<Call, Error> {
-        match self {
-            Target::One(key, limits) => {
-                let mut c = Check::new(key, limits)
-                    .now(now)
-                    .cost(cost)
-                    .precision(precision)
-                    .detail(detail);
-                if let Some(ms) = lease {
-                    c = c.lease(ms);
+        // The call's options, on a Check or a CheckAll.
+        macro_rules! options {
+            ($c:expr) => {{
+                let c = $c.now(now).cost(cost).precision(precision).detail(detail);
+                match lease {
+                    Some(ms) => c.lease(ms),
+                    None => c,
                 }
-                Call::allow(&c)
-            }
+            }};
+        }
+        match self {
+            Target::One(key, limits) => Call::allow(&options!(Check::new(key, limits))),
             Target::All(keys) => {
                 let keyed: Vec<Keyed<'_>> = keys
                     .iter()
                     .map(|(key, limits)| Keyed { key, limits })
                     .collect();
-                let mut c = CheckAll::new(&keyed)
-                    .now(now)
-                    .cost(cost)
-                    .precision(precision)
-                    .detail(detail);
-                if let Some(ms) = lease {
-                    c = c.lease(ms);
-                }
-                Call::allow_all(&c)
+                Call::allow_all(&options!(CheckAll::new(&keyed)))
             }
         }
     }
