@@ -45,16 +45,10 @@ fn key(who: &str) -> Vec<(&'static str, String)> {
 fn n_plus_one_held_requests_see_exactly_one_429_and_slots_return_at_the_end() {
     let redis = Server::start();
     let up = Upstream::start();
-    let gw = Gateway::start(
+    let gw = Gateway::proxy(
         &redis,
-        &[
-            "--upstream",
-            &up.url,
-            "--concurrency",
-            "3/30s",
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ],
+        &up,
+        "--concurrency 3/30s --metrics-listen 127.0.0.1:0",
     );
     let (tx, rx) = mpsc::channel();
     for _ in 0..4 {
@@ -209,18 +203,10 @@ fn a_killed_gateways_slot_returns_after_hold() {
 fn a_tenant_shares_its_slots_and_other_tenants_keep_theirs() {
     let redis = Server::start();
     let up = Upstream::start();
-    let gw = Gateway::start(
+    let gw = Gateway::proxy(
         &redis,
-        &[
-            "--upstream",
-            &up.url,
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "1000/60s",
-            "--tenant-concurrency",
-            "2/30s",
-        ],
+        &up,
+        "--tenant-header x-tenant --tenant-limit 1000/60s --tenant-concurrency 2/30s",
     );
     let of = |tenant: &str, who: &str| {
         vec![

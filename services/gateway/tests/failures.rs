@@ -174,20 +174,10 @@ fn a_refund_drops_the_refusals_it_may_have_caused() {
     // refused by the tenant meanwhile: u4 is admitted once the refund is made.
     let redis = Server::start();
     let up = Upstream::start();
-    let gw = Gateway::start(
+    let gw = Gateway::proxy(
         &redis,
-        &[
-            "--limit",
-            "10/60s",
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "3/60s",
-            "--refund-on",
-            "5xx",
-            "--upstream",
-            &up.url,
-        ],
+        &up,
+        "--limit 10/60s --tenant-header x-tenant --tenant-limit 3/60s --refund-on 5xx",
     );
     let get =
         |path: &str, who: &str| gw.get_with(path, &[("x-tenant", "acme"), ("x-api-key", who)]);
@@ -220,18 +210,10 @@ fn a_refund_drops_the_refusals_it_may_have_caused() {
 fn a_silent_upstream_gets_504_and_the_charge_back() {
     let redis = Server::start();
     let up = Upstream::start();
-    let gw = Gateway::start(
+    let gw = Gateway::proxy(
         &redis,
-        &[
-            "--limit",
-            "5/60s",
-            "--refund-on",
-            "5xx",
-            "--upstream",
-            &up.url,
-            "--upstream-timeout",
-            "200ms",
-        ],
+        &up,
+        "--limit 5/60s --refund-on 5xx --upstream-timeout 200ms",
     );
     let r = gw.get_path("/hang", Some("quiet"));
     assert_eq!(r.status, 504, "{r:?}");
@@ -248,17 +230,7 @@ fn a_silent_upstream_gets_504_and_the_charge_back() {
         gw.log()
     );
     // Without --refund-on the charge stays.
-    let plain = Gateway::start(
-        &redis,
-        &[
-            "--limit",
-            "5/60s",
-            "--upstream",
-            &up.url,
-            "--upstream-timeout",
-            "200ms",
-        ],
-    );
+    let plain = Gateway::proxy(&redis, &up, "--limit 5/60s --upstream-timeout 200ms");
     assert_eq!(plain.get_path("/hang", Some("kept")).status, 504);
     assert_eq!(zcard(&redis, "rl:{kept}"), 1);
 }
@@ -280,17 +252,7 @@ fn send_only(gw: &Gateway, path: &str, who: &str) -> std::net::TcpStream {
 fn a_client_that_hangs_up_is_refunded_when_the_upstream_then_fails() {
     let redis = Server::start();
     let up = Upstream::start();
-    let gw = Gateway::start(
-        &redis,
-        &[
-            "--limit",
-            "5/60s",
-            "--refund-on",
-            "5xx",
-            "--upstream",
-            &up.url,
-        ],
-    );
+    let gw = Gateway::proxy(&redis, &up, "--limit 5/60s --refund-on 5xx");
     let clients = [
         send_only(&gw, "/held-fail", "gone"),
         send_only(&gw, "/held-ok", "stays"),

@@ -140,20 +140,9 @@ fn a_lease_ends_and_gives_its_unused_permits_back() {
 #[test]
 fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
     let redis = redis();
-    let mut gw = Gateway::start(
+    let mut gw = Gateway::cli(
         &redis,
-        &[
-            "--limit",
-            "2/60s",
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "100/60s",
-            "--lease",
-            "5/60s",
-            "--on-redis-error",
-            "closed",
-        ],
+        "--limit 2/60s --tenant-header x-tenant --tenant-limit 100/60s --lease 5/60s --on-redis-error closed",
     );
     let get = |who: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", who)]);
     // Four requests: one ALLOWALL each on both keys.
@@ -198,18 +187,9 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
 #[test]
 fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory() {
     let redis = redis();
-    let gw = Gateway::start(
+    let gw = Gateway::cli(
         &redis,
-        &[
-            "--limit",
-            "100/60s",
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "6/60s",
-            "--lease",
-            "5/60s",
-        ],
+        "--limit 100/60s --tenant-header x-tenant --tenant-limit 6/60s --lease 5/60s",
     );
     let get = |who: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", who)]);
     let statuses: Vec<u16> = (0..8).map(|i| get(&format!("u{i}")).status).collect();

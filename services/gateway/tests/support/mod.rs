@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
+#[allow(unused_imports)]
+pub use testkit::probe::{most_in_window, stat};
 
 /// The gateway binary, killed on drop; its stderr goes to a file the test can read.
 pub struct Gateway {
@@ -34,6 +36,18 @@ impl Gateway {
     pub fn start(redis: &Server, args: &[&str]) -> Gateway {
         let url = redis.url();
         Gateway::start_with(&[&["--redis", url.as_str()], args].concat())
+    }
+
+    /// `start` with the arguments as one line, split at whitespace.
+    pub fn cli(redis: &Server, line: &str) -> Gateway {
+        Gateway::start(redis, &line.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// `cli` with the upstream `up` behind the gateway.
+    pub fn proxy(redis: &Server, up: &Upstream, line: &str) -> Gateway {
+        let upstream = ["--upstream", up.url.as_str()];
+        let args: Vec<&str> = line.split_whitespace().chain(upstream).collect();
+        Gateway::start(redis, &args)
     }
 
     pub fn start_with(args: &[&str]) -> Gateway {
@@ -255,22 +269,6 @@ pub fn upstream(version: &'static str) -> (String, Arc<AtomicUsize>) {
         }
     });
     (format!("http://{addr}/base"), hits)
-}
-
-/// One of the module's INFO counters (`slidingwindow_<name>`, or `<name>` on servers that do not
-/// prefix it).
-pub fn stat(redis: &Server, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("slidingwindow")
-        .query(&mut redis.client())
-        .unwrap();
-    info.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k == name || k.strip_prefix("slidingwindow_") == Some(name))
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
 }
 
 /// The key's log: (member, score), oldest first.
