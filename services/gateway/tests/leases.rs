@@ -88,12 +88,7 @@ fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
     assert_eq!(zcard(&redis, "rl:global"), 19, "the lease is logged whole");
     let status = gw.terminate();
     assert!(status.success(), "{status:?}\n{}", gw.log());
-    assert!(
-        gw.log()
-            .contains("gateway: leases closed, 4 unused permits given back"),
-        "{}",
-        gw.log()
-    );
+    gw.assert_logged("gateway: leases closed, 4 unused permits given back");
     assert_eq!(zcard(&redis, "rl:global"), 15);
     assert_eq!(stat(&redis, "refunded"), 4);
     // The admission log: one line per admitted request, its time and first key.
@@ -169,12 +164,7 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
     // The permit given back is handed out again: u4's request takes the third of five.
     assert_eq!(get("u4").status, 200);
     assert!(gw.terminate().success());
-    assert!(
-        gw.log()
-            .contains("gateway: leases closed, 2 unused permits given back"),
-        "{}",
-        gw.log()
-    );
+    gw.assert_logged("gateway: leases closed, 2 unused permits given back");
     // Exactly what was admitted: 4 exact, 3 from the lease.
     assert_eq!(zcard(&redis, "rl:{acme}"), 7);
     let identities: i64 = ["u1", "u2", "u3", "u4"]

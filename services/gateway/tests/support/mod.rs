@@ -89,6 +89,12 @@ impl Gateway {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Asserts that the log holds `text`, showing the log if not.
+    pub fn assert_logged(&self, text: &str) {
+        let log = self.log();
+        assert!(log.contains(text), "{text:?} not in the log:\n{log}");
+    }
+
     pub fn get(&self, api_key: Option<&str>) -> Reply {
         self.get_path("/", api_key)
     }
@@ -99,12 +105,7 @@ impl Gateway {
     }
 
     pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .into();
-        let mut req = agent.get(format!("{}{path}", self.url));
+        let mut req = agent(Duration::from_secs(10)).get(format!("{}{path}", self.url));
         for (name, value) in headers {
             req = req.header(*name, *value);
         }
@@ -133,6 +134,30 @@ impl Drop for Gateway {
         let _ = self.child.wait();
         let _ = fs::remove_file(&self.log);
     }
+}
+
+/// A test's start: a server, and a gateway on it with the arguments `line`.
+pub fn gateway(line: &str) -> (Server, Gateway) {
+    let redis = Server::start();
+    let gw = Gateway::cli(&redis, line);
+    (redis, gw)
+}
+
+/// `gateway` in front of an `Upstream`.
+pub fn proxied(line: &str) -> (Server, Upstream, Gateway) {
+    let redis = Server::start();
+    let up = Upstream::start();
+    let gw = Gateway::proxy(&redis, &up, line);
+    (redis, up, gw)
+}
+
+/// An HTTP client that returns 4xx and 5xx answers as replies, giving up after `timeout`.
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
 }
 
 pub fn log_path() -> PathBuf {
