@@ -24,43 +24,7 @@ concurrency=${CONCURRENCY:-32}
 rounds=${ROUNDS:-3}
 latency_concurrency=${LATENCY_CONCURRENCY:-4}
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 40000))
-        # A refused connection means nobody listens there.
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return
-        fi
-    done
-}
-
-# start_redis NAME [ARGS...]: a redis-server with the module; sets NAME_port and NAME_pid.
-start_redis() {
-    local name=$1 port
-    shift
-    port=$(free_port)
-    mkdir -p "$dir/$name"
-    redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/$name" --save '' --appendonly no \
-        --loadmodule "$module" --logfile "$dir/$name/redis.log" "$@" &
-    pids+=($!)
-    printf -v "${name}_pid" %s $!
-    printf -v "${name}_port" %s "$port"
-    for _ in $(seq 100); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && break
-        sleep 0.05
-    done
-}
+source "$root/services/common/bench.sh"
 start_redis zset
 start_redis compact --slidingwindow.storage compact
 

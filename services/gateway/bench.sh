@@ -15,55 +15,8 @@ connections=${CONNECTIONS:-32}
 threads=${THREADS:-2}
 rounds=${ROUNDS:-3}
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    # Gateways start inside $(...), a subshell: their pids come back through a file.
-    if [[ -f $dir/gateway.pids ]]; then
-        while read -r pid; do pids+=("$pid"); done <"$dir/gateway.pids"
-    fi
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 40000))
-        # A refused connection means nobody listens there.
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return
-        fi
-    done
-}
-
-# The port may be taken between the probe and redis binding it: then redis exits, and another
-# port is tried.
-for _ in 1 2 3 4 5; do
-    redis_port=$(free_port)
-    redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
-        --loadmodule "$module" --logfile "$dir/redis.log" &
-    redis_pid=$!
-    for _ in $(seq 100); do
-        redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-        kill -0 "$redis_pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
-        pids+=("$redis_pid")
-        break
-    fi
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-    redis_pid=
-done
-if [[ -z ${redis_pid:-} ]]; then
-    echo "redis-server did not start: $(tail -n 5 "$dir/redis.log")" >&2
-    exit 1
-fi
+source "$root/services/common/bench.sh"
+start_redis redis
 
 # Starts a gateway with the given arguments; prints its base URL.
 start_gateway() {
@@ -100,7 +53,7 @@ cpu_ticks() {
     for pid in "$gw_pid" "$redis_pid"; do
         if [[ ! -r /proc/$pid/stat ]]; then
             echo "process $pid (gateway $1 or redis-server) has exited:" >&2
-            tail -n 5 "$dir/gateway.log" "$dir/redis.log" >&2
+            tail -n 5 "$dir/gateway.log" "$dir/redis/redis.log" >&2
             return 1
         fi
     done

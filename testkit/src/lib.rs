@@ -17,6 +17,10 @@ pub mod common;
 /// The integration tests' commands and readers: the five-field reply, pipelines, dumps, events.
 #[cfg(feature = "server")]
 pub mod kit;
+/// The module's INFO counters and the most requests in a window, as the client's and the
+/// services' tests read them.
+#[cfg(feature = "server")]
+pub mod probe;
 /// Concurrent traffic against a server, checked against the contract model.
 #[cfg(feature = "server")]
 pub mod traffic;

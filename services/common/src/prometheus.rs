@@ -2,9 +2,12 @@
 //! refused names (identities, descriptor keys) over slidingwindow-core's Space-Saving summary,
 //! bounded to `--metrics-top N` series.
 
-use slidingwindow_core::top::Summary;
+use slidingwindow_core::top::{Entry, Summary};
 use std::fmt::Write;
 use std::sync::Mutex;
+
+/// One number of a summary's entry.
+type EntryField = fn(&Entry) -> u64;
 
 /// The default of `--metrics-top`.
 pub const DEFAULT_TOP: usize = 10;
@@ -64,23 +67,25 @@ impl TopRefused {
             let s = self.summary.lock().unwrap_or_else(|p| p.into_inner());
             (s.top(s.capacity(), |_| true), s.total())
         };
-        let _ = writeln!(
-            out,
-            "# HELP {metric} Refusals of the names refused most (Space-Saving estimate, never below the truth)"
-        );
-        let _ = writeln!(out, "# TYPE {metric} gauge");
-        for e in &entries {
-            let name = escape(&String::from_utf8_lossy(&e.name));
-            let _ = writeln!(out, "{metric}{{{label}=\"{name}\"}} {}", e.count);
-        }
-        let _ = writeln!(
-            out,
-            "# HELP {metric}_error How far above the truth each estimate may be"
-        );
-        let _ = writeln!(out, "# TYPE {metric}_error gauge");
-        for e in &entries {
-            let name = escape(&String::from_utf8_lossy(&e.name));
-            let _ = writeln!(out, "{metric}_error{{{label}=\"{name}\"}} {}", e.error);
+        let gauges: [(String, &str, EntryField); 2] = [
+            (
+                metric.to_string(),
+                "Refusals of the names refused most (Space-Saving estimate, never below the truth)",
+                |e| e.count,
+            ),
+            (
+                format!("{metric}_error"),
+                "How far above the truth each estimate may be",
+                |e| e.error,
+            ),
+        ];
+        for (gauge, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {gauge} {help}");
+            let _ = writeln!(out, "# TYPE {gauge} gauge");
+            for e in &entries {
+                let name = escape(&String::from_utf8_lossy(&e.name));
+                let _ = writeln!(out, "{gauge}{{{label}=\"{name}\"}} {}", value(e));
+            }
         }
         counter(
             out,

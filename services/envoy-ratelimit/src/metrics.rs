@@ -220,38 +220,28 @@ impl Metrics {
             );
         }
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        for (name, labels, value) in [
-            (
-                "ratelimit_service_config_load_success",
-                "",
-                load(&self.config_load_success),
-            ),
-            (
-                "ratelimit_service_config_load_error",
-                "",
-                load(&self.config_load_error),
-            ),
-            (
-                "ratelimit_service_should_rate_limit_error",
-                "err_type=\"redis_error\"",
-                load(&self.redis_errors),
-            ),
-            (
-                "ratelimit_service_should_rate_limit_error",
-                "err_type=\"service_error\"",
-                load(&self.service_errors),
-            ),
-            (
-                "ratelimit_service_total_requests",
-                "grpc_method=\"ShouldRateLimit\"",
-                load(&self.total_requests),
-            ),
+        for (name, value) in [
+            ("config_load_success", &self.config_load_success),
+            ("config_load_error", &self.config_load_error),
         ] {
-            if labels != "err_type=\"service_error\"" {
-                let _ = writeln!(out, "# TYPE {name} counter");
-            }
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+            let _ = writeln!(out, "# TYPE ratelimit_service_{name} counter");
+            let _ = writeln!(out, "ratelimit_service_{name}{{}} {}", load(value));
         }
+        let errors = "ratelimit_service_should_rate_limit_error";
+        let _ = writeln!(out, "# TYPE {errors} counter");
+        for (err_type, value) in [
+            ("redis_error", &self.redis_errors),
+            ("service_error", &self.service_errors),
+        ] {
+            let _ = writeln!(out, "{errors}{{err_type=\"{err_type}\"}} {}", load(value));
+        }
+        let total = "ratelimit_service_total_requests";
+        let _ = writeln!(out, "# TYPE {total} counter");
+        let _ = writeln!(
+            out,
+            "{total}{{grpc_method=\"ShouldRateLimit\"}} {}",
+            load(&self.total_requests)
+        );
         self.response_time.render(
             &mut out,
             "ratelimit_service_response_time_seconds",

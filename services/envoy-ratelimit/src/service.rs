@@ -244,27 +244,25 @@ impl Shared {
                     limit,
                     counters,
                     cost,
-                    mode,
-                } if *mode != Mode::Refund => {
-                    match outcome.and_then(|o| o.seen.get(i).copied().flatten()) {
-                        Some(s) => {
-                            if s.over && !limit.shadow {
-                                self.metrics.top.count(key);
-                            }
-                            self.metrics.hits(
-                                counters,
-                                limit.requests_per_unit,
-                                s.before,
-                                *cost,
-                                s.over,
-                                limit.shadow,
-                            )
+                    mode: Mode::Charge | Mode::Look | Mode::Leased,
+                } => match outcome.and_then(|o| o.seen.get(i).copied().flatten()) {
+                    Some(s) => {
+                        if s.over && !limit.shadow {
+                            self.metrics.top.count(key);
                         }
-                        None => {
-                            counters.total_hits.fetch_add(*cost, Ordering::Relaxed);
-                        }
+                        self.metrics.hits(
+                            counters,
+                            limit.requests_per_unit,
+                            s.before,
+                            *cost,
+                            s.over,
+                            limit.shadow,
+                        )
                     }
-                }
+                    None => {
+                        counters.total_hits.fetch_add(*cost, Ordering::Relaxed);
+                    }
+                },
                 _ => {}
             }
         }

@@ -94,14 +94,20 @@ def load(s: Service, seconds: float, threads: int, descriptors_of, most: int = 1
     return answers, failures
 
 
-BUSY = """
+def leased(unit: str, max_: int, size: int, duration_ms: int, user_max: int) -> str:
+    """Domain `d`: `hot` at `max_` a `unit` in leases of `size` for `duration_ms`, `user` exact at
+    `user_max` a `unit`."""
+    return f"""
 domain: d
 descriptors:
   - key: hot
-    rate_limit: {unit: minute, requests_per_unit: 1000000, lease: {size: 50, duration_ms: 1000}}
+    rate_limit: {{unit: {unit}, requests_per_unit: {max_}, lease: {{size: {size}, duration_ms: {duration_ms}}}}}
   - key: user
-    rate_limit: {unit: minute, requests_per_unit: 100000}
+    rate_limit: {{unit: {unit}, requests_per_unit: {user_max}}}
 """
+
+
+BUSY = leased("minute", 1000000, 50, 1000, 100000)
 
 
 def test_a_busy_leased_descriptor_costs_fewer_calls_than_requests(start, r):
@@ -161,14 +167,7 @@ def test_lease_statistics_are_in_metrics(start, r):
     assert len(answers) - exact <= stat("permits_from_memory") <= logged_now
 
 
-TIGHT = """
-domain: d
-descriptors:
-  - key: hot
-    rate_limit: {unit: second, requests_per_unit: 100, lease: {size: 10, duration_ms: 100}}
-  - key: user
-    rate_limit: {unit: second, requests_per_unit: 30}
-"""
+TIGHT = leased("second", 100, 10, 100, 30)
 
 
 def test_a_leased_descriptor_under_load_never_admits_more_than_its_limit(start, r):

@@ -23,22 +23,14 @@ OK, OVER = Code.OK, Code.OVER_LIMIT
 CONFIG = """
 domain: shop
 descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3, name: per-user}
-  - key: route
-    value: checkout
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: bot
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: ip
-    detailed_metric: true
-    rate_limit: {unit: minute, requests_per_unit: 10}
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 3, name: per-user}}
+  - {key: route, value: checkout, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: bot, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: ip, detailed_metric: true, rate_limit: {unit: minute, requests_per_unit: 10}}
   - key: tenant
     value_to_metric: true
     descriptors:
-      - key: user
-        rate_limit: {unit: minute, requests_per_unit: 10}
+      - {key: user, rate_limit: {unit: minute, requests_per_unit: 10}}
 """
 
 NAMES = ["", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"]

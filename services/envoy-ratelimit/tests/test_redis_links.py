@@ -129,8 +129,7 @@ SERVICE = "rl"
 def test_sentinel_failover_under_traffic(tmp_path):
     master = Server()
     replica = Server(extra=["--replicaof", "127.0.0.1", str(master.port)])
-    sentinels = None
-    s = None
+    sentinels = s = None
     try:
         rc = replica.client()
         wait_for("the replica's link", lambda: rc.info("replication")["master_link_status"] == "up")

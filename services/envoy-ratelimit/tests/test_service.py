@@ -21,28 +21,17 @@ U32_MAX = 2**32 - 1
 CONFIG = """
 domain: shop
 descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3, name: per-user}
-  - key: route
-    rate_limit: {unit: hour, requests_per_unit: 10}
-  - key: route
-    value: checkout
-    rate_limit: {unit: minute, requests_per_unit: 1}
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 3, name: per-user}}
+  - {key: route, rate_limit: {unit: hour, requests_per_unit: 10}}
+  - {key: route, value: checkout, rate_limit: {unit: minute, requests_per_unit: 1}}
   - key: tenant
     value: acme
     descriptors:
-      - key: user
-        rate_limit: {unit: second, requests_per_unit: 2}
-  - key: path
-    value: /api/*
-    rate_limit: {unit: day, requests_per_unit: 5}
-  - key: bot
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: internal
-    rate_limit: {unlimited: true}
-  - key: banned
-    rate_limit: {unit: second, requests_per_unit: 0}
+      - {key: user, rate_limit: {unit: second, requests_per_unit: 2}}
+  - {key: path, value: /api/*, rate_limit: {unit: day, requests_per_unit: 5}}
+  - {key: bot, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: internal, rate_limit: {unlimited: true}}
+  - {key: banned, rate_limit: {unit: second, requests_per_unit: 0}}
 """
 
 

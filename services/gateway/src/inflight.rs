@@ -7,15 +7,14 @@
 use crate::config::{Config, Limit, OnRedisError};
 use crate::layer::{identity, json, tenant};
 use crate::metrics::Metrics;
+use crate::wrap::{Answer, Check, Inner};
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::{HeaderName, Request, Response, StatusCode};
+use axum::http::{HeaderName, Request, StatusCode};
 use slidingwindow_client::{Client, ErrorLog, Options, Slot};
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tower::{Layer, Service};
 
 /// The slots' keys: none has the form of a rate limit's key (`rl:...`).
 const IDENTITY_PREFIX: &str = "inflight:id:";
@@ -164,76 +163,39 @@ impl Inflight {
     }
 }
 
-#[derive(Clone)]
-pub struct InflightLayer(pub Arc<Inflight>);
-
-impl<S> Layer<S> for InflightLayer {
-    type Service = InflightService<S>;
-
-    fn layer(&self, inner: S) -> InflightService<S> {
-        InflightService {
-            inner,
-            inflight: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct InflightService<S> {
-    inner: S,
-    inflight: Arc<Inflight>,
-}
-
-impl<S> Service<Request<Body>> for InflightService<S>
-where
-    S: Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-    type Response = Response<Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let inflight = self.inflight.clone();
-        Box::pin(async move {
-            let who = identity(&req, &inflight.identity_header, inflight.ipv6_prefix).into_owned();
-            let tenant = inflight
-                .tenant_header
-                .as_ref()
-                .and_then(|h| tenant(&req, h))
-                .map(|t| t.into_owned());
-            match inflight.take(&who, tenant.as_deref()).await {
-                // Dropped with this future if the client goes away before the answer.
-                Taken::Held(held) => {
-                    let resp = inner.call(req).await?;
-                    Ok(resp.map(|body| Body::new(Holding { body, _held: held })))
-                }
-                Taken::Full(scope) => {
-                    inflight
-                        .metrics
-                        .inflight_refused
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    inflight.metrics.refused(&who);
-                    let body = format!(
-                        "{{\"error\":\"too many requests in flight\",\"limit\":\"{}\"}}\n",
-                        scope.name()
-                    );
-                    Ok(json(StatusCode::TOO_MANY_REQUESTS, body))
-                }
-                Taken::Unchecked => inner.call(req).await,
-                Taken::Unavailable => Ok(json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "{\"error\":\"rate limiter unavailable\"}\n".to_string(),
-                )),
+impl Check for Inflight {
+    async fn check<S: Inner>(self: Arc<Self>, req: Request<Body>, mut inner: S) -> Answer<S> {
+        let inflight = self;
+        let who = identity(&req, &inflight.identity_header, inflight.ipv6_prefix).into_owned();
+        let tenant = inflight
+            .tenant_header
+            .as_ref()
+            .and_then(|h| tenant(&req, h))
+            .map(|t| t.into_owned());
+        match inflight.take(&who, tenant.as_deref()).await {
+            // Dropped with this future if the client goes away before the answer.
+            Taken::Held(held) => {
+                let resp = inner.call(req).await?;
+                Ok(resp.map(|body| Body::new(Holding { body, _held: held })))
             }
-        })
+            Taken::Full(scope) => {
+                inflight
+                    .metrics
+                    .inflight_refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                inflight.metrics.refused(&who);
+                let body = format!(
+                    "{{\"error\":\"too many requests in flight\",\"limit\":\"{}\"}}\n",
+                    scope.name()
+                );
+                Ok(json(StatusCode::TOO_MANY_REQUESTS, body))
+            }
+            Taken::Unchecked => inner.call(req).await,
+            Taken::Unavailable => Ok(json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{\"error\":\"rate limiter unavailable\"}\n".to_string(),
+            )),
+        }
     }
 }
 

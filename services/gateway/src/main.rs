@@ -14,6 +14,7 @@ mod layer;
 mod limiter;
 mod metrics;
 mod upstream;
+mod wrap;
 
 use axum::Router;
 use axum::serve::ListenerExt;
@@ -54,7 +55,7 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         target.clone().handle(req)
     });
     if let Some(i) = inflight::Inflight::new(&cfg, metrics.clone())? {
-        app = app.layer(inflight::InflightLayer(Arc::new(i)));
+        app = app.layer(wrap::Wrap(Arc::new(i)));
     }
     let mut limiter = None;
     if cfg.limits.is_empty() && cfg.tenant_limits.is_empty() && cfg.global_limits.is_empty() {
@@ -66,7 +67,11 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         {
             eprintln!("gateway: warning: --precision {p}: {w}");
         }
-        app = app.layer(layer::RateLimitLayer::new(l.clone(), &cfg, metrics.clone()));
+        app = app.layer(wrap::Wrap(Arc::new(layer::RateLimitLayer::new(
+            l.clone(),
+            &cfg,
+            metrics.clone(),
+        ))));
         limiter = Some(l);
     }
     if let Some(addr) = cfg.metrics_listen {

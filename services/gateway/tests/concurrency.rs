@@ -23,11 +23,7 @@ fn send(
 ) {
     let (url, out) = (gw.url.clone(), out.clone());
     thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
+        let agent = agent(Duration::from_secs(60));
         let mut req = agent.get(format!("{url}{path}"));
         for (name, value) in &headers {
             req = req.header(*name, value.as_str());
@@ -43,19 +39,7 @@ fn key(who: &str) -> Vec<(&'static str, String)> {
 
 #[test]
 fn n_plus_one_held_requests_see_exactly_one_429_and_slots_return_at_the_end() {
-    let redis = Server::start();
-    let up = Upstream::start();
-    let gw = Gateway::start(
-        &redis,
-        &[
-            "--upstream",
-            &up.url,
-            "--concurrency",
-            "3/30s",
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ],
-    );
+    let (redis, up, gw) = proxied("--concurrency 3/30s --metrics-listen 127.0.0.1:0");
     let (tx, rx) = mpsc::channel();
     for _ in 0..4 {
         send(&gw, "/held", key("alice"), &tx);
@@ -139,11 +123,7 @@ fn the_upstream_never_sees_more_than_n_in_flight() {
         .map(|c| {
             let (url, tx) = (url.clone(), tx2.clone());
             thread::spawn(move || {
-                let agent: ureq::Agent = ureq::Agent::config_builder()
-                    .http_status_as_error(false)
-                    .timeout_global(Some(Duration::from_secs(30)))
-                    .build()
-                    .into();
+                let agent = agent(Duration::from_secs(30));
                 for _ in 0..15 {
                     let r = agent
                         .get(format!("{url}/"))
@@ -207,21 +187,8 @@ fn a_killed_gateways_slot_returns_after_hold() {
 
 #[test]
 fn a_tenant_shares_its_slots_and_other_tenants_keep_theirs() {
-    let redis = Server::start();
-    let up = Upstream::start();
-    let gw = Gateway::start(
-        &redis,
-        &[
-            "--upstream",
-            &up.url,
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "1000/60s",
-            "--tenant-concurrency",
-            "2/30s",
-        ],
-    );
+    let (redis, up, gw) =
+        proxied("--tenant-header x-tenant --tenant-limit 1000/60s --tenant-concurrency 2/30s");
     let of = |tenant: &str, who: &str| {
         vec![
             ("x-tenant", tenant.to_string()),

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::poller::Poller;
-use support::{Gateway, stat};
+use support::{Gateway, most_in_window, stat};
 
 /// The three gateways' shared limit: 400 in any 2 s, 200 a second. Under a load far above it,
 /// admissions come in a burst each time the oldest ones leave the window, so a gateway late to ask
@@ -184,19 +184,6 @@ async fn client(gateways: Arc<Vec<SocketAddr>>, first: usize, until: Instant) ->
     counts
 }
 
-/// The most of `times` (sorted) in any window `(a - w, a]`.
-fn busiest(times: &[u64], w: u64) -> usize {
-    let mut first = 0;
-    let mut most = 0;
-    for (i, &t) in times.iter().enumerate() {
-        while times[first] + w <= t {
-            first += 1;
-        }
-        most = most.max(i + 1 - first);
-    }
-    most
-}
-
 /// Every line of the gateways' admission logs: (ms, key).
 fn admissions(logs: &[PathBuf]) -> Vec<(u64, String)> {
     let mut all = Vec::new();
@@ -308,7 +295,7 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     let (times, distinct) = poller.finish_counted(window_ms);
     let run_ms = end_ms - start_ms;
     let allowed = max * run_ms / window_ms;
-    let most = busiest(&times, window_ms);
+    let most = most_in_window(&times, window_ms);
     let mut report = format!(
         "fleet {scenario:?} {shape:?} on {storage}: {} logged of {allowed} allowed in {run_ms} \
          ms ({:.1}%), busiest {window_ms} ms window of the logged scores {most} of {max}; \
@@ -344,7 +331,7 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
             .iter_mut()
             .map(|(k, t)| {
                 t.sort_unstable();
-                (*k, busiest(t, window_ms))
+                (*k, most_in_window(t, window_ms))
             })
             .max_by_key(|&(_, m)| m)
             .expect("admissions");

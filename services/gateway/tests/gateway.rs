@@ -73,19 +73,8 @@ fn a_burst_gets_exactly_max_then_429_with_retry_after() {
 
 #[test]
 fn a_second_limit_binds_when_the_first_has_room() {
-    let redis = Server::start();
     // Closed: a server that refuses the LIMIT option answers 503 here, not an unlimited 200.
-    let gw = Gateway::start(
-        &redis,
-        &[
-            "--limit",
-            "10/1s",
-            "--limit",
-            "3/60s",
-            "--on-redis-error",
-            "closed",
-        ],
-    );
+    let (_redis, gw) = gateway("--limit 10/1s --limit 3/60s --on-redis-error closed");
     for left in (0..3).rev() {
         let r = gw.get(Some("carol"));
         assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
@@ -218,19 +207,8 @@ fn without_the_deny_cache_every_refusal_asks_redis() {
 
 #[test]
 fn tenants_are_limited_as_a_whole_in_one_call() {
-    let redis = Server::start();
-    let gw = Gateway::start(
-        &redis,
-        &[
-            "--limit",
-            "2/60s",
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "3/60s",
-            "--on-redis-error",
-            "closed",
-        ],
+    let (redis, gw) = gateway(
+        "--limit 2/60s --tenant-header x-tenant --tenant-limit 3/60s --on-redis-error closed",
     );
     let get =
         |tenant: &str, key: &str| gw.get_with("/", &[("x-tenant", tenant), ("x-api-key", key)]);

@@ -88,12 +88,7 @@ fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
     assert_eq!(zcard(&redis, "rl:global"), 19, "the lease is logged whole");
     let status = gw.terminate();
     assert!(status.success(), "{status:?}\n{}", gw.log());
-    assert!(
-        gw.log()
-            .contains("gateway: leases closed, 4 unused permits given back"),
-        "{}",
-        gw.log()
-    );
+    gw.assert_logged("gateway: leases closed, 4 unused permits given back");
     assert_eq!(zcard(&redis, "rl:global"), 15);
     assert_eq!(stat(&redis, "refunded"), 4);
     // The admission log: one line per admitted request, its time and first key.
@@ -140,20 +135,9 @@ fn a_lease_ends_and_gives_its_unused_permits_back() {
 #[test]
 fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
     let redis = redis();
-    let mut gw = Gateway::start(
+    let mut gw = Gateway::cli(
         &redis,
-        &[
-            "--limit",
-            "2/60s",
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "100/60s",
-            "--lease",
-            "5/60s",
-            "--on-redis-error",
-            "closed",
-        ],
+        "--limit 2/60s --tenant-header x-tenant --tenant-limit 100/60s --lease 5/60s --on-redis-error closed",
     );
     let get = |who: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", who)]);
     // Four requests: one ALLOWALL each on both keys.
@@ -180,12 +164,7 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
     // The permit given back is handed out again: u4's request takes the third of five.
     assert_eq!(get("u4").status, 200);
     assert!(gw.terminate().success());
-    assert!(
-        gw.log()
-            .contains("gateway: leases closed, 2 unused permits given back"),
-        "{}",
-        gw.log()
-    );
+    gw.assert_logged("gateway: leases closed, 2 unused permits given back");
     // Exactly what was admitted: 4 exact, 3 from the lease.
     assert_eq!(zcard(&redis, "rl:{acme}"), 7);
     let identities: i64 = ["u1", "u2", "u3", "u4"]
@@ -198,18 +177,9 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
 #[test]
 fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory() {
     let redis = redis();
-    let gw = Gateway::start(
+    let gw = Gateway::cli(
         &redis,
-        &[
-            "--limit",
-            "100/60s",
-            "--tenant-header",
-            "x-tenant",
-            "--tenant-limit",
-            "6/60s",
-            "--lease",
-            "5/60s",
-        ],
+        "--limit 100/60s --tenant-header x-tenant --tenant-limit 6/60s --lease 5/60s",
     );
     let get = |who: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", who)]);
     let statuses: Vec<u16> = (0..8).map(|i| get(&format!("u{i}")).status).collect();

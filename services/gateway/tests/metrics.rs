@@ -16,18 +16,7 @@ fn top_series(text: &str) -> Vec<String> {
 
 #[test]
 fn refusals_are_counted_and_the_top_is_bounded_by_metrics_top() {
-    let redis = Server::start();
-    let gw = Gateway::start(
-        &redis,
-        &[
-            "--limit",
-            "1/60s",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--metrics-top",
-            "2",
-        ],
-    );
+    let (_redis, gw) = gateway("--limit 1/60s --metrics-listen 127.0.0.1:0 --metrics-top 2");
     // Each identity admitted once, then refused: alice 5 times, bob and carol once each.
     for (who, refusals) in [("alice", 5), ("bob", 1), ("carol", 1)] {
         let r = gw.get(Some(who));

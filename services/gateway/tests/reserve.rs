@@ -90,12 +90,7 @@ fn unused_is_refunded_excess_charged_and_no_header_keeps_the_reservation() {
     assert_eq!(sample(&text, "gateway_settle_charged_total"), Some(15));
     assert_eq!(sample(&text, "gateway_settle_overrun_total"), Some(0));
     assert_eq!(sample(&text, "gateway_settle_overruns_total"), Some(0));
-    assert!(
-        gw.log()
-            .contains("x-tokens header failed, keeping the reservation"),
-        "{}",
-        gw.log()
-    );
+    gw.assert_logged("x-tokens header failed, keeping the reservation");
 }
 
 #[test]

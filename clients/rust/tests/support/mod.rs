@@ -4,6 +4,8 @@
 
 use crate::common::Server;
 use slidingwindow_client::{Client, Limit, Options};
+#[allow(unused_imports)]
+pub use testkit::probe::{most_in_window, stat};
 
 pub fn client(s: &Server) -> Client {
     let options = Options::from_urls(&[s.url()], false).expect("options");
@@ -68,42 +70,4 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-}
-
-/// One number of `INFO slidingwindow` (Redis may prefix it with the module's name).
-pub fn stat(s: &Server, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("slidingwindow")
-        .query(&mut s.client())
-        .expect("INFO");
-    info.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k == name || k.strip_prefix("slidingwindow_") == Some(name))
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
-}
-
-/// The most of `times` that any window `(a, a + window_ms]` holds.
-pub fn most_in_window(times: &[u64], window_ms: u64) -> usize {
-    let mut t = times.to_vec();
-    t.sort_unstable();
-    let mut first = 0;
-    let mut most = 0;
-    for (i, &end) in t.iter().enumerate() {
-        while t[first] + window_ms <= end {
-            first += 1;
-        }
-        most = most.max(i + 1 - first);
-    }
-    most
-}
-
-#[test]
-fn windows_are_counted() {
-    assert_eq!(most_in_window(&[], 1000), 0);
-    assert_eq!(most_in_window(&[5, 1005, 2005], 1000), 1);
-    assert_eq!(most_in_window(&[5, 1004, 2005], 1000), 2);
-    assert_eq!(most_in_window(&[7, 7, 7, 1006], 1000), 4);
 }

@@ -497,14 +497,7 @@ impl Reader<'_> {
         };
         let p = match node {
             None => return Ok(None),
-            Some(Node::Scalar {
-                kind: Kind::Int(n),
-                text,
-            }) => u64::try_from(*n)
-                .ok()
-                .filter(|v| (1..=MAX_EXACT).contains(v))
-                .ok_or_else(|| bad(text))?,
-            Some(other) => return Err(bad(other.kind_name())),
+            Some(n) => exact(n).map_err(bad)?,
         };
         *self.precise = true;
         Ok(Some(p))
@@ -552,14 +545,7 @@ impl Reader<'_> {
             };
             match node.and_then(|n| n.get(name)) {
                 None => Err(self.error(&at, "missing: a lease has size and duration_ms".into())),
-                Some(Node::Scalar {
-                    kind: Kind::Int(n),
-                    text,
-                }) => u64::try_from(*n)
-                    .ok()
-                    .filter(|v| (1..=MAX_EXACT).contains(v))
-                    .ok_or_else(|| bad(text)),
-                Some(other) => Err(bad(other.kind_name())),
+                Some(n) => exact(n).map_err(bad),
             }
         };
         Ok(Some(LeaseSpec {
@@ -613,6 +599,20 @@ struct Flags {
     shadow: bool,
     quota: bool,
     detailed_metric: bool,
+}
+
+/// An integer from 1 to `MAX_EXACT`, else what was found instead (the text, or the kind).
+fn exact(node: &Node) -> Result<u64, &str> {
+    match node {
+        Node::Scalar {
+            kind: Kind::Int(n),
+            text,
+        } => u64::try_from(*n)
+            .ok()
+            .filter(|v| (1..=MAX_EXACT).contains(v))
+            .ok_or(text.as_str()),
+        other => Err(other.kind_name()),
+    }
 }
 
 fn join(path: &str, field: &str) -> String {

@@ -561,6 +561,11 @@ mod tests {
             .collect()
     }
 
+    /// A command's expected arguments, written as one line.
+    fn words(line: &str) -> Vec<&str> {
+        line.split(' ').collect()
+    }
+
     fn all(keys: &Keys) -> Vec<Part> {
         PARTS
             .into_iter()
@@ -575,17 +580,7 @@ mod tests {
         assert_eq!(keys.first(), b"rl:{k}");
         assert_eq!(
             text(one.call(&keys, &all(&keys)).unwrap().cmd()),
-            [
-                "SLIDINGWINDOW.ALLOW",
-                "rl:{k}",
-                "1",
-                "10",
-                "*",
-                "DETAIL",
-                "LIMIT",
-                "60",
-                "100"
-            ]
+            words("SLIDINGWINDOW.ALLOW rl:{k} 1 10 * DETAIL LIMIT 60 100")
         );
         let both = limiter(&[
             "--limit",
@@ -603,27 +598,10 @@ mod tests {
         assert_eq!(keys.get(Part::Global), Some(GLOBAL_KEY));
         assert_eq!(
             text(both.call(&keys, &all(&keys)).unwrap().cmd()),
-            [
-                "SLIDINGWINDOW.ALLOWALL",
-                "3",
-                "rl:{acme}:k",
-                "rl:{acme}",
-                "rl:global",
-                "*",
-                "DETAIL",
-                "LIMIT",
-                "1",
-                "1",
-                "10",
-                "LIMIT",
-                "2",
-                "60",
-                "1000",
-                "LIMIT",
-                "3",
-                "1",
-                "5000"
-            ]
+            words(
+                "SLIDINGWINDOW.ALLOWALL 3 rl:{acme}:k rl:{acme} rl:global * DETAIL \
+                 LIMIT 1 1 10 LIMIT 2 60 1000 LIMIT 3 1 5000"
+            )
         );
         let names: Vec<&str> = both.limits().iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["l0", "t0", "g0"]);
@@ -647,7 +625,7 @@ mod tests {
         assert_eq!(keys.get(Part::Identity), None);
         assert_eq!(
             text(tenant_only.call(&keys, &all(&keys)).unwrap().cmd()),
-            ["SLIDINGWINDOW.ALLOW", "rl:{acme}", "1", "5", "*", "DETAIL"]
+            words("SLIDINGWINDOW.ALLOW rl:{acme} 1 5 * DETAIL")
         );
         let global_only = limiter(&["--global-limit", "5/1s"]);
         let keys = global_only.keys(b"k", None);

@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
+#[allow(unused_imports)]
+pub use testkit::probe::{most_in_window, stat};
 
 /// The gateway binary, killed on drop; its stderr goes to a file the test can read.
 pub struct Gateway {
@@ -34,6 +36,18 @@ impl Gateway {
     pub fn start(redis: &Server, args: &[&str]) -> Gateway {
         let url = redis.url();
         Gateway::start_with(&[&["--redis", url.as_str()], args].concat())
+    }
+
+    /// `start` with the arguments as one line, split at whitespace.
+    pub fn cli(redis: &Server, line: &str) -> Gateway {
+        Gateway::start(redis, &line.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// `cli` with the upstream `up` behind the gateway.
+    pub fn proxy(redis: &Server, up: &Upstream, line: &str) -> Gateway {
+        let upstream = ["--upstream", up.url.as_str()];
+        let args: Vec<&str> = line.split_whitespace().chain(upstream).collect();
+        Gateway::start(redis, &args)
     }
 
     pub fn start_with(args: &[&str]) -> Gateway {
@@ -75,6 +89,12 @@ impl Gateway {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Asserts that the log holds `text`, showing the log if not.
+    pub fn assert_logged(&self, text: &str) {
+        let log = self.log();
+        assert!(log.contains(text), "{text:?} not in the log:\n{log}");
+    }
+
     pub fn get(&self, api_key: Option<&str>) -> Reply {
         self.get_path("/", api_key)
     }
@@ -85,12 +105,7 @@ impl Gateway {
     }
 
     pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .into();
-        let mut req = agent.get(format!("{}{path}", self.url));
+        let mut req = agent(Duration::from_secs(10)).get(format!("{}{path}", self.url));
         for (name, value) in headers {
             req = req.header(*name, *value);
         }
@@ -119,6 +134,30 @@ impl Drop for Gateway {
         let _ = self.child.wait();
         let _ = fs::remove_file(&self.log);
     }
+}
+
+/// A test's start: a server, and a gateway on it with the arguments `line`.
+pub fn gateway(line: &str) -> (Server, Gateway) {
+    let redis = Server::start();
+    let gw = Gateway::cli(&redis, line);
+    (redis, gw)
+}
+
+/// `gateway` in front of an `Upstream`.
+pub fn proxied(line: &str) -> (Server, Upstream, Gateway) {
+    let redis = Server::start();
+    let up = Upstream::start();
+    let gw = Gateway::proxy(&redis, &up, line);
+    (redis, up, gw)
+}
+
+/// An HTTP client that returns 4xx and 5xx answers as replies, giving up after `timeout`.
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
 }
 
 pub fn log_path() -> PathBuf {
@@ -255,22 +294,6 @@ pub fn upstream(version: &'static str) -> (String, Arc<AtomicUsize>) {
         }
     });
     (format!("http://{addr}/base"), hits)
-}
-
-/// One of the module's INFO counters (`slidingwindow_<name>`, or `<name>` on servers that do not
-/// prefix it).
-pub fn stat(redis: &Server, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("slidingwindow")
-        .query(&mut redis.client())
-        .unwrap();
-    info.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k == name || k.strip_prefix("slidingwindow_") == Some(name))
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
 }
 
 /// The key's log: (member, score), oldest first.
