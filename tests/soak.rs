@@ -243,7 +243,7 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
         // The same with compact logs, then every path of the data type that runs in the server
         // itself: conversions both ways, COPY, DUMP/RESTORE, an RDB save and load. (An AOF
         // rewrite runs in a forked child, which valgrind's address space often keeps from
-        // forking at all; `tests/compact.rs` covers it.)
+        // forking at all; `tests/compact/persistence.rs` covers it.)
         storage(&mut con, "compact");
         run_mix(&mut con, 4, calls, calls / 2);
         grow_then_expire(&mut con, "cbig", 100_000, 80_000);

@@ -1,0 +1,72 @@
+//! The compact storage (`slidingwindow.storage compact`): the same replies as a sorted set for the
+//! same calls, and its keyspace events and WATCH (`replies`); a few bytes a request, lazy free and
+//! defrag (`memory`); persistence and movement: RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME, a
+//! replica (`persistence`); CONVERT both ways and APPLY (`commands`); corrupt payloads refused, the
+//! golden RDB of encoding 1 and the DUMP fixtures of earlier layouts (`encoding`). Replication,
+//! kill -9 and the cluster run in the `faults`, `concurrency`, `hostile` and `cluster` suites once
+//! per storage.
+
+use testkit::common;
+use testkit::kit;
+use testkit::model;
+use testkit::rng;
+
+use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
+use kit::{Events, info_u64, pexpiretime, q, scores, snapshot, sw, sw5};
+use model::{Expiry, Model};
+use redis::{Connection, Value};
+use rng::Rng;
+use std::time::Duration;
+
+mod commands;
+mod encoding;
+mod memory;
+mod persistence;
+mod replies;
+
+const T0: u64 = 1_700_000_000_000;
+const MAX_TS: u64 = 1 << 53;
+
+fn compact_server() -> Server {
+    Server::builder().storage("compact").start()
+}
+
+/// [`compact_server`] and a connection to it.
+fn compact_client() -> (Server, Connection) {
+    let s = compact_server();
+    let c = s.client();
+    (s, c)
+}
+
+/// The key's TYPE.
+fn kind(con: &mut Connection, key: &str) -> String {
+    q(con, &["TYPE", key])
+}
+
+/// PEEK answers at a few moments and costs: what a key's log means to a caller.
+fn peeks(con: &mut Connection, key: &str) -> Vec<[i64; 5]> {
+    let mut out = Vec::new();
+    for now in [T0, T0 + 30_000, T0 + 3_600_000, T0 + 90_000_000] {
+        for (w, max, cost) in [(3600, 10, 1), (60, 3, 2), (86_400, 1000, 7)] {
+            out.push(sw5(con, &format!("PEEK {key} {w} {max} {now} COST {cost}")));
+        }
+    }
+    out
+}
+
+/// Random admissions and trims on `keys`, with hour-long windows.
+fn traffic(c: &mut Connection, keys: &[&str], seed: u64, calls: usize) {
+    let mut rng = Rng::new(seed);
+    let mut now = T0;
+    for _ in 0..calls {
+        now = match rng.range(0, 19) {
+            0 => now + rng.range(1 << 32, 1 << 33),
+            1 => now.saturating_sub(rng.range(0, 60_000)),
+            _ => now + rng.range(0, 20_000),
+        };
+        let key = rng.pick(keys);
+        let (max, cost) = (rng.range(5, 40), rng.range(1, 4));
+        let reply = sw(c, &format!("ALLOW {key} 3600 {max} {now} COST {cost}"));
+        assert!(error_line(&reply).is_none(), "{reply:?}");
+    }
+}
