@@ -30,9 +30,12 @@ const LEASE: &str = "50/100ms";
 const LEASE_MS: u64 = 100;
 /// Redis's port in region A's namespace (a fresh namespace: nothing else listens there).
 const REDIS_PORT: u16 = 7000;
-/// Load threads per region: enough to offer the rate while exact calls take a round trip to A
-/// (80 ms: a region leases only once its traffic fills a lease within the lease's duration).
-const THREADS: usize = 64;
+/// Load threads per region: a fifth of the rate, so that the offer holds while each request
+/// takes up to 200 ms (an exact call, or a wait for a lease call: a round trip to A is 80 ms; a
+/// region leases only once its traffic fills a lease within the lease's duration).
+fn threads(rate: u64) -> u64 {
+    (rate / 5).max(8)
+}
 /// Each region's offer: twice its third of the limit.
 const TWICE_A_SHARE: u64 = 2 * MAX / 3;
 
@@ -208,12 +211,15 @@ impl Regions {
             for &r in regions {
                 self.net.cut(r);
             }
-            let at = start.elapsed();
+            // Every link is down from here (the cuts have returned) until the first restore
+            // starts.
+            let down = start.elapsed();
             sleep_until(start + to);
+            let up = start.elapsed();
             for &r in regions {
                 self.net.restore(r);
             }
-            cut_at = Some((at, start.elapsed()));
+            cut_at = Some((down, up));
         }
         let samples = loads
             .into_iter()
@@ -257,11 +263,12 @@ struct Outcome {
     samples: [Vec<Sample>; 3],
     times: Vec<u64>,
     run: Duration,
-    /// When the link went down and came back, after the load's start.
+    /// After the load's start: when every cut link was down (the cuts had returned), and when
+    /// the first one started coming back.
     cut: Option<(Duration, Duration)>,
 }
 
-/// `rate` requests a second on `url` from `THREADS` threads inside `ns`, from `start` to `until`,
+/// `rate` requests a second on `url` from `threads(rate)` threads inside `ns`, from `start` to `until`,
 /// each paced on its own (a thread late by more than its interval starts again from now: no burst
 /// to catch up).
 fn load(
@@ -271,13 +278,17 @@ fn load(
     start: Instant,
     until: Instant,
 ) -> Vec<JoinHandle<Vec<Sample>>> {
-    let interval = Duration::from_secs(THREADS as u64) / rate.max(1) as u32;
-    (0..THREADS)
+    if rate == 0 {
+        return Vec::new();
+    }
+    let threads = threads(rate);
+    let interval = Duration::from_secs(threads) / rate as u32;
+    (0..threads)
         .map(|i| {
             let url = format!("{url}/");
             in_ns(ns, move || {
                 let agent = agent(Duration::from_secs(10));
-                let mut next = start + interval * i as u32 / THREADS as u32;
+                let mut next = start + interval * i as u32 / threads as u32;
                 let mut samples = Vec::new();
                 loop {
                     sleep_until(next);
@@ -401,10 +412,15 @@ fn one_limit_across_three_regions_and_two_cut_off() {
 
 /// The median of `samples`' answer times, in ms.
 fn median_ms(samples: &[Sample]) -> f64 {
+    quantile_ms(samples, 0.5)
+}
+
+/// The `q` quantile of `samples`' answer times, in ms.
+fn quantile_ms(samples: &[Sample], q: f64) -> f64 {
     let mut t: Vec<Duration> = samples.iter().map(|s| s.took).collect();
     t.sort_unstable();
-    t.get(t.len() / 2)
-        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
+    let i = ((t.len() as f64 * q) as usize).min(t.len().saturating_sub(1));
+    t.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
 }
 
 /// Over-admission, the limit's use and each region's admitted share of a run.
@@ -423,11 +439,41 @@ fn shares(name: &str, out: &Outcome, rates: [u64; 3]) {
     );
     for (r, n) in admitted.iter().enumerate() {
         println!(
-            "  region {}: offered {:.0}/s, admitted {:.0}/s = {:.1}% of the admissions",
+            "  region {}: offered {:.0}/s, admitted {:.0}/s = {:.1}% of the admissions; answers {}",
             ["A", "B", "C"][r],
             out.samples[r].len() as f64 / out.run.as_secs_f64(),
             *n as f64 / out.run.as_secs_f64(),
-            100.0 * *n as f64 / total.max(1) as f64
+            100.0 * *n as f64 / total.max(1) as f64,
+            statuses(&out.samples[r])
+        );
+    }
+}
+
+/// Each of `regions`' median answer time: admitted, against the gateway without limits in the
+/// same region (`bare`, under the same load).
+fn latencies(out: &Outcome, bare: &Outcome, regions: &[usize]) {
+    for &r in regions {
+        let admitted: Vec<Sample> = out.samples[r]
+            .iter()
+            .filter(|s| s.status == 200)
+            .copied()
+            .collect();
+        let alone = median_ms(&bare.samples[r]);
+        let limited = median_ms(&admitted);
+        // Answered within 1 ms of the unlimited gateway's median: served from memory.
+        let quick = admitted
+            .iter()
+            .filter(|s| s.took.as_secs_f64() * 1e3 < alone + 1.0)
+            .count();
+        println!(
+            "  region {}: median admitted {limited:.3} ms (added {:.3} ms; {:.1}% of them within 1 \
+             ms of the unlimited median; p90 {:.1} ms), of every answer {:.3} ms; the gateway \
+             without limits {alone:.3} ms",
+            ["A", "B", "C"][r],
+            limited - alone,
+            100.0 * quick as f64 / admitted.len().max(1) as f64,
+            quantile_ms(&admitted, 0.9),
+            median_ms(&out.samples[r]),
         );
     }
 }
@@ -450,20 +496,12 @@ fn bench_regions() {
     std::thread::sleep(Duration::from_millis(1200));
     let out = regions.drive(&regions.gateways, even, seconds, None);
     shares("even load", &out, even);
-    for r in 0..3 {
-        let admitted: Vec<Sample> = out.samples[r]
-            .iter()
-            .filter(|s| s.status == 200)
-            .copied()
-            .collect();
-        let (limited, alone) = (median_ms(&admitted), median_ms(&bare.samples[r]));
-        println!(
-            "  region {}: median admitted {limited:.3} ms, the gateway without limits {alone:.3} \
-             ms: added {:.3} ms",
-            ["A", "B", "C"][r],
-            limited - alone
-        );
-    }
+    latencies(&out, &bare, &[0, 1, 2]);
+    std::thread::sleep(Duration::from_millis(1200));
+    let alone = [0, 600, 0];
+    let out = regions.drive(&regions.gateways, alone, seconds, None);
+    shares("region B alone, under the limit", &out, alone);
+    latencies(&out, &bare, &[1]);
     std::thread::sleep(Duration::from_millis(1200));
     let uneven = [1200, 600, 200];
     let out = regions.drive(&regions.gateways, uneven, seconds, None);
@@ -479,12 +517,18 @@ fn bench_regions() {
     shares("B (closed) and C (open) cut off for 2 s", &out, even);
     for r in 0..3 {
         let s = &out.samples[r];
-        let open = between(s, cut, back)
+        let cut_off = between(s, cut, back);
+        let open = cut_off
             .iter()
             .filter(|s| s.status == 200 && !s.limited)
             .count();
+        let leased = cut_off
+            .iter()
+            .filter(|s| s.status == 200 && s.limited && s.sent + s.took < back)
+            .count();
         println!(
-            "  region {}: before {}, cut off {} ({open} let through unlimited), back {}",
+            "  region {}: before {}, cut off {} ({leased} admitted on the limit and answered \
+             before the link was back, {open} let through unlimited), back {}",
             ["A", "B", "C"][r],
             statuses(&between(s, Duration::ZERO, cut)),
             statuses(&between(s, cut, back)),
