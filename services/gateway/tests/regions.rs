@@ -3,9 +3,9 @@
 //! has it, else a delaying relay), Redis in region A, a gateway in each region with
 //! `--global-limit 1000/1s --lease 50/100ms --admission-log`, load in each region, every address
 //! from 198.18.0.0/15. The test: no 1 s window of the three admission logs holds more than 1,000;
-//! regions B (closed) and C (open) cut off from A for 2 s: B serves its lease, then answers 503
-//! and nothing admitted after the lease's end; C lets requests through unlimited; both admit
-//! again once the link is back. Where namespaces cannot be made (not root, no `ip netns`) it
+//! regions B (closed) and C (open) cut off from A for 2 s: B admits nothing past its lease's end
+//! while the link is down and answers 503; C lets requests through unlimited; both admit again
+//! once the link is back. Where namespaces cannot be made (not root, no `ip netns`) it
 //! prints `SKIPPED: regions: <reason>` past the test harness's capture (`make test` lists it)
 //! and returns. The bench (`make bench-regions`, ignored here) prints the figures of
 //! docs/clients.md "Across regions".
@@ -241,6 +241,14 @@ impl Regions {
             times: self.admissions(since_ms),
             run,
             cut: cut_at,
+        }
+    }
+}
+
+impl Drop for Regions {
+    fn drop(&mut self) {
+        for path in &self.logs {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
