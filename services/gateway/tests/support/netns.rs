@@ -41,7 +41,6 @@ pub enum Delay {
 pub struct Net {
     tag: String,
     pub delay: Delay,
-    made: Vec<String>,
     relays: Vec<Arc<AtomicBool>>,
 }
 
@@ -76,13 +75,13 @@ impl Net {
         let mut net = Net {
             tag: format!("sw{}", std::process::id()),
             delay: Delay::Relay,
-            made: Vec::new(),
             relays: Vec::new(),
         };
+        // Names with this pid left by a process killed before its drop ran: that process is gone.
+        net.remove();
         for r in 0..3 {
             let ns = net.ns(r);
             ip(&["netns", "add", &ns])?;
-            net.made.push(ns.clone());
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
             ip(&[
                 "-n",
@@ -210,19 +209,27 @@ impl Drop for Net {
         for stop in &self.relays {
             stop.store(true, Ordering::Relaxed);
         }
-        // Deleting a namespace deletes the veths in it; one left in the root namespace by a
-        // half-made link goes too.
-        for ns in &self.made {
-            let _ = ip(&["netns", "del", ns]);
+        self.remove();
+    }
+}
+
+impl Net {
+    /// Deletes this run's namespaces (and the veths in them) and any of its veths left in the
+    /// root namespace by a half-made link; what does not exist is passed over.
+    fn remove(&self) {
+        let quiet = |args: &[&str]| {
+            let _ = Command::new("ip")
+                .args(args)
+                .stderr(std::process::Stdio::null())
+                .status();
+        };
+        for r in 0..3 {
+            quiet(&["netns", "del", &self.ns(r)]);
         }
         for r in 1..3 {
             let (near, far) = self.devs(r);
-            for dev in [near, far] {
-                let _ = Command::new("ip")
-                    .args(["link", "del", &dev])
-                    .stderr(std::process::Stdio::null())
-                    .status();
-            }
+            quiet(&["link", "del", &near]);
+            quiet(&["link", "del", &far]);
         }
     }
 }
