@@ -9,7 +9,7 @@ TEST_THREADS ?= 2
 SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
-	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-envoy \
+	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-regions bench-envoy \
 	bench-go bench-memory bench-top go-vendor dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
 
@@ -167,6 +167,14 @@ bench-gateway: build
 	cargo build --release -p http-gateway
 	SLIDINGWINDOW_MODULE='$(MODULE)' GATEWAY='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/http-gateway' \
 		bash services/gateway/bench.sh $(BENCH_DURATION)
+
+# One global limit across three regions on a simulated network (network namespaces, 40 ms one
+# way between regions; needs root): over-admission, the limit's use, each region's share and the
+# median latency leased requests add (services/gateway/tests/regions.rs, its ignored bench).
+bench-regions: build
+	cargo build --release -p http-gateway
+	SLIDINGWINDOW_MODULE='$(MODULE)' GATEWAY='$(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/http-gateway' \
+		cargo test -p http-gateway --test regions -- --ignored --nocapture
 
 # The release tarballs in dist/ with their SHA256SUMS: the module for x86_64 Linux with glibc
 # >= 2.17, the Envoy service and the gateway as static (musl) executables (scripts/dist.sh

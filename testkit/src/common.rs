@@ -31,7 +31,8 @@ pub fn module_path() -> PathBuf {
     fs::canonicalize(&path).unwrap_or(path)
 }
 
-fn redis_server_bin() -> String {
+/// The redis-server to start: `$REDIS_SERVER`, else the one on PATH.
+pub fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
 }
 

@@ -2,6 +2,7 @@
 //! port, a real HTTP client and its replies, upstreams, and Redis's state.
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod poller;
 
 use crate::common::{STARTUP_DEADLINE, Server, wait_until};
@@ -51,6 +52,18 @@ impl Gateway {
     }
 
     pub fn start_with(args: &[&str]) -> Gateway {
+        Gateway::launch(Command::new(binary()), args)
+    }
+
+    /// `start_with` inside the network namespace `ns` (`ip netns exec`, which execs the gateway:
+    /// the child's pid is the gateway's).
+    pub fn start_in(ns: &str, args: &[&str]) -> Gateway {
+        let mut ip = Command::new("ip");
+        ip.args(["netns", "exec", ns]).arg(binary());
+        Gateway::launch(ip, args)
+    }
+
+    fn launch(mut command: Command, args: &[&str]) -> Gateway {
         let log = log_path();
         // A free loopback port unless the test chose the address.
         let listen: &[&str] = if args.contains(&"--listen") {
@@ -58,7 +71,7 @@ impl Gateway {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = Command::new(binary())
+        let mut child = command
             .args(listen)
             .args(args)
             .stdin(Stdio::null())
