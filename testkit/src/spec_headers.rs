@@ -180,7 +180,8 @@ fn scenario(name: &str, limits: &[(&str, usize, u64, u64)], calls: &[(u64, u64)]
         .collect()
 }
 
-/// Every case: fixed scenarios for the rules' edges, then a seeded random one.
+/// Every case: fixed scenarios for the rules' edges, then a seeded random one; every window is
+/// 1, 60 or 3600 s, a unit the Envoy service has.
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     out.extend(scenario(
