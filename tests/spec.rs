@@ -67,3 +67,12 @@ fn the_spec_is_what_the_model_makes() {
         "spec/cases.json is stale: cargo run -p testkit --bin spec > spec/cases.json"
     );
 }
+
+#[test]
+fn the_header_spec_is_what_testkit_makes() {
+    let made = testkit::spec_headers::render(&testkit::spec_headers::cases());
+    assert!(
+        include_str!("../spec/headers.json") == made,
+        "spec/headers.json is stale: cargo run -p testkit --bin spec -- headers > spec/headers.json"
+    );
+}

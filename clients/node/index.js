@@ -659,16 +659,20 @@ function flatLimits(limits) {
   return keyed ? toPairs(limits).flatMap(([, l]) => toLimits(l)) : toLimits(limits);
 }
 
-const nameOf = (names, i) => (names ? names[i] : `l${i}`);
+/** A limit's name as a structured-field string, as the gateway writes it: printable ASCII, `"` and `\` escaped, any other character as `_`. */
+const nameOf = (names, i) => {
+  const name = names ? names[i] : `l${i}`;
+  return `"${[...name].map((c) => ('"\\'.includes(c) ? `\\${c}` : c >= ' ' && c <= '~' ? c : '_')).join('')}"`;
+};
 
 /** RateLimit-Policy: every limit by name, `"l0";q=10;w=1,"l1";q=100;w=60` (names default l0, l1, ...). */
 function policyHeader(limits, names) {
-  return flatLimits(limits).map((l, i) => `"${nameOf(names, i)}";q=${l.max};w=${l.window}`).join(',');
+  return flatLimits(limits).map((l, i) => `${nameOf(names, i)};q=${l.max};w=${l.window}`).join(',');
 }
 
 /** RateLimit for the binding limit: name, remaining, seconds until its window is empty, `"l1";r=37;t=58`. */
 function rateLimitHeader(result, names) {
-  return `"${nameOf(names, result.limit)}";r=${result.remaining};t=${secondsUp(result.resetAfterMs)}`;
+  return `${nameOf(names, result.limit)};r=${result.remaining};t=${secondsUp(result.resetAfterMs)}`;
 }
 
 /** Retry-After in whole seconds, rounded up; null when no wait admits the request (-1). */

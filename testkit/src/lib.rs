@@ -6,6 +6,7 @@
 pub mod model;
 pub mod rng;
 pub mod spec;
+pub mod spec_headers;
 pub mod zipf;
 
 /// A cluster of servers, its slots and its views.

@@ -359,6 +359,18 @@ fn quoted(s: &str) -> String {
     format!("\"{s}\"")
 }
 
+/// Fails unless `spec/<file>` holds `made`: it must be regenerated with the `spec` bin and
+/// `args`.
+#[cfg(test)]
+pub(crate) fn assert_checked_in(file: &str, args: &str, made: &str) {
+    let path = format!("{}/../spec/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        text == made,
+        "spec/{file} is stale: cargo run -p testkit --bin spec {args}> spec/{file}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,12 +379,7 @@ mod tests {
     /// this file.
     #[test]
     fn the_checked_in_spec_is_current() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/cases.json");
-        let file = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            file == render(&cases()),
-            "spec/cases.json is stale: cargo run -p testkit --bin spec > spec/cases.json"
-        );
+        assert_checked_in("cases.json", "", &render(&cases()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ import (
 func Policy(names []string, limits []slidingwindow.Limit) string {
 	items := make([]string, len(limits))
 	for i, l := range limits {
-		items[i] = `"` + names[i] + `";q=` + strconv.FormatInt(l.Max, 10) +
+		items[i] = quote(names[i]) + ";q=" + strconv.FormatInt(l.Max, 10) +
 			";w=" + strconv.FormatInt(int64(l.Window/time.Second), 10)
 	}
 	return strings.Join(items, ",")
@@ -24,8 +24,28 @@ func Policy(names []string, limits []slidingwindow.Limit) string {
 // RateLimit is the RateLimit value for the binding limit: its name, its remaining requests r,
 // and t, the seconds (rounded up) until its window is empty: `"l1";r=37;t=58`.
 func RateLimit(names []string, r slidingwindow.Result) string {
-	return `"` + names[r.Limit] + `";r=` + strconv.FormatInt(r.Remaining, 10) +
+	return quote(names[r.Limit]) + ";r=" + strconv.FormatInt(r.Remaining, 10) +
 		";t=" + strconv.FormatInt(SecondsUp(r.ResetAfter), 10)
+}
+
+// quote is name as a structured-field string, as the gateway writes it: printable ASCII, `"`
+// and `\` escaped, any other character as `_`.
+func quote(name string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range name {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c >= ' ' && c <= '~':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // RetryAfter is the Retry-After value, whole seconds rounded up, and false when no wait admits

@@ -1,7 +1,10 @@
 package httplimit_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,24 +12,66 @@ import (
 	"github.com/slidingwindow/slidingwindow/clients/go/httplimit"
 )
 
-// The values services/gateway's own test renders (src/headers.rs).
-func TestHeaderValuesAreTheGateways(t *testing.T) {
-	names := []string{"l0", "t0"}
-	limits := []slidingwindow.Limit{slidingwindow.PerSecond(10), slidingwindow.PerMinute(100)}
-	if got := httplimit.Policy(names, limits); got != `"l0";q=10;w=1,"t0";q=100;w=60` {
-		t.Fatalf("policy %q", got)
+// headerSpec is spec/headers.json: replies, their limits, and each variant's headers.
+type headerSpec struct {
+	Cases []struct {
+		Name   string
+		Limits []struct {
+			Name   string
+			Max    int64
+			Window int64
+		}
+		Reply struct {
+			Allowed          bool
+			Count, Remaining int64
+			RetryAfterMs     int64 `json:"retry_after_ms"`
+			ResetAfterMs     int64 `json:"reset_after_ms"`
+			Limit            int
+		}
+		Headers map[string][][2]string
 	}
-	r := slidingwindow.Result{RetryAfter: 1001 * time.Millisecond, ResetAfter: 59 * time.Second, Limit: 1}
-	if got := httplimit.RateLimit(names, r); got != `"t0";r=0;t=59` {
-		t.Fatalf("ratelimit %q", got)
+}
+
+// Every case of the shared header spec (spec/headers.json, testkit's), variant "gateway": the
+// headers Policy, RateLimit and RetryAfter render for each reply, Retry-After on a refusal.
+func TestHeaderSpec(t *testing.T) {
+	var spec headerSpec
+	raw, err := os.ReadFile("../../../spec/headers.json")
+	if err == nil {
+		err = json.Unmarshal(raw, &spec)
 	}
-	if got, ok := httplimit.RetryAfter(r); got != "2" || !ok {
-		t.Fatalf("retry-after %q %v", got, ok)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.RetryAfter = slidingwindow.Never
-	if got, ok := httplimit.RetryAfter(r); ok {
-		t.Fatalf("retry-after for a cost that never fits: %q", got)
+	for _, c := range spec.Cases {
+		names := make([]string, len(c.Limits))
+		limits := make([]slidingwindow.Limit, len(c.Limits))
+		for i, l := range c.Limits {
+			names[i] = l.Name
+			limits[i] = slidingwindow.Limit{Window: time.Duration(l.Window) * time.Second, Max: l.Max}
+		}
+		rep := c.Reply
+		retry := time.Duration(rep.RetryAfterMs) * time.Millisecond
+		if rep.RetryAfterMs < 0 {
+			retry = slidingwindow.Never
+		}
+		r := slidingwindow.Result{Allowed: rep.Allowed, Count: rep.Count, Remaining: rep.Remaining,
+			RetryAfter: retry, ResetAfter: time.Duration(rep.ResetAfterMs) * time.Millisecond, Limit: rep.Limit}
+		got := [][2]string{{"RateLimit-Policy", httplimit.Policy(names, limits)}, {"RateLimit", httplimit.RateLimit(names, r)}}
+		if v, ok := httplimit.RetryAfter(r); ok && !r.Allowed {
+			got = append(got, [2]string{"Retry-After", v})
+		}
+		if !reflect.DeepEqual(got, c.Headers["gateway"]) {
+			t.Fatalf("%s: %q, want %q", c.Name, got, c.Headers["gateway"])
+		}
 	}
+	if len(spec.Cases) < 30 {
+		t.Fatalf("%d cases", len(spec.Cases))
+	}
+}
+
+// What the spec cannot say: rounding of any duration.
+func TestSecondsUp(t *testing.T) {
 	for _, c := range []struct {
 		ms   int64
 		want int64

@@ -285,22 +285,18 @@ for (const path of ['module', 'lua']) {
   });
 }
 
+// What spec/headers.json (test/headers.test.js) cannot say: default names, rounding near 2**53,
+// a result let through unchecked, the forms of keyed limits.
 test('headers: the gateway\'s, byte for byte', () => {
   const limits = [{ window: 1, max: 10 }, { window: 60, max: 100 }];
-  assert.equal(policyHeader(limits, ['l0', 't0']), '"l0";q=10;w=1,"t0";q=100;w=60');
   assert.equal(policyHeader([[1, 10], [60, 100]]), '"l0";q=10;w=1,"l1";q=100;w=60');
   const refused = { allowed: false, count: 100, remaining: 0, retryAfterMs: 1001, resetAfterMs: 59_000, limit: 1 };
-  assert.equal(rateLimitHeader(refused, ['l0', 't0']), '"t0";r=0;t=59');
   assert.equal(rateLimitHeader(refused), '"l1";r=0;t=59');
   assert.equal(retryAfterHeader(refused), '2');
   assert.equal(retryAfterHeader({ ...refused, retryAfterMs: -1 }), null);
   for (const [ms, s] of [[-1, 0], [0, 0], [1, 1], [999, 1], [1000, 1], [1001, 2], [60_000, 60], [9007199254740992, 9007199254741]]) {
     assert.equal(secondsUp(ms), s, String(ms));
   }
-  assert.deepEqual(headers(refused, limits), { 'RateLimit-Policy': '"l0";q=10;w=1,"l1";q=100;w=60', RateLimit: '"l1";r=0;t=59', 'Retry-After': '2' });
-  assert.deepEqual(headers({ ...refused, allowed: true, remaining: 37, resetAfterMs: 57_021 }, limits),
-    { 'RateLimit-Policy': '"l0";q=10;w=1,"l1";q=100;w=60', RateLimit: '"l1";r=37;t=58' });
-  assert.deepEqual(headers({ ...refused, retryAfterMs: -1, limit: 0 }, [1, 1]), { 'RateLimit-Policy': '"l0";q=1;w=1', RateLimit: '"l0";r=0;t=59' });
   assert.deepEqual(headers({ ...refused, allowed: true, error: new Error('down') }, limits), {});
   const keyed = [['rl:{acme}:u', [[1, 10]]], ['rl:{acme}', [60, 1000]]];
   assert.equal(policyHeader(keyed, ['user-1s', 'tenant-1m']), '"user-1s";q=10;w=1,"tenant-1m";q=1000;w=60');

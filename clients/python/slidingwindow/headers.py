@@ -32,18 +32,25 @@ def names_of(count: int, names: Optional[Sequence[str]]) -> Sequence[str]:
     return names if names is not None else [f"l{i}" for i in range(count)]
 
 
+def _quoted(name: str) -> str:
+    """``name`` as a structured-field string, as the gateway writes it: printable ASCII, ``"`` and
+    ``\\`` escaped, any other character as ``_``."""
+    body = "".join("\\" + c if c in '"\\' else c if " " <= c <= "~" else "_" for c in name)
+    return f'"{body}"'
+
+
 def policy_header(limits: "Limits | KeyedLimits", names: Optional[Sequence[str]] = None) -> str:
     """``RateLimit-Policy``: every limit by name, ``"l0";q=10;w=1,"l1";q=100;w=60``."""
     listed = flat_limits(limits)
     named = names_of(len(listed), names)
-    return ",".join(f'"{named[i]}";q={l.max};w={l.window}' for i, l in enumerate(listed))
+    return ",".join(f"{_quoted(named[i])};q={l.max};w={l.window}" for i, l in enumerate(listed))
 
 
 def ratelimit_header(result: Result, names: Optional[Sequence[str]] = None) -> str:
     """``RateLimit`` for the binding limit: its name, remaining requests and the seconds (rounded
     up) until its window is empty, ``"l1";r=37;t=58``."""
     name = names[result.limit] if names is not None else f"l{result.limit}"
-    return f'"{name}";r={result.remaining};t={seconds_up(result.reset_after_ms)}'
+    return f"{_quoted(name)};r={result.remaining};t={seconds_up(result.reset_after_ms)}"
 
 
 def retry_after_header(result: Result) -> Optional[str]:

@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from slidingwindow import (AllResult, Limit, LimitState, Result, SlidingWindow, canonical_ip, headers,
+from slidingwindow import (AllResult, Limit, LimitState, Result, SlidingWindow, canonical_ip,
                            policy_header, ratelimit_header, retry_after_header, seconds_up)
 from slidingwindow_testkit import wait_for
 
@@ -322,25 +322,19 @@ def busiest(times, window_ms: int) -> int:
     return most
 
 
-# Headers, as services/gateway renders them (its src/headers.rs test cases).
+# Headers: what spec/headers.json (tests/test_headers.py) cannot say: default names, rounding
+# near 2**63, the forms of keyed limits.
 
 
 def test_headers_are_the_gateways():
     limits = [Limit(1, 10), Limit(60, 100)]
-    assert policy_header(limits, ["l0", "t0"]) == '"l0";q=10;w=1,"t0";q=100;w=60'
     assert policy_header(limits) == '"l0";q=10;w=1,"l1";q=100;w=60'
     refused = Result(False, 100, 0, 1001, 59_000, 1)
-    assert ratelimit_header(refused, ["l0", "t0"]) == '"t0";r=0;t=59'
     assert ratelimit_header(refused) == '"l1";r=0;t=59'
     assert retry_after_header(refused) == "2"
     assert retry_after_header(Result(False, 1, 0, -1, 5, 0)) is None
     for ms, s in [(-1, 0), (0, 0), (1, 1), (999, 1), (1000, 1), (1001, 2), (60_000, 60), (2**63 - 1, (2**63 - 1) // 1000 + 1)]:
         assert seconds_up(ms) == s, ms
-    assert headers(refused, limits) == {"RateLimit-Policy": '"l0";q=10;w=1,"l1";q=100;w=60',
-                                        "RateLimit": '"l1";r=0;t=59', "Retry-After": "2"}
-    admitted = Result(True, 63, 37, 0, 57_021, 1)
-    assert headers(admitted, limits) == {"RateLimit-Policy": '"l0";q=10;w=1,"l1";q=100;w=60', "RateLimit": '"l1";r=37;t=58'}
-    assert headers(Result(False, 1, 0, -1, 5, 0), Limit(1, 1)) == {"RateLimit-Policy": '"l0";q=1;w=1', "RateLimit": '"l0";r=0;t=1'}
     # allow_all's limits, key by key.
     keyed = {"rl:{acme}:u": [Limit(1, 10)], "rl:{acme}": Limit(60, 1000)}
     assert policy_header(keyed, ["user-1s", "tenant-1m"]) == '"user-1s";q=10;w=1,"tenant-1m";q=1000;w=60'

@@ -144,6 +144,99 @@ mod tests {
         l
     }
 
+    /// Every case of `spec/headers.json` (testkit's) through `rows` and `response`, one
+    /// descriptor per limit: the binding one with the reply, the others unconstrained; variants
+    /// `envoy` (`--response-headers`) and `envoy-reference` (`--limit-response-headers`).
+    #[test]
+    fn replays_the_header_spec() {
+        use crate::cli::OnRedisError;
+        use crate::plan::{Action, Mode};
+        use crate::response::{HeaderForms, response, rows};
+        use crate::stat::Counters;
+        use crate::store::{Outcome, Seen};
+        use std::sync::Arc;
+
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../../../spec/headers.json")).expect("JSON");
+        let names = HeaderNames {
+            limit: "RateLimit-Limit".into(),
+            remaining: "RateLimit-Remaining".into(),
+            reset: "RateLimit-Reset".into(),
+        };
+        let forms = HeaderForms {
+            draft: true,
+            reference: Some(names),
+        };
+        let cases = spec["cases"].as_array().expect("cases");
+        for case in cases {
+            let r = &case["reply"];
+            let int = |field: &str| r[field].as_i64().expect("integer");
+            let binding = r["limit"].as_u64().expect("limit") as usize;
+            let refused = !r["allowed"].as_bool().expect("allowed");
+            let mut seen = Vec::new();
+            let actions: Vec<Action> = case["limits"]
+                .as_array()
+                .expect("limits")
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let unit = match l["window"].as_u64() {
+                        Some(1) => Unit::Second,
+                        Some(60) => Unit::Minute,
+                        Some(3600) => Unit::Hour,
+                        other => panic!("no unit of {other:?} s"),
+                    };
+                    let max = l["max"].as_u64().expect("max");
+                    let mut limit = lim(l["name"].as_str().expect("name"), unit);
+                    limit.requests_per_unit = u32::try_from(max).expect("u32");
+                    seen.push(Some(if i == binding {
+                        Seen {
+                            remaining: int("remaining") as u64,
+                            retry_ms: int("retry_after_ms"),
+                            reset_ms: int("reset_after_ms") as u64,
+                            over: refused,
+                            before: int("count") as u64,
+                        }
+                    } else {
+                        Seen {
+                            remaining: u64::MAX,
+                            retry_ms: 0,
+                            reset_ms: 0,
+                            over: false,
+                            before: 0,
+                        }
+                    }));
+                    Action::Count {
+                        key: vec![b'k', i as u8],
+                        limit: Arc::new(limit),
+                        counters: Arc::new(Counters::default()),
+                        cost: 1,
+                        mode: Mode::Charge,
+                    }
+                })
+                .collect();
+            let outcome = Outcome {
+                refused,
+                seen,
+                round_trips: 1,
+                charged: Vec::new(),
+            };
+            let (rows, refused) = rows(&actions, Some(&outcome), OnRedisError::Open);
+            let got: Vec<[String; 2]> = response(&rows, refused, &forms)
+                .response_headers_to_add
+                .into_iter()
+                .map(|h| [h.key, h.value])
+                .collect();
+            let want = |variant: &str| -> Vec<[String; 2]> {
+                serde_json::from_value(case["headers"][variant].clone()).expect("headers")
+            };
+            let (draft, reference) = got.split_at(got.len() - 3);
+            assert_eq!(draft, want("envoy"), "{}", case["name"]);
+            assert_eq!(reference, want("envoy-reference"), "{}", case["name"]);
+        }
+        assert!(cases.len() > 30);
+    }
+
     #[test]
     fn names_the_binding_limit() {
         let l = lim;
@@ -171,9 +264,6 @@ mod tests {
             ]
         );
         assert_eq!(name(1, ""), "d1");
-        let mut quoted = String::new();
-        quote(&mut quoted, &name(0, "a\"b\\c\u{e9}"));
-        assert_eq!(quoted, "\"a\\\"b\\\\c_\"");
         assert!(draft(&[]).is_empty());
         let names = HeaderNames {
             limit: "L".into(),

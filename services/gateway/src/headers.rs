@@ -64,6 +64,56 @@ mod tests {
     use super::*;
     use crate::config::Limit;
 
+    /// Every case of `spec/headers.json` (testkit's), variant `gateway`: the headers a response
+    /// gets, `Retry-After` only on a refusal as the layer sends them.
+    #[test]
+    fn replays_the_header_spec() {
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../../../spec/headers.json")).expect("JSON");
+        let cases = spec["cases"].as_array().expect("cases");
+        for case in cases {
+            let int = |v: &serde_json::Value| v.as_i64().expect("integer");
+            let limits: Vec<Named> = case["limits"]
+                .as_array()
+                .expect("limits")
+                .iter()
+                .map(|l| Named {
+                    name: l["name"].as_str().expect("name").to_string(),
+                    limit: Limit {
+                        max: l["max"].as_u64().expect("max"),
+                        window_s: l["window"].as_u64().expect("window"),
+                    },
+                })
+                .collect();
+            let r = &case["reply"];
+            let d = Decision {
+                allowed: r["allowed"].as_bool().expect("allowed"),
+                remaining: int(&r["remaining"]),
+                retry_after_ms: int(&r["retry_after_ms"]),
+                reset_after_ms: int(&r["reset_after_ms"]),
+                limit: r["limit"].as_u64().expect("limit") as usize,
+            };
+            let mut got = vec![
+                ["RateLimit-Policy".to_string(), text(policy(&limits))],
+                ["RateLimit".to_string(), text(ratelimit(&limits, &d))],
+            ];
+            if !d.allowed
+                && let Some(v) = retry_after(&d)
+            {
+                got.push(["Retry-After".to_string(), text(v)]);
+            }
+            let want: Vec<[String; 2]> =
+                serde_json::from_value(case["headers"]["gateway"].clone()).expect("headers");
+            assert_eq!(got, want, "{}", case["name"]);
+        }
+        assert!(cases.len() > 30);
+    }
+
+    fn text(v: HeaderValue) -> String {
+        v.to_str().expect("ASCII").to_string()
+    }
+
+    /// What the spec cannot say: a name the limits do not hold, the 429's body.
     #[test]
     fn renders() {
         let named = |name: &str, max, window_s| Named {
@@ -71,7 +121,6 @@ mod tests {
             limit: Limit { max, window_s },
         };
         let limits = [named("l0", 10, 1), named("t0", 100, 60)];
-        assert_eq!(policy(&limits), "\"l0\";q=10;w=1,\"t0\";q=100;w=60");
         let d = Decision {
             allowed: false,
             remaining: 0,
@@ -79,14 +128,9 @@ mod tests {
             reset_after_ms: 59_000,
             limit: 1,
         };
-        assert_eq!(ratelimit(&limits, &d), "\"t0\";r=0;t=59");
-        assert_eq!(retry_after(&d).unwrap(), "2");
         assert_eq!(
-            retry_after(&Decision {
-                retry_after_ms: -1,
-                ..d
-            }),
-            None
+            ratelimit(&limits, &Decision { limit: 2, ..d }),
+            "\"l2\";r=0;t=59"
         );
         assert_eq!(
             refused_body(&limits, &d),

@@ -1,5 +1,16 @@
-//! Prints the shared spec: `cargo run -p testkit --bin spec > spec/cases.json`.
+//! Prints the shared spec: `cargo run -p testkit --bin spec > spec/cases.json`, and with
+//! `headers`, the header spec: `cargo run -p testkit --bin spec -- headers > spec/headers.json`.
 
 fn main() {
-    print!("{}", testkit::spec::render(&testkit::spec::cases()));
+    match std::env::args().nth(1).as_deref() {
+        None => print!("{}", testkit::spec::render(&testkit::spec::cases())),
+        Some("headers") => print!(
+            "{}",
+            testkit::spec_headers::render(&testkit::spec_headers::cases())
+        ),
+        Some(other) => {
+            eprintln!("unknown argument {other:?}: none, or headers");
+            std::process::exit(2);
+        }
+    }
 }
