@@ -11,7 +11,7 @@ use testkit::traffic;
 
 use cluster::{CONVERGE_DEADLINE, Cluster, calls_of};
 use common::{Server, call, error_line, wait_until};
-use kit::{STORAGES, q, sw5_with};
+use kit::{STORAGES, ok, q, sw5_with};
 use std::collections::BTreeSet;
 use traffic::{Outcome, State, Traffic, Workload, assert_keys_match_on};
 
@@ -58,7 +58,7 @@ fn replies_match_the_model(storage: &str) {
         let key = w.key(i);
         let replica = cluster.replica_of(cluster.master_of_slot(cluster.keyslot(&key)));
         let mut con = cluster.nodes[replica].client();
-        let _: () = q(&mut con, &["READONLY"]);
+        ok(&mut con, &["READONLY"]);
         let (now, max) = (out.state.clocks[i], w.max(i));
         assert_eq!(
             sw5_with(&mut con, "PEEK", &key, 3600, max, now, 1),
@@ -164,7 +164,7 @@ fn failover_under_traffic(storage: &str) {
 
     let mut traffic = Traffic::spawn(cluster.client(), &w, State::new(w.keys), true);
     traffic.wait_more(300);
-    let _: () = q(&mut cluster.nodes[new].client(), &["CLUSTER", "FAILOVER"]);
+    ok(&mut cluster.nodes[new].client(), &["CLUSTER", "FAILOVER"]);
     let role = |i: usize| cluster.nodes[i].info_field("replication", "role");
     wait_until(
         CONVERGE_DEADLINE,
@@ -217,7 +217,7 @@ fn setslot(node: &Server, args: &[&str], slot: u16) {
     let s = slot.to_string();
     let mut line = vec!["CLUSTER", "SETSLOT", &s];
     line.extend(args);
-    let _: () = q(&mut node.client(), &line);
+    ok(&mut node.client(), &line);
 }
 
 /// A plain (not cluster-aware) client calling PEEK on `key` at `node` is redirected: `want` is

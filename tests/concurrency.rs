@@ -6,7 +6,7 @@ use testkit::kit;
 use testkit::rng;
 
 use common::{Server, call, start_replica, wait_in_sync};
-use kit::{STORAGES, five, q, scores, sw5_with};
+use kit::{STORAGES, five, ok, scores, sw5_with};
 use redis::Value;
 use rng::Rng;
 use std::thread;
@@ -188,7 +188,7 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
         let replica = start_replica(&master, &[]);
         let mut con = master.client();
         for mode in ["plain", "multi", "lua-each", "lua-batch"] {
-            let _: () = q(&mut con, &["SET", &format!("{mode}:s"), "text"]);
+            ok(&mut con, &["SET", &format!("{mode}:s"), "text"]);
         }
 
         let keys = |mode: &str| (format!("{mode}:k"), format!("{mode}:s"));

@@ -5,7 +5,7 @@ use testkit::common;
 use testkit::kit;
 
 use common::{Server, call, error_line, module_path};
-use kit::{q, sw, sw5};
+use kit::{ok, q, sw, sw5};
 
 /// `CONFIG GET slidingwindow.*` (whose order is the server's) as (cap, storage, lateness);
 /// top-keys is tests/top.rs's to check.
@@ -101,7 +101,7 @@ fn redis_conf_and_config_rewrite_keep_them() {
     assert_eq!(configs(&mut c), ("7".into(), "zset".into(), "2500".into()));
     kit::config_set(&mut c, "slidingwindow.storage", "compact");
     kit::config_set(&mut c, "slidingwindow.lateness", 4000);
-    let _: () = q(&mut c, &["CONFIG", "REWRITE"]);
+    ok(&mut c, &["CONFIG", "REWRITE"]);
     let written = std::fs::read_to_string(s.config_path()).unwrap();
     assert!(
         written.contains("slidingwindow.storage compact")

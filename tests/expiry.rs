@@ -299,7 +299,11 @@ fn replicas_and_the_aof_keep_the_masters_expiry() {
         {
             side.ints(&mut c, "ALLOW", "ev", rest);
             let marker = i.to_string();
-            let _: i64 = q(&mut c, &["PUBLISH", "marker", &marker]);
+            assert_eq!(
+                q::<i64>(&mut c, &["PUBLISH", "marker", &marker]),
+                1,
+                "PUBLISH marker: the master's one subscriber"
+            );
             assert_eq!(on_master.until(&marker), want, "{side:?} step {i}: master");
             assert_eq!(
                 on_replica.until(&marker),

@@ -10,7 +10,7 @@ use common::{
     Server, attach_replica, call, error_line, ints, start_replica, wait_in_sync, wait_link_up,
     wait_until,
 };
-use kit::{STORAGES, info_u64, q, sw5_with, wait_persistence_idle};
+use kit::{STORAGES, info_u64, ok, q, sw5_with, wait_persistence_idle};
 use std::time::Duration;
 use traffic::{Outcome, State, Traffic, Workload, assert_keys_match};
 
@@ -65,7 +65,7 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
         // Failover: the master dies, the replica takes over; every admitted request must still count.
         master.kill9();
         let mut con = replica.client();
-        let _: () = q(&mut con, &["REPLICAOF", "NO", "ONE"]);
+        ok(&mut con, &["REPLICAOF", "NO", "ONE"]);
         assert_eq!(
             replica.info_field("replication", "role").as_deref(),
             Some("master")
@@ -144,12 +144,13 @@ fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
         let mut con = s.client();
         // Enough keys, each saved slowly (20 s in all), that the rewrite is surely still running
         // at the kill, even with a slow fsync under every traffic call.
-        let _: () = q(&mut con, &["DEBUG", "POPULATE", "20000", "filler", "10"]);
+        ok(&mut con, &["DEBUG", "POPULATE", "20000", "filler", "10"]);
         kit::config_set(&mut con, "rdb-key-save-delay", "1000");
         let w = Workload::new("aofrw:", 16, 7);
         let mut traffic = Traffic::start(&s, &w);
         traffic.wait_more(300);
-        let _: String = q(&mut con, &["BGREWRITEAOF"]);
+        let started: String = q(&mut con, &["BGREWRITEAOF"]);
+        assert_eq!(started, "Background append only file rewriting started");
         wait_until(Duration::from_secs(30), "the AOF rewrite to start", || {
             info_u64(&s, "persistence", "aof_rewrite_in_progress") == 1
         });
@@ -180,22 +181,28 @@ enum Save {
 
 /// Runs a background save to completion and checks that it succeeded.
 fn background_save(s: &Server, save: Save) {
-    let (command, done, busy, status) = match save {
+    let (command, started, done, busy, status) = match save {
         Save::Aof => (
             "BGREWRITEAOF",
+            "Background append only file rewriting started",
             "aof_rewrites",
             "aof_rewrite_in_progress",
             "aof_last_bgrewrite_status",
         ),
         Save::Rdb => (
             "BGSAVE",
+            "Background saving started",
             "rdb_saves",
             "rdb_bgsave_in_progress",
             "rdb_last_bgsave_status",
         ),
     };
     let before = info_u64(s, "persistence", done);
-    let _: String = q(&mut s.client(), &[command]);
+    assert_eq!(
+        q::<String>(&mut s.client(), &[command]),
+        started,
+        "{command}"
+    );
     wait_until(Duration::from_secs(30), command, || {
         info_u64(s, "persistence", done) > before && info_u64(s, "persistence", busy) == 0
     });
@@ -251,7 +258,7 @@ fn rdb_save_and_bgsave_then_restart_keep_the_digest() {
         traffic.wait_more(500);
         let out = traffic.stop();
         let digest = s.digest();
-        let _: () = q(&mut s.client(), &["SAVE"]);
+        ok(&mut s.client(), &["SAVE"]);
         assert_eq!(
             info_u64(&s, "persistence", "rdb_changes_since_last_save"),
             0
@@ -262,7 +269,8 @@ fn rdb_save_and_bgsave_then_restart_keep_the_digest() {
         let mut traffic = Traffic::resume(&s, &w, out.state);
         traffic.wait_more(200);
         let saves = info_u64(&s, "persistence", "rdb_saves");
-        let _: String = q(&mut s.client(), &["BGSAVE"]);
+        let started: String = q(&mut s.client(), &["BGSAVE"]);
+        assert_eq!(started, "Background saving started");
         wait_until(Duration::from_secs(30), "BGSAVE under traffic", || {
             info_u64(&s, "persistence", "rdb_saves") > saves
         });
@@ -282,7 +290,7 @@ fn allow_counts_as_a_change_for_save_rules() {
         let mut con = s.client();
         let changes = |s: &Server| info_u64(s, "persistence", "rdb_changes_since_last_save");
         sw5_with(&mut con, "ALLOW", "full", 3600, 1, 1000, 1);
-        let _: () = q(&mut con, &["SAVE"]);
+        ok(&mut con, &["SAVE"]);
         assert_eq!(changes(&s), 0);
         // Nothing changes: PEEK, a rejection with nothing to trim, an error.
         sw5_with(&mut con, "PEEK", "full", 3600, 1, 1000, 1);
@@ -306,7 +314,7 @@ fn allow_counts_as_a_change_for_save_rules() {
         );
 
         // And a real save rule fires on it: one change, one second.
-        let _: () = q(&mut con, &["SAVE"]);
+        ok(&mut con, &["SAVE"]);
         let saves = info_u64(&s, "persistence", "rdb_saves");
         kit::config_set(&mut con, "save", "1 1");
         sw5_with(&mut con, "ALLOW", "other", 3600, 5, 1001, 1);
@@ -339,7 +347,7 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
         for now in [1000, 1001, 1002] {
             sw5_with(&mut con, "ALLOW", "full", 3600, 3, now, 1);
         }
-        let _: () = q(&mut con, &["SET", "str", "x"]);
+        ok(&mut con, &["SET", "str", "x"]);
         wait_in_sync(&master, &replica);
         wait_persistence_idle(&master, "aof_rewrite_in_progress");
         let offset = |s: &Server| info_u64(s, "replication", "master_repl_offset");

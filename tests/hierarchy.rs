@@ -544,7 +544,8 @@ fn keyspace_events() {
         };
         let mut ev = [Events::watch(&s, "{v}a"), Events::watch(&s, "{v}b")];
         let marker = |c: &mut Connection, m: &str| {
-            let _: i64 = q(c, &["PUBLISH", "marker", m]);
+            let receivers: i64 = q(c, &["PUBLISH", "marker", m]);
+            assert_eq!(receivers, 2, "PUBLISH marker: the two subscribers");
         };
         let keys = ["{v}a".to_string(), "{v}b".to_string()];
         let r = send_ok(

@@ -5,7 +5,7 @@ use testkit::common;
 use testkit::kit;
 
 use common::{Server, call, error_line};
-use kit::{client_as, error_code, five, pipeline, q, sw, sw5};
+use kit::{client_as, error_code, five, ok, pipeline, q, sw, sw5};
 use redis::Value;
 
 /// Every field of the section, in order, as `INFO` prints it.
@@ -197,7 +197,7 @@ fn counters_are_exact_after_a_scripted_sequence() {
     assert_error(&mut c, "PEEK k 10 3 1000 FOO 1");
     assert_error(&mut c, "ALLOW k 10 3 1000 COST");
     assert_error(&mut c, "ALLOW huge 10 200000 1000 COST 200000");
-    let _: () = q(&mut c, &["SET", "str", "v"]);
+    ok(&mut c, &["SET", "str", "v"]);
     for cmd in ["ALLOW", "PEEK"] {
         let v = sw(&mut c, &format!("{cmd} str 10 3 1000"));
         assert_eq!(error_code(&v), "WRONGTYPE", "{v:?}");
@@ -205,7 +205,7 @@ fn counters_are_exact_after_a_scripted_sequence() {
     // Errors the server answers before the module runs count nothing here (INFO commandstats
     // has them as rejected_calls).
     assert_eq!(error_code(&sw(&mut c, "ALLOW k 10")), "ERR");
-    let _: () = q(
+    ok(
         &mut c,
         &[
             "ACL",
@@ -344,7 +344,7 @@ fn module_loadex_configs_show_in_the_section() {
         .args(["--enable-module-command", "yes"])
         .start();
     let path = common::module_path().display().to_string();
-    let _: () = q(
+    ok(
         &mut s.client(),
         &[
             "MODULE",

@@ -463,7 +463,7 @@ fn the_member_cap_applies_only_when_every_limit_admits() {
             zadd.extend([score.to_string(), format!("m{score}")]);
         }
         let zadd: Vec<&str> = zadd.iter().map(String::as_str).collect();
-        let _: i64 = q(&mut c, &zadd);
+        assert_eq!(q::<i64>(&mut c, &zadd), 13, "ZADD t");
         for cmd in ["PEEK", "ALLOW"] {
             let text = format!("SLIDINGWINDOW.{cmd} t 10 100005 20000 COST 100001");
             let args: Vec<&str> = text.split(' ').collect();

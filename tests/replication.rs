@@ -144,7 +144,7 @@ fn server_restarted_from_its_aof_has_the_same_data() {
 fn server_restarted_from_its_rdb_has_the_same_data() {
     let mut s = Server::start();
     let (digest, state) = worked(&s, 0xC0DE);
-    let _: () = redis::cmd("SAVE").query(&mut s.client()).unwrap();
+    kit::ok(&mut s.client(), &["SAVE"]);
     restarts_as(&mut s, &digest, &state);
 }
 
@@ -278,10 +278,11 @@ fn replicas_emit_the_masters_keyspace_events() {
         );
         assert!(error_line(&reply).is_none(), "step {i}: {reply:?}");
         let marker = i.to_string();
-        let _: i64 = redis::cmd("PUBLISH")
+        let receivers: i64 = redis::cmd("PUBLISH")
             .arg(&["marker", &marker])
             .query(&mut c)
             .unwrap();
+        assert_eq!(receivers, 1, "PUBLISH marker: the master's one subscriber");
         let master = on_master.until(&marker);
         assert_eq!(master, *want, "step {i}: the master's events");
         let replica = on_replica.until(&marker);

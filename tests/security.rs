@@ -5,7 +5,7 @@ use testkit::common;
 use testkit::kit;
 
 use common::{Server, call, error_line, wait_until};
-use kit::{Events, client_as, error_code, five, info_u64, q, snapshot, sw5_with};
+use kit::{Events, client_as, error_code, five, info_u64, ok, q, snapshot, sw5_with};
 use redis::{Connection, Value};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ fn acl_key_pattern_limits_both_commands_to_their_keys() {
     for (user, cmds) in users {
         let mut rule = vec!["ACL", "SETUSER", user, "reset", "on", ">pw", "~rate:*"];
         rule.extend(cmds.split(' '));
-        let _: () = q(&mut admin, &rule);
+        ok(&mut admin, &rule);
     }
     for (n, (user, _)) in users.iter().enumerate() {
         let mut con = client_as(&s, user);
@@ -61,7 +61,7 @@ fn acl_key_pattern_limits_both_commands_to_their_keys() {
 fn acl_read_only_key_pattern_allows_peek_but_not_allow() {
     let s = Server::start();
     let mut admin = s.client();
-    let _: () = q(
+    ok(
         &mut admin,
         &[
             "ACL",
@@ -100,7 +100,7 @@ fn overfill(s: &Server, con: &mut Connection, policy: &str, filler_keys: u64) {
     kit::config_set(con, "maxmemory-policy", policy);
     let limit = (used + 2_000_000).to_string();
     kit::config_set(con, "maxmemory", limit);
-    let _: () = q(
+    ok(
         con,
         &[
             "DEBUG",
@@ -238,7 +238,7 @@ fn assert_answers(v: &Value, want: Want, what: &str) {
 /// `want`); true if EXEC aborted.
 fn aborts(s: &Server, key: &str, other: &[&str], want: Want) -> bool {
     let mut con = s.client();
-    let _: () = q(&mut con, &["WATCH", key]);
+    ok(&mut con, &["WATCH", key]);
     assert_answers(&call(&mut s.client(), other), want, &other.join(" "));
     let r = kit::pipeline(&mut con, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
     match &r[2] {
@@ -354,7 +354,11 @@ fn keyspace_events_only_for_real_changes() {
     for (n, (c, answer, want)) in steps.iter().enumerate() {
         assert_answers(&call(&mut con, c), *answer, &c.join(" "));
         let marker = n.to_string();
-        let _: i64 = q(&mut con, &["PUBLISH", "marker", &marker]);
+        assert_eq!(
+            q::<i64>(&mut con, &["PUBLISH", "marker", &marker]),
+            1,
+            "PUBLISH marker: its one subscriber"
+        );
         assert_eq!(events.until(&marker), *want, "keyspace events of {c:?}");
     }
 }

@@ -8,7 +8,7 @@ use testkit::rng;
 use testkit::valgrind;
 
 use common::{Server, error_line, wait_until};
-use kit::{five, q};
+use kit::{five, ok, q};
 use redis::{Connection, Value};
 use rng::Rng;
 use std::time::Duration;
@@ -143,20 +143,20 @@ fn storage(con: &mut Connection, storage: &str) {
 /// by design, bounded by slidingwindow.top-keys; TOPRESET frees it), then the one key of
 /// another type again.
 fn flush_all(probe: &mut Connection) {
-    let _: () = q(probe, &["FLUSHALL", "SYNC"]);
+    ok(probe, &["FLUSHALL", "SYNC"]);
     assert!(info(probe, "slidingwindow", "slidingwindow_top_keys_bytes") > 0);
-    let _: () = q(probe, &["SLIDINGWINDOW.TOPRESET"]);
+    ok(probe, &["SLIDINGWINDOW.TOPRESET"]);
     assert_eq!(
         info(probe, "slidingwindow", "slidingwindow_top_keys_bytes"),
         0
     );
-    let _: () = q(probe, &["SET", "wrongtype", "x"]);
+    ok(probe, &["SET", "wrongtype", "x"]);
 }
 
 fn memory_returns_after(calls: u64) {
     let s = Server::start();
     let mut probe = s.client();
-    let _: () = q(&mut probe, &["SET", "wrongtype", "x"]);
+    ok(&mut probe, &["SET", "wrongtype", "x"]);
     // Warm up first: one-time allocations (module state, dict tables) are not leaks.
     {
         let mut con = s.client();
@@ -236,7 +236,7 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
     let calls = 10_000;
     {
         let mut con = vg.client();
-        let _: () = q(&mut con, &["SET", "wrongtype", "x"]);
+        ok(&mut con, &["SET", "wrongtype", "x"]);
         run_mix(&mut con, 3, 0, calls);
         // Whole windows expiring on big sets: the background free path.
         grow_then_expire(&mut con, "big", 1000, 500);
@@ -247,18 +247,23 @@ fn valgrind_sees_no_definite_leak_or_memory_error_in_the_module() {
         storage(&mut con, "compact");
         run_mix(&mut con, 4, calls, calls / 2);
         grow_then_expire(&mut con, "cbig", 100_000, 80_000);
-        let _: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "zset"]);
-        let _: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "compact"]);
-        let _: i64 = q(&mut con, &["COPY", "cbig:1", "copy"]);
+        let members: i64 = q(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "zset"]);
+        assert_eq!(
+            q::<i64>(&mut con, &["SLIDINGWINDOW.CONVERT", "cbig:0", "compact"]),
+            members,
+            "CONVERT cbig:0 back to compact: the count"
+        );
+        assert_eq!(q::<i64>(&mut con, &["COPY", "cbig:1", "copy"]), 1, "COPY");
         let dump: Vec<u8> = q(&mut con, &["DUMP", "cbig:2"]);
-        let _: () = redis::cmd("RESTORE")
+        let restored: String = redis::cmd("RESTORE")
             .arg("restored")
             .arg(0)
             .arg(dump)
             .query(&mut con)
             .unwrap();
-        let _: String = q(&mut con, &["DEBUG", "RELOAD"]);
-        let _: () = q(&mut con, &["FLUSHALL", "SYNC"]);
+        assert_eq!(restored, "OK", "RESTORE");
+        ok(&mut con, &["DEBUG", "RELOAD"]);
+        ok(&mut con, &["FLUSHALL", "SYNC"]);
     }
     let log = vg.shutdown();
     // The summary, for whoever runs `make soak` (Redis may report leaks of its own).

@@ -156,6 +156,15 @@ pub struct Builder {
     module_file: Option<PathBuf>,
     cluster: bool,
     config: Option<String>,
+    place: Place,
+}
+
+/// Where a server listens: a network namespace to start it in, the address it binds and its port.
+#[derive(Clone, Default)]
+struct Place {
+    netns: Option<String>,
+    bind: Option<String>,
+    port: Option<u16>,
 }
 
 impl Builder {
@@ -222,6 +231,27 @@ impl Builder {
         self
     }
 
+    /// Starts the server inside network namespace `name` (`ip netns exec NAME redis-server ...`)
+    /// and checks it is up from a thread inside that namespace; connections to it must be made
+    /// from inside the namespace too (`crate::netns::in_ns`).
+    pub fn netns(mut self, name: &str) -> Self {
+        self.place.netns = Some(name.to_string());
+        self
+    }
+
+    /// Binds the server to `addr` in place of 127.0.0.1, with protected mode off so that clients
+    /// from other addresses are answered.
+    pub fn bind(mut self, addr: &str) -> Self {
+        self.place.bind = Some(addr.to_string());
+        self
+    }
+
+    /// Listens on `port` in place of a free one (a port taken is an error, not a retry).
+    pub fn port(mut self, port: u16) -> Self {
+        self.place.port = Some(port);
+        self
+    }
+
     /// Starts the server; panics with its log tail when it does not start.
     pub fn start(self) -> Server {
         self.try_start().unwrap_or_else(|e| panic!("{e}"))
@@ -235,10 +265,10 @@ impl Builder {
         for _ in 0..5 {
             let mut server = Server {
                 child: None,
-                port: if self.cluster {
-                    free_port_with_bus()
-                } else {
-                    free_port()
+                port: match self.place.port {
+                    Some(port) => port,
+                    None if self.cluster => free_port_with_bus(),
+                    None => free_port(),
                 },
                 dir: fresh_dir(),
                 extra: self.args.clone(),
@@ -246,10 +276,17 @@ impl Builder {
                 module_file: self.module_file.clone(),
                 cluster: self.cluster,
                 config: self.config.clone(),
+                place: self.place.clone(),
             };
             match server.spawn() {
                 Ok(()) => return Ok(server),
-                Err(Spawn::PortTaken(log)) => last_log = log,
+                Err(Spawn::PortTaken(log)) if self.place.port.is_none() => last_log = log,
+                Err(Spawn::PortTaken(log)) => {
+                    return Err(format!(
+                        "redis-server could not bind port {}; log tail:\n{log}",
+                        server.port
+                    ));
+                }
                 Err(Spawn::Failed(why)) => return Err(why),
             }
         }
@@ -274,6 +311,7 @@ pub struct Server {
     module_file: Option<PathBuf>,
     cluster: bool,
     config: Option<String>,
+    place: Place,
 }
 
 impl Server {
@@ -284,6 +322,7 @@ impl Server {
             module_file: None,
             cluster: false,
             config: None,
+            place: Place::default(),
         }
     }
 
@@ -328,7 +367,7 @@ impl Server {
             "--port".into(),
             self.port.to_string(),
             "--bind".into(),
-            "127.0.0.1".into(),
+            self.host().into(),
             "--dir".into(),
             self.dir.display().to_string(),
             "--save".into(),
@@ -347,6 +386,9 @@ impl Server {
             a.push("--loadmodule".into());
             a.push(path.display().to_string());
         }
+        if self.place.bind.is_some() {
+            a.extend(["--protected-mode".into(), "no".into()]);
+        }
         if self.cluster {
             a.extend([
                 "--cluster-enabled".into(),
@@ -362,7 +404,15 @@ impl Server {
 
     /// Spawns the child and waits for PING.
     fn spawn(&mut self) -> Result<(), Spawn> {
-        let child = Command::new(redis_server_bin())
+        let mut command = match &self.place.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(redis_server_bin());
+                c
+            }
+            None => Command::new(redis_server_bin()),
+        };
+        let child = command
             .args(self.command_line())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -400,35 +450,25 @@ impl Server {
         }
     }
 
+    /// True when the server answers PING and is this child (from inside its namespace, if any).
     fn ping(&self) -> bool {
-        let Ok(client) = redis::Client::open(self.url()) else {
-            return false;
-        };
-        let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
-            return false;
-        };
-        let _ = con.set_read_timeout(Some(Duration::from_millis(500)));
-        if !matches!(
-            redis::cmd("PING").query::<String>(&mut con).as_deref(),
-            Ok("PONG")
-        ) {
-            return false;
+        let url = self.url();
+        let pid = self.child.as_ref().map(Child::id);
+        match &self.place.netns {
+            Some(ns) => crate::netns::in_ns(ns, move || ping(&url, pid))
+                .join()
+                .unwrap_or(false),
+            None => ping(&url, pid),
         }
-        // The port was free when probed, but another test's server may have taken it first: then
-        // ours exits ("Address already in use") and the answer came from the other one.
-        let Some(pid) = self.child.as_ref().map(|c| c.id().to_string()) else {
-            return true;
-        };
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query(&mut con)
-            .unwrap_or_default();
-        info.lines()
-            .any(|l| l.strip_prefix("process_id:").map(str::trim) == Some(pid.as_str()))
+    }
+
+    /// The address the server binds (127.0.0.1 unless [`Builder::bind`] said another).
+    pub fn host(&self) -> &str {
+        self.place.bind.as_deref().unwrap_or("127.0.0.1")
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://{}:{}/", self.host(), self.port)
     }
 
     /// A new connection; reads time out so a hung server fails the test instead of hanging it.
@@ -528,6 +568,34 @@ impl Server {
             None => false,
         }
     }
+}
+
+/// True when the server at `url` answers PING and, given `pid`, reports that process id.
+fn ping(url: &str, pid: Option<u32>) -> bool {
+    let Ok(client) = redis::Client::open(url) else {
+        return false;
+    };
+    let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = con.set_read_timeout(Some(Duration::from_millis(500)));
+    if !matches!(
+        redis::cmd("PING").query::<String>(&mut con).as_deref(),
+        Ok("PONG")
+    ) {
+        return false;
+    }
+    // The port was free when probed, but another test's server may have taken it first: then
+    // ours exits ("Address already in use") and the answer came from the other one.
+    let Some(pid) = pid.map(|p| p.to_string()) else {
+        return true;
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut con)
+        .unwrap_or_default();
+    info.lines()
+        .any(|l| l.strip_prefix("process_id:").map(str::trim) == Some(pid.as_str()))
 }
 
 /// A server's family and version (Valkey reports its own version, not the Redis one it forked).

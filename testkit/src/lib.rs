@@ -18,6 +18,9 @@ pub mod common;
 /// The integration tests' commands and readers: the five-field reply, pipelines, dumps, events.
 #[cfg(feature = "server")]
 pub mod kit;
+/// A thread inside a network namespace, for servers started in one.
+#[cfg(feature = "server")]
+pub mod netns;
 /// The module's INFO counters and the most requests in a window, as the client's and the
 /// services' tests read them.
 #[cfg(feature = "server")]

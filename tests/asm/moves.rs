@@ -132,7 +132,8 @@ fn slots_move_atomically_under_traffic() {
     // Keyspace events of a log nobody wrote: on the target, its loading (one
     // `slidingwindow.add` per APPLY batch, then its expiry); on the source none, not even for
     // the trim after the handover (Valkey tells modules only: the key moved, it was not deleted).
-    let _: u64 = q(&mut src.client(), &["PUBLISH", "marker", "moved"]);
+    let receivers: u64 = q(&mut src.client(), &["PUBLISH", "marker", "moved"]);
+    assert_eq!(receivers, 1, "PUBLISH marker: the source's one subscriber");
     let mut want = vec!["slidingwindow.add".to_string(); BIG_CALLS.div_ceil(512) as usize];
     want.push("expire".to_string());
     assert_eq!(
@@ -218,7 +219,8 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     // The target announced what it loaded, and its trim no deletion (Valkey tells modules only:
     // the keys moved away, they were not deleted); the source, whose keys did not change,
     // announced nothing.
-    let _: u64 = q(&mut src.client(), &["PUBLISH", "marker", "cancelled"]);
+    let receivers: u64 = q(&mut src.client(), &["PUBLISH", "marker", "cancelled"]);
+    assert_eq!(receivers, 1, "PUBLISH marker: the source's one subscriber");
     let on_dst = dst_events.until("cancelled");
     assert!(
         on_dst.first().map(String::as_str) == Some("slidingwindow.add")

@@ -32,8 +32,9 @@ fn convert_both_ways_keeps_replies_and_ttl() {
     // Already compact: nothing changes, not even the encoding.
     let digest = s.digest();
     let dumps: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
-    for k in keys {
-        let _: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", k, "compact"]);
+    for (k, want) in keys.iter().zip(&before) {
+        let n: i64 = q(&mut c, &["SLIDINGWINDOW.CONVERT", k, "compact"]);
+        assert_eq!(n as usize, want.2.len(), "{k} to compact again: the count");
     }
     assert_eq!(s.digest(), digest);
     assert_eq!(
@@ -52,7 +53,7 @@ fn convert_both_ways_keeps_replies_and_ttl() {
 fn convert_errors_change_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let _: () = q(&mut c, &["SET", "text", "x"]);
+    ok(&mut c, &["SET", "text", "x"]);
     let bad = [
         ("frac", "1.5"),
         ("neg", "-1"),
@@ -61,7 +62,8 @@ fn convert_errors_change_nothing() {
         ("huge", "9007199254740994"),
     ];
     for (key, score) in bad {
-        let _: i64 = q(&mut c, &["ZADD", key, "1000", "ok", score, "bad"]);
+        let added: i64 = q(&mut c, &["ZADD", key, "1000", "ok", score, "bad"]);
+        assert_eq!(added, 2, "ZADD {key}");
     }
     let digest = s.digest();
     let cases: Vec<(Vec<&str>, String)> = vec![
@@ -137,12 +139,12 @@ fn convert_is_declared_a_write_of_its_one_key() {
     );
     assert_eq!(keys, ["k"]);
     sw5(&mut c, &format!("ALLOW k 3600 10 {T0}"));
-    let _: () = q(
+    ok(
         &mut c,
         &["ACL", "SETUSER", "reader", "on", "nopass", "%R~*", "+@all"],
     );
     let mut reader = s.client();
-    let _: () = q(&mut reader, &["AUTH", "reader", "x"]);
+    ok(&mut reader, &["AUTH", "reader", "x"]);
     let v = call(&mut reader, &["SLIDINGWINDOW.CONVERT", "k", "compact"]);
     assert!(
         error_line(&v).is_some_and(|e| e.starts_with("NOPERM")),
@@ -160,7 +162,7 @@ fn convert_is_declared_a_write_of_its_one_key() {
 fn apply_refuses_what_it_cannot_replay() {
     let (s, mut c) = compact_client();
     sw5(&mut c, &format!("ALLOW k 3600 10 {T0}"));
-    let _: i64 = q(&mut c, &["ZADD", "z", "1", "m"]);
+    assert_eq!(q::<i64>(&mut c, &["ZADD", "z", "1", "m"]), 1, "ZADD z");
     let digest = s.digest();
     let bad: [(&str, &str); 9] = [
         ("k", "x 0"),

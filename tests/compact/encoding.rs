@@ -141,9 +141,9 @@ fn write_the_golden_rdb() {
         sw5(&mut c, &format!("ALLOW {key} {w} {max} {now} COST {cost}"));
     }
     for (key, _) in golden_models() {
-        let _: i64 = q(&mut c, &["PERSIST", key]);
+        assert_eq!(q::<i64>(&mut c, &["PERSIST", key]), 1, "PERSIST {key}");
     }
-    let _: () = q(&mut c, &["SAVE"]);
+    ok(&mut c, &["SAVE"]);
     std::fs::copy(s.dir().join("dump.rdb"), GOLDEN).unwrap();
 }
 
@@ -154,7 +154,7 @@ fn the_golden_rdb_loads_to_the_same_logs() {
         .start();
     std::fs::copy(GOLDEN, s.dir().join("golden.rdb")).expect("tests/fixtures/compact-v1.rdb");
     let mut c = s.client();
-    let _: String = q(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
+    ok(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
     let models = golden_models();
     let keys: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(keys as usize, models.len());
@@ -336,16 +336,21 @@ fn block_dump_calls() -> Vec<(&'static str, Vec<Call>)> {
 fn block_dump_model(calls: &[Call]) -> Model {
     let mut model = Model::default();
     for call in calls {
-        match *call {
-            Call::Allow(now, cost) => {
-                model.allow(9_007_199_254_740, 1_000_000, now, cost);
-            }
-            Call::Refund(n, at) => {
-                model.refund(n, Some(at));
-            }
-        }
+        block_dump_step(&mut model, call);
     }
     model
+}
+
+/// One call of `block_dump_calls` on `model`; returns the members a refund removes (0 for an
+/// ALLOW).
+fn block_dump_step(model: &mut Model, call: &Call) -> u64 {
+    match *call {
+        Call::Allow(now, cost) => {
+            model.allow(9_007_199_254_740, 1_000_000, now, cost);
+            0
+        }
+        Call::Refund(n, at) => model.refund(n, Some(at)),
+    }
 }
 
 /// Run once with the module built at commit 8c38406: its DUMPs of `block_dump_calls`.
@@ -353,7 +358,9 @@ fn block_dump_model(calls: &[Call]) -> Model {
 #[ignore = "writes tests/fixtures/compact-v1-dumps-blocks.txt with the module under test"]
 fn write_the_block_dump_fixture() {
     write_fixture(BLOCK_DUMPS, block_dump_calls(), |c, key, calls| {
+        let mut model = Model::default();
         for call in calls {
+            let removed = block_dump_step(&mut model, &call);
             match call {
                 Call::Allow(now, cost) => {
                     let line = format!("ALLOW {key} 9007199254740 1000000 {now} COST {cost}");
@@ -361,7 +368,8 @@ fn write_the_block_dump_fixture() {
                 }
                 Call::Refund(n, at) => {
                     let (n, at) = (n.to_string(), at.to_string());
-                    let _: i64 = q(c, &["SLIDINGWINDOW.REFUND", key, &n, "AT", &at]);
+                    let refunded: u64 = q(c, &["SLIDINGWINDOW.REFUND", key, &n, "AT", &at]);
+                    assert_eq!(refunded, removed, "REFUND {key} {n} AT {at}");
                 }
             }
         }

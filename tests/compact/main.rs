@@ -12,7 +12,7 @@ use testkit::model;
 use testkit::rng;
 
 use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
-use kit::{Events, info_u64, pexpiretime, q, scores, snapshot, sw, sw5};
+use kit::{Events, info_u64, ok, pexpiretime, q, scores, snapshot, sw, sw5};
 use model::{Expiry, Model};
 use redis::{Connection, Value};
 use rng::Rng;

@@ -356,7 +356,7 @@ fn late_requests_into_sealed_blocks_persist_replicate_and_copy() {
     assert_eq!(scores(&mut c, "copy"), model);
 
     let digest = master.digest();
-    let _: String = q(&mut c, &["DEBUG", "RELOAD"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
     assert_eq!(master.digest(), digest, "DEBUG RELOAD");
     assert_eq!(scores(&mut c, "late"), model);
 

@@ -32,12 +32,13 @@ fn persists_and_moves_with_every_mechanism() {
     let before = state(&s, &keys);
     assert_ne!(before.0, "0".repeat(40), "the traffic left no data");
 
-    let _: String = q(&mut c, &["DEBUG", "RELOAD"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
     assert_eq!(state(&s, &keys), before, "DEBUG RELOAD");
 
     // An AOF rewrite without the RDB preamble writes the logs as APPLY commands.
     let rewrites = info_u64(&s, "persistence", "aof_rewrites");
-    let _: String = q(&mut c, &["BGREWRITEAOF"]);
+    let started: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(started, "Background append only file rewriting started");
     wait_until(Duration::from_secs(30), "the AOF rewrite", || {
         info_u64(&s, "persistence", "aof_rewrites") > rewrites
             && info_u64(&s, "persistence", "aof_rewrite_in_progress") == 0
@@ -57,7 +58,7 @@ fn persists_and_moves_with_every_mechanism() {
     assert_eq!(state(&s, &keys), before, "restart from the rewritten AOF");
 
     let mut c = s.client();
-    let _: () = q(&mut c, &["SAVE"]);
+    ok(&mut c, &["SAVE"]);
     kit::config_set(&mut c, "appendonly", "no");
     s.restart();
     assert_eq!(state(&s, &keys), before, "restart from the RDB");
@@ -81,7 +82,7 @@ fn persists_and_moves_with_every_mechanism() {
     assert_eq!(copied, 1);
     assert_eq!(snapshot(&mut c, "c1"), snapshot(&mut c, "p1"));
     let mine: Vec<[i64; 5]> = peeks(&mut c, "p2");
-    let _: () = q(&mut c, &["RENAME", "p2", "moved"]);
+    ok(&mut c, &["RENAME", "p2", "moved"]);
     assert_eq!(peeks(&mut c, "moved"), mine);
     // The copy is a copy: changing it leaves the original alone.
     let original = snapshot(&mut c, "p1");

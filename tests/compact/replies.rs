@@ -113,12 +113,16 @@ fn events_and_watch() {
         ),
     ];
     for (n, (line, want, wakes)) in steps.iter().enumerate() {
-        let _: () = q(&mut c, &["WATCH", "ev"]);
+        ok(&mut c, &["WATCH", "ev"]);
         sw(&mut c, line);
         let tx = kit::pipeline(&mut c, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
         assert_eq!(tx[2] == Value::Nil, *wakes, "{line}: WATCH");
         let marker = n.to_string();
-        let _: i64 = q(&mut c, &["PUBLISH", "marker", &marker]);
+        assert_eq!(
+            q::<i64>(&mut c, &["PUBLISH", "marker", &marker]),
+            1,
+            "PUBLISH marker: its one subscriber"
+        );
         assert_eq!(events.until(&marker), *want, "{line}: events");
     }
 }

@@ -88,7 +88,7 @@ fn keyspace_events_match_the_seed_script() {
     let mut collect = |c: &mut Connection, sub: &mut redis::PubSub| {
         // Events reach the subscriber in order, so one on a marker key closes the step.
         sync += 1;
-        let _: () = q(c, &["SET", "sync", &sync.to_string()]);
+        ok(c, &["SET", "sync", &sync.to_string()]);
         let (mut m, mut l) = (Vec::new(), Vec::new());
         loop {
             let msg = sub.get_message().expect("keyspace event (timed out?)");
@@ -151,10 +151,10 @@ fn next_ms(c: &mut Connection) {
 fn exec_after(s: &Server, other_call: &str) -> Value {
     let mut a = s.client();
     let mut b = s.client();
-    let _: () = q(&mut a, &["WATCH", "k"]);
+    ok(&mut a, &["WATCH", "k"]);
     let _ = sw(&mut b, other_call);
-    let _: () = q(&mut a, &["MULTI"]);
-    let _: String = q(&mut a, &["SET", "x", "1"]);
+    ok(&mut a, &["MULTI"]);
+    assert_eq!(q::<String>(&mut a, &["SET", "x", "1"]), "QUEUED");
     call(&mut a, &["EXEC"])
 }
 
@@ -232,12 +232,12 @@ fn the_key_is_declared_for_getkeys_flags_and_acl() {
     assert!(peek.iter().any(|f| f == "readonly"), "PEEK flags {peek:?}");
     assert!(!peek.iter().any(|f| f == "write"), "PEEK flags {peek:?}");
 
-    let _: () = q(
+    ok(
         &mut c,
         &["ACL", "SETUSER", "alice", "on", "nopass", "~a*", "+@all"],
     );
     let mut alice = s.client();
-    let _: () = q(&mut alice, &["AUTH", "alice", "x"]);
+    ok(&mut alice, &["AUTH", "alice", "x"]);
     for cmd in ["ALLOW", "PEEK"] {
         let r = sw(&mut alice, &format!("{cmd} b 10 5 1000"));
         assert!(
@@ -291,7 +291,7 @@ fn large_trims_emit_the_seed_events() {
         next_ms(c);
         let _ = sw5(c, line);
         sync += 1;
-        let _: () = q(c, &["SET", "sync", &sync.to_string()]);
+        ok(c, &["SET", "sync", &sync.to_string()]);
         let mut out = Vec::new();
         loop {
             let msg = sub.get_message().expect("keyspace event (timed out?)");

@@ -155,9 +155,9 @@ fn invalid_calls_reply_err_naming_the_argument_and_change_nothing() {
 #[test]
 fn wrongtype_on_other_types_leaves_the_key_alone() {
     let (s, mut c) = started();
-    let _: () = q(&mut c, &["SET", "s", "v", "PX", "100000000"]);
-    let _: i64 = q(&mut c, &["RPUSH", "l", "x"]);
-    let _: i64 = q(&mut c, &["HSET", "h", "f", "v"]);
+    ok(&mut c, &["SET", "s", "v", "PX", "100000000"]);
+    assert_eq!(q::<i64>(&mut c, &["RPUSH", "l", "x"]), 1, "RPUSH l");
+    assert_eq!(q::<i64>(&mut c, &["HSET", "h", "f", "v"]), 1, "HSET h");
     let digest = s.digest();
     let at = pexpiretime(&mut c, "s");
     for key in ["s", "l", "h"] {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{
     Server, call, call_bytes, error_line, ints, server_time_ms, start_replica, wait_in_sync,
 };
-use kit::{exists, members, pexpiretime, q, scores, snapshot, sw, sw5};
+use kit::{exists, members, ok, pexpiretime, q, scores, snapshot, sw, sw5};
 use redis::{Connection, Value};
 
 mod effects;
@@ -36,7 +36,8 @@ fn with_members(scores_members: &str) -> (Server, Connection) {
     let (s, mut c) = started();
     let mut zadd = vec!["ZADD", "k"];
     zadd.extend(scores_members.split(' '));
-    let _: i64 = q(&mut c, &zadd);
+    let added: i64 = q(&mut c, &zadd);
+    assert_eq!(added as usize, (zadd.len() - 2) / 2, "{}", zadd.join(" "));
     (s, c)
 }
 

@@ -137,7 +137,7 @@ fn ttl_is_window_from_server_clock_only_when_admitted() {
     assert_eq!(set, 1, "PEXPIREAT");
     assert_eq!(sw5(&mut c, "ALLOW k 10 2 2000")[0], 0);
     assert_eq!(pexpiretime(&mut c, "k").to_string(), far);
-    let _: i64 = q(&mut c, &["ZADD", "k", "5000", "x"]);
+    assert_eq!(q::<i64>(&mut c, &["ZADD", "k", "5000", "x"]), 1, "ZADD k");
     // At 11000 the two members at 1000 go, 2 remain, max 1: rejected after a trim.
     assert_eq!(sw5(&mut c, "ALLOW k 10 1 11000"), [0, 1, 0, 4000, 4000]);
     assert_eq!(pexpiretime(&mut c, "k").to_string(), far);
@@ -149,7 +149,7 @@ fn ttl_is_window_from_server_clock_only_when_admitted() {
     let set: i64 = q(&mut c, &["PEXPIREAT", "k", &(t1 + 5000).to_string()]);
     assert_eq!(set, 1, "PEXPIREAT");
     let t3 = admit_expiring(&mut c, "ALLOW k 10 5 11000", 10_000);
-    let _: i64 = q(&mut c, &["PERSIST", "k"]);
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "k"]), 1, "PERSIST k");
     assert_eq!(sw5(&mut c, "ALLOW k 30 5 11000")[0], 1);
     let t4 = server_time_ms(&mut c);
     let at = pexpiretime(&mut c, "k");

@@ -95,12 +95,13 @@ fn clock_edge_cases_follow_the_contract() {
     );
 
     // Scores written by someone else: -inf leaves, +inf stays forever and saturates the wait.
-    let _: i64 = q(
+    let added: i64 = q(
         &mut s.client(),
         &[
             "ZADD", "foreign", "-inf", "a", "-5", "b", "100", "c", "+inf", "d",
         ],
     );
+    assert_eq!(added, 4, "ZADD foreign");
     check("PEEK", "foreign", 10, 10, 1000, 1, [1, 4, 6, 0, i64::MAX]);
     check("ALLOW", "foreign", 10, 10, 1000, 1, [1, 4, 6, 0, i64::MAX]);
     check(

@@ -271,8 +271,12 @@ fn fuzz_replies_are_errors_or_five_integers_and_touch_nothing_else() {
         let mut s = Server::builder().storage(storage).start();
         let mut con = s.client();
         let before = make_sentinels(&mut con);
-        let _: () = q(&mut con, &["SET", "fz:str", "text"]);
-        let _: () = q(&mut con, &["HSET", "fz:hash", "f", "v"]);
+        ok(&mut con, &["SET", "fz:str", "text"]);
+        assert_eq!(
+            q::<i64>(&mut con, &["HSET", "fz:hash", "f", "v"]),
+            1,
+            "HSET fz:hash"
+        );
         let mut rng = Rng::new(0x5EED);
         let (mut errors, mut arrays) = (0, 0);
         for batch in 0..100 {

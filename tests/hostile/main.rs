@@ -7,7 +7,7 @@ use testkit::kit;
 use testkit::rng;
 
 use common::{Server, call, error_line};
-use kit::{STORAGES, five, q, snapshot, sw5, sw5_with};
+use kit::{STORAGES, five, ok, q, snapshot, sw5, sw5_with};
 use redis::{Connection, Value};
 use rng::Rng;
 use std::path::{Path, PathBuf};

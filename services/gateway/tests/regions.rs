@@ -13,14 +13,14 @@
 use testkit::common;
 mod support;
 
-use common::{STARTUP_DEADLINE, module_path, redis_server_bin};
+use common::Server;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::netns::{Net, addr, in_ns};
+use support::netns::{Net, addr};
 use support::{Gateway, agent, most_in_window};
+use testkit::netns::in_ns;
 
 /// `--global-limit 1000/1s`.
 const MAX: u64 = 1000;
@@ -50,71 +50,13 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// redis-server with the module in region A, killed on drop.
-struct Redis {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Redis {
-    fn start(net: &Net) -> Redis {
-        let dir = std::env::temp_dir().join(format!("regions-redis-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("redis dir");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &net.ns(0), &redis_server_bin()])
-            .args(["--bind", &addr(0), "--port", &REDIS_PORT.to_string()])
-            // Its clients are other hosts' addresses: protected mode would refuse them (the
-            // namespace is the test's own).
-            .args([
-                "--protected-mode",
-                "no",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-            ])
-            .arg(&dir)
-            .arg("--loadmodule")
-            .arg(module_path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        let redis = Redis { child, dir };
-        let url = format!("redis://{}:{REDIS_PORT}", addr(0));
-        let up = in_ns(&net.ns(0), move || {
-            let deadline = Instant::now() + STARTUP_DEADLINE;
-            while Instant::now() < deadline {
-                let pong = redis::Client::open(url.as_str())
-                    .and_then(|c| c.get_connection())
-                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-                if pong.is_ok() {
-                    return true;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            false
-        });
-        assert!(up.join().unwrap(), "redis-server in region A did not start");
-        redis
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The three regions and their processes; dropped in this order: gateways, Redis, namespaces.
 struct Regions {
     gateways: Vec<Gateway>,
     /// Gateways without limits, for the bench's baseline.
     bare: Vec<Gateway>,
     logs: Vec<PathBuf>,
-    _redis: Redis,
+    _redis: Server,
     net: Net,
 }
 
@@ -133,8 +75,14 @@ impl Regions {
             }
         };
         say(&format!("regions: the link delay is {}", net.describe()));
-        let redis = Redis::start(&net);
-        let redis_addr = format!("{}:{REDIS_PORT}", addr(0)).parse().unwrap();
+        let redis = Server::builder()
+            .netns(&net.ns(0))
+            .bind(&addr(0))
+            .port(REDIS_PORT)
+            .start();
+        let redis_addr = format!("{}:{}", redis.host(), redis.port())
+            .parse()
+            .unwrap();
         let tag = format!("{}-{}", std::process::id(), unix_ms());
         let logs: Vec<PathBuf> = (0..3)
             .map(|r| std::env::temp_dir().join(format!("regions-{tag}-{r}.log")))

@@ -15,16 +15,15 @@
 //! undelayed. Cutting a region off takes region A's end of its link down. The namespaces (and the
 //! veths in them) are deleted on drop, a failed test's unwinding included.
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
+use testkit::netns::in_ns;
 
 /// Between two regions, one way.
 pub const ONE_WAY: Duration = Duration::from_millis(40);
@@ -237,19 +236,6 @@ impl Net {
 /// Region `r`'s own address (on its `lo`).
 pub fn addr(r: usize) -> String {
     format!("198.18.0.{}", r + 1)
-}
-
-/// Runs `f` on a thread of its own inside namespace `ns` (sockets it opens, and threads it
-/// starts, are that namespace's).
-pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
-    let path = format!("/var/run/netns/{ns}");
-    thread::spawn(move || {
-        let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: a valid file descriptor of a network namespace; setns changes only this thread.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
 }
 
 /// A relay inside `ns` listening on `ip` (a free port) to `to`: each connection's chunks are held
