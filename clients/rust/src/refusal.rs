@@ -53,6 +53,26 @@ impl Refusal {
         some
     }
 
+    /// Its retry time.
+    pub(crate) fn until(&self) -> Instant {
+        self.until
+    }
+
+    /// Kept until `until` if that is later than its retry time.
+    pub(crate) fn extend(&mut self, until: Instant) {
+        self.until = self.until.max(until);
+    }
+
+    /// The room left for exact calls, all of it, for one lease call instead.
+    pub(crate) fn take_room(&mut self) -> u64 {
+        std::mem::take(&mut self.budget)
+    }
+
+    /// Room taken with [`Refusal::take_room`] and not used.
+    pub(crate) fn give_room(&mut self, room: u64) {
+        self.budget += room;
+    }
+
     /// The refusal as seen at `now`: the room the exact calls used is counted, the waits count
     /// down. Decided at `at_ms` plus the time since.
     pub(crate) fn answer(&self, now: Instant) -> (Reply, u64) {

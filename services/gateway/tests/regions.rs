@@ -1,8 +1,8 @@
 //! One limit across regions, on a simulated network (issue 40 item 4): three network namespaces
 //! joined by veth pairs, 40 ms one way between regions (`support::netns`: netem where the kernel
 //! has it, else a delaying relay), Redis in region A, a gateway in each region with
-//! `--global-limit 1000/1s --lease 50/100ms --admission-log`, load in each region, every address
-//! from 198.18.0.0/15. The test: no 1 s window of the three admission logs holds more than 1,000;
+//! `--global-limit 1000/1s --lease 50/100ms --lease-clock-bound 5 --admission-log`, load in each
+//! region, every address from 198.18.0.0/15. The test: no 1 s window of the three admission logs holds more than 1,000;
 //! regions B (closed) and C (open) cut off from A for 2 s: B admits nothing past its lease's end
 //! while the link is down and answers 503; C lets requests through unlimited; both admit again
 //! once the link is back. Where namespaces cannot be made (not root, no `ip netns`) it
@@ -28,6 +28,8 @@ const WINDOW_MS: u64 = 1000;
 /// `--lease 50/100ms`.
 const LEASE: &str = "50/100ms";
 const LEASE_MS: u64 = 100;
+/// `--lease-clock-bound 5`: the regions share this host's clock; 5 ms as NTP keeps hosts.
+const CLOCK_BOUND: &str = "5";
 /// Redis's port in region A's namespace (a fresh namespace: nothing else listens there).
 const REDIS_PORT: u16 = 7000;
 /// Load threads per region: a fifth of the rate, so that the offer holds while each request
@@ -102,6 +104,8 @@ impl Regions {
                 "1000/1s",
                 "--lease",
                 LEASE,
+                "--lease-clock-bound",
+                CLOCK_BOUND,
                 "--admission-log",
                 log,
                 "--on-redis-error",

@@ -44,6 +44,14 @@ pub struct LeaseConfig {
     pub when_busy: bool,
     /// `PRECISION p` on every call (lease or exact); `None` leaves it out.
     pub precision: Option<u64>,
+    /// With [`Clock::Server`]: this host's clock and the server's never disagree by more than
+    /// this many ms (NTP), so a lease hands out permits until this host's clock reads the
+    /// server's `now + ms` less it, rather than only until `ms` after its call was sent. For a
+    /// server far away: a round trip of 80 ms leaves a lease of 100 ms usable for 20 ms the
+    /// default way, 60 ms less the bound this way. Wrong if the clocks disagree by more: a
+    /// permit may then be handed out after its lease's end. `None` (the default): the default
+    /// way, exact whatever the clocks read.
+    pub synced_within: Option<u64>,
     pub(super) on_refund: Option<RefundHook>,
 }
 
@@ -56,6 +64,7 @@ impl LeaseConfig {
             clock: Clock::Server,
             when_busy: false,
             precision: None,
+            synced_within: None,
             on_refund: None,
         }
     }
@@ -79,4 +88,6 @@ setters!(LeaseConfig {
     /// `PRECISION p` on every call: members logged at a multiple of `p` ms, so that a busy key
     /// holds a bounded number of distinct scores; each request may count up to `p` ms longer.
     precision: Option<u64>,
+    /// See [`LeaseConfig::synced_within`].
+    synced_within: Option<u64>,
 });

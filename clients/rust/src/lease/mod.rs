@@ -4,6 +4,10 @@
 //! - While its lease is live and has permits, a call takes one from memory (no Redis call).
 //! - Otherwise one call at a time asks for a new lease of `size` permits; callers that arrive
 //!   meanwhile wait for that one answer, then take from it.
+//! - When the lease call's round trip is over half of `ms` (a server far away, see [`far`]),
+//!   lease calls go out one after the other while the key is busy, several in flight, each
+//!   sent so that its answer comes before the last live lease runs out, each for the permits
+//!   the callers take while it is usable.
 //! - A refusal is remembered until its retry time (see [`crate::refusal`]): a lease refused with
 //!   room for fewer permits than a lease lets that many callers through to one exact ALLOW each
 //!   (near the limit every last permit is still handed out), then answers every caller from
@@ -13,7 +17,8 @@
 //!   (they make room).
 //! - No permit is handed out after the lease's end: with the caller's clock, while that clock
 //!   reads before `now + ms`; with `*`, until `ms` after the call was sent (monotonic clock) —
-//!   the server read its `now` after that.
+//!   the server read its `now` after that — or, with [`LeaseConfig::synced_within`] `d`, until
+//!   this host's clock reads the server's `now + ms - d`.
 //! - At the end (or when a newer lease replaces an expired one, or on [`Lease::close`]) the unused
 //!   permits go back with `REFUND key unused AT now+ms` (with `*`, DETAIL's `now`).
 //! - With [`LeaseConfig::precision`] every call passes `PRECISION p`: the permits are logged at
@@ -23,10 +28,11 @@
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::limit::{Limit, MAX_EXACT, Now, logged_score};
+use crate::limit::{Limit, MAX_EXACT, Now, logged_score, unix_ms};
 use crate::refusal::{Refusal, ms_between};
 use crate::reply::{Reply, RetryAfter};
 use crate::request::Keyed;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -34,12 +40,14 @@ use tokio::sync::{Notify, watch};
 
 mod answer;
 mod config;
+mod far;
 mod stats;
 mod target;
 
 pub use answer::{Charge, LeaseReply, Pending, Source, Take};
 use answer::{ChargeKind, NEXT_GRANT};
 pub use config::{Clock, LeaseConfig, RefundHook};
+use far::{Far, MAX_ROUNDS};
 pub(crate) use stats::Counters;
 pub use stats::Stats;
 use stats::bump;
@@ -59,6 +67,7 @@ struct Inner {
     clock: Clock,
     when_busy: bool,
     precision: Option<u64>,
+    synced_within: Option<u64>,
     on_refund: Option<RefundHook>,
     state: Mutex<State>,
     /// Told when a refund ends (close waits for them).
@@ -70,10 +79,12 @@ struct Inner {
 #[derive(Default)]
 struct State {
     grant: Option<Grant>,
-    /// A lease taken before the current one ran out (see [`Inner::prefetch`]).
-    next: Option<Grant>,
-    /// The lease call in flight: its outcome, once known.
-    round: Option<watch::Receiver<Option<Round>>>,
+    /// Leases taken before the current one ran out (see [`Inner::prefetch`]), oldest first.
+    next: VecDeque<Grant>,
+    /// The lease calls in flight, oldest first.
+    rounds: VecDeque<InFlight>,
+    /// The round trip and the callers' rate (see [`far`]).
+    far: Far,
     /// The last refusal, until its retry time.
     refused: Option<Refusal>,
     closed: bool,
@@ -82,16 +93,26 @@ struct State {
     /// `when_busy`: leasing; else the calls counted in the current period.
     hot: bool,
     period: Option<(Instant, u64)>,
-    /// Permits handed out from memory so far, and that count when the lease call in flight was
-    /// sent.
+    /// Permits handed out from memory so far.
     handed: u64,
-    round_from: u64,
     /// The next lease is asked for with this many permits left (see [`Inner::prefetch`]).
     ahead: u64,
 }
 
+/// A lease call in flight.
+struct InFlight {
+    id: u64,
+    sent: Instant,
+    /// [`State::handed`] when it was sent.
+    from: u64,
+    /// Its outcome, once known.
+    rx: watch::Receiver<Option<Round>>,
+}
+
 struct Grant {
     id: u64,
+    /// Permits granted, and those not handed out.
+    size: u64,
     left: u64,
     /// `now + ms` on the clock of the call: no handout from then on (with [`Clock::Own`]).
     end_ms: u64,
@@ -190,6 +211,7 @@ impl Lease {
                 clock: cfg.clock,
                 when_busy: cfg.when_busy,
                 precision: cfg.precision,
+                synced_within: cfg.synced_within,
                 on_refund: cfg.on_refund,
                 state: Mutex::default(),
                 refunds_done: Notify::new(),
@@ -233,50 +255,11 @@ impl Lease {
         let inner = &self.inner;
         let mut st = inner.lock();
         let now = Instant::now();
-        loop {
-            if let Some(r) = inner.take(&mut st, now, at_ms) {
-                inner.prefetch(&mut st);
-                return Take::Permit(r);
-            }
-            // The current lease is used up or over: the next one, if it came in time.
-            let Some(next) = st.next.take() else { break };
-            if let Some(old) = st.grant.replace(next).filter(|g| g.left > 0) {
-                st.refunding += 1;
-                let this = inner.clone();
-                tokio::spawn(async move {
-                    let _ = this.refund(old.left, old.logged_ms).await;
-                });
-            }
+        let take = inner.try_take(&mut st, now, at_ms);
+        if !matches!(take, Take::Wait(_)) {
+            st.far.answered(now, inner.ms);
         }
-        if !st.closed
-            && let Some(r) = st.refused.as_mut()
-        {
-            if r.live(now) {
-                if r.spend() {
-                    return Take::Exact;
-                }
-                bump(&inner.stats.refused_from_memory, 1);
-                let (reply, decided_ms) = r.answer(now);
-                let at_ms = match &inner.clock {
-                    Clock::Own(f) => at_ms.unwrap_or_else(|| f()),
-                    Clock::Server => decided_ms,
-                };
-                return Take::Refused(LeaseReply {
-                    reply,
-                    at_ms,
-                    source: Source::Memory,
-                    charge: None,
-                });
-            }
-            st.refused = None;
-        }
-        if !inner.leasing(&mut st, now) {
-            return Take::Exact;
-        }
-        if let Some(rx) = &st.round {
-            return Take::Wait(Pending(rx.clone()));
-        }
-        Take::Wait(inner.start_round(&mut st))
+        take
     }
 
     /// Gives an admitted request's permit back: into the live lease it came from (no call), else
@@ -290,9 +273,10 @@ impl Lease {
                 ChargeKind::Lease { id, logged_ms } => {
                     let now = Instant::now();
                     let st = &mut *st;
-                    let live = [st.grant.as_mut(), st.next.as_mut()]
-                        .into_iter()
-                        .flatten()
+                    let live = st
+                        .grant
+                        .iter_mut()
+                        .chain(st.next.iter_mut())
                         .find(|g| g.id == id && !closed && now < g.deadline);
                     if let Some(g) = live {
                         g.left += 1;
@@ -314,22 +298,26 @@ impl Lease {
     /// exact. Answers how many permits went back here.
     pub async fn close(&self) -> Result<u64, Error> {
         let inner = &self.inner;
-        let (grant, round) = {
+        let (grant, rounds) = {
             let mut st = inner.lock();
             st.closed = true;
-            let grants: Vec<Grant> = [st.grant.take(), st.next.take()]
+            let next = std::mem::take(&mut st.next);
+            let grants: Vec<Grant> = st
+                .grant
+                .take()
                 .into_iter()
-                .flatten()
+                .chain(next)
                 .filter(|g| g.left > 0)
                 .collect();
             st.refunding += grants.len();
-            (grants, st.round.clone())
+            let rounds: Vec<_> = st.rounds.iter().map(|r| r.rx.clone()).collect();
+            (grants, rounds)
         };
         let mut back = 0;
         for g in grant {
             back += inner.refund(g.left, g.logged_ms).await?;
         }
-        if let Some(mut rx) = round {
+        for mut rx in rounds {
             let _ = rx.wait_for(Option::is_some).await;
         }
         loop {
@@ -375,32 +363,163 @@ impl Lease {
 }
 
 impl Inner {
-    /// Starts the lease call (one at a time: the caller found none in flight).
+    /// [`Lease::try_take`] under the lock.
+    fn try_take(self: &Arc<Self>, st: &mut State, now: Instant, at_ms: Option<u64>) -> Take {
+        loop {
+            if let Some(r) = self.take(st, now, at_ms) {
+                self.prefetch(st, now);
+                return Take::Permit(r);
+            }
+            // The current lease is used up or over: the next one, if it came in time.
+            let Some(next) = st.next.pop_front() else {
+                break;
+            };
+            if let Some(old) = st.grant.replace(next).filter(|g| g.left > 0) {
+                st.refunding += 1;
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let _ = this.refund(old.left, old.logged_ms).await;
+                });
+            }
+        }
+        let reach = st.far.far(self.ms);
+        if !st.closed
+            && let Some(r) = st.refused.as_mut()
+        {
+            if r.live(now) {
+                // Far, the refusal's room goes to a lease call (see `prefetch`), not to exact
+                // calls a round trip each.
+                if reach.is_none() && r.spend() {
+                    return Take::Exact;
+                }
+                let take = self.refused(r, now, at_ms);
+                if reach.is_some() {
+                    self.prefetch(st, now);
+                }
+                return take;
+            }
+            // Far, a refusal within the last lease's time stays, for the callers below.
+            let lease = Duration::from_millis(self.ms);
+            if reach.is_none() || now >= r.until() + lease {
+                st.refused = None;
+            }
+        }
+        if !self.leasing(st, now) {
+            return Take::Exact;
+        }
+        self.prefetch(st, now);
+        if let Some(round) = st.rounds.front() {
+            // Far, with a refusal that recent: refused from memory until the lease call's answer
+            // is due, rather than waiting for it (see [`far`]).
+            if let (Some(reach), Some(r), false) = (reach, st.refused.as_mut(), st.closed) {
+                r.extend(round.sent + reach.rtt);
+                return self.refused(r, now, at_ms);
+            }
+            return Take::Wait(Pending(round.rx.clone()));
+        }
+        Take::Wait(self.start_round(st))
+    }
+
+    /// A caller refused from memory by `r`.
+    fn refused(&self, r: &Refusal, now: Instant, at_ms: Option<u64>) -> Take {
+        bump(&self.stats.refused_from_memory, 1);
+        let (reply, decided_ms) = r.answer(now);
+        let at_ms = match &self.clock {
+            Clock::Own(f) => at_ms.unwrap_or_else(|| f()),
+            Clock::Server => decided_ms,
+        };
+        Take::Refused(LeaseReply {
+            reply,
+            at_ms,
+            source: Source::Memory,
+            charge: None,
+        })
+    }
+
+    /// Starts a lease call: of `size` permits, or far (see [`far`]) of what the callers take
+    /// while it is usable.
     fn start_round(self: &Arc<Self>, st: &mut State) -> Pending {
+        let size = match st.far.far(self.ms) {
+            Some(reach) => st.far.size(reach, self.size),
+            None => self.size,
+        };
+        self.start_round_of(st, size)
+    }
+
+    /// Starts a lease call of `size` permits.
+    fn start_round_of(self: &Arc<Self>, st: &mut State, size: u64) -> Pending {
         let (tx, rx) = watch::channel(None);
-        st.round = Some(rx.clone());
-        st.round_from = st.handed;
-        tokio::spawn(Inner::round(self.clone(), tx));
+        let id = NEXT_GRANT.fetch_add(1, Ordering::Relaxed);
+        st.rounds.push_back(InFlight {
+            id,
+            sent: Instant::now(),
+            from: st.handed,
+            rx: rx.clone(),
+        });
+        tokio::spawn(Inner::round(self.clone(), tx, id, size));
         Pending(rx)
     }
 
     /// With `ahead` permits or fewer left in the current lease, the next lease is asked for at
     /// once, so that a busy key finds it in memory when this one runs out, rather than every
     /// caller then waiting a round trip for it. `ahead` is twice what the key handed out while
-    /// its last lease call was in flight, within a quarter and a half of a lease. Only while
-    /// leasing (not closed, no refusal's wait under way, busy).
-    fn prefetch(self: &Arc<Self>, st: &mut State) {
+    /// its last lease call was in flight, within a quarter and a half of a lease. Far (see
+    /// [`far`]), a lease call is sent whenever the leases held and asked for run out (their
+    /// permits at the callers' rate, or their end) within [`Far::lead`], up to [`MAX_ROUNDS`]
+    /// in flight; refused, one at a time: at once for the room the refusal saw, else a round
+    /// trip before its retry time. Only while leasing (not closed, busy; near, no refusal's
+    /// wait under way).
+    fn prefetch(self: &Arc<Self>, st: &mut State, now: Instant) {
+        if st.closed || (self.when_busy && !st.hot) {
+            return;
+        }
+        let refused = st.refused.as_mut().filter(|r| r.live(now));
+        if let Some(reach) = st.far.far(self.ms) {
+            if let Some(r) = refused {
+                let (room, until) = (r.take_room(), r.until());
+                if !st.rounds.is_empty() {
+                    r.give_room(room);
+                    return;
+                }
+                let size = st.far.size(reach, self.size);
+                if room == 0 && until > now + reach.rtt {
+                    return;
+                }
+                // Its callers are refused from memory until the answer is due, rather than
+                // waiting for it.
+                r.extend(now + reach.rtt);
+                self.start_round_of(st, if room > 0 { size.min(room) } else { size });
+                return;
+            }
+            let held = st.grant.iter().chain(st.next.iter()).filter(|g| g.left > 0);
+            let until = held
+                .map(|g| st.far.runs_out(g.left, g.deadline, now))
+                .chain(st.rounds.iter().map(|r| Far::ends(reach, r.sent)))
+                .max();
+            let soon = until.is_none_or(|t| t <= now + st.far.lead(reach));
+            if soon && st.rounds.len() < MAX_ROUNDS {
+                self.start_round(st);
+            }
+            return;
+        }
         let ahead = st.ahead.max(self.size / 4);
         let low = st.grant.as_ref().is_some_and(|g| g.left <= ahead);
-        let waiting = st.refused.as_ref().is_some_and(|r| r.live(Instant::now()));
-        if low
-            && !st.closed
-            && !waiting
-            && st.round.is_none()
-            && st.next.is_none()
-            && (!self.when_busy || st.hot)
-        {
+        if low && refused.is_none() && st.rounds.is_empty() && st.next.is_empty() {
             self.start_round(st);
+        }
+    }
+
+    /// When a lease whose call was sent at `sent`, answered at `arrived`, ending at `end_ms`
+    /// (`now + ms` on the clock of the call) stops handing out permits: `ms` after it was sent;
+    /// on the server's clock with [`LeaseConfig::synced_within`] `d`, when this host's clock
+    /// reads `end_ms - d` (within `ms` of `arrived`).
+    fn deadline(&self, sent: Instant, arrived: Instant, end_ms: u64) -> Instant {
+        match (&self.clock, self.synced_within) {
+            (Clock::Server, Some(d)) => {
+                let left = end_ms.saturating_sub(d).saturating_sub(unix_ms());
+                arrived + Duration::from_millis(left.min(self.ms))
+            }
+            _ => sent + Duration::from_millis(self.ms),
         }
     }
 
@@ -428,7 +547,11 @@ impl Inner {
         }
         let at_ms = match &self.clock {
             Clock::Own(f) => Some(at_ms.unwrap_or_else(|| f())).filter(|&t| t < g.end_ms)?,
-            Clock::Server => g.now_ms + ms_between(g.sent, now),
+            Clock::Server => match self.synced_within {
+                // This host's clock, within the lease's span on the server's.
+                Some(_) => unix_ms().clamp(g.now_ms, g.end_ms.saturating_sub(1)),
+                None => g.now_ms + ms_between(g.sent, now),
+            },
         };
         g.left -= 1;
         st.handed += 1;
@@ -520,7 +643,7 @@ impl Inner {
 
     /// The lease call, in its own task so that a caller that stops waiting does not lose its
     /// permits; then, if granted, the lease's end.
-    async fn round(self: Arc<Inner>, tx: watch::Sender<Option<Round>>) {
+    async fn round(self: Arc<Inner>, tx: watch::Sender<Option<Round>>, id: u64, size: u64) {
         let sent = Instant::now();
         let now = self.clock.now();
         let server = now == Now::Server;
@@ -528,7 +651,7 @@ impl Inner {
         bump(&self.stats.lease_calls, 1);
         let call = self
             .target
-            .call(now, self.size, Some(self.ms), self.precision, server);
+            .call(now, size, Some(self.ms), self.precision, server);
         let result = match call {
             Ok(call) => self.client.call(&call).await,
             Err(e) => Err(e),
@@ -537,9 +660,15 @@ impl Inner {
         let mut live = None;
         let outcome = {
             let mut st = self.lock();
-            st.round = None;
-            let during = st.handed - st.round_from;
+            let from = match st.rounds.iter().position(|r| r.id == id) {
+                Some(i) => st.rounds.remove(i).map_or(st.handed, |r| r.from),
+                None => st.handed,
+            };
+            let during = st.handed - from;
             st.ahead = during.saturating_mul(2).clamp(self.size / 4, self.size / 2);
+            if result.is_ok() {
+                st.far.round_trip(sent.elapsed());
+            }
             match result {
                 Ok(mut reply) if reply.allowed => {
                     bump(&self.stats.leases_granted, 1);
@@ -549,16 +678,18 @@ impl Inner {
                     };
                     let end_ms = now_ms + self.ms;
                     let logged_ms = logged_score(end_ms, self.precision);
-                    let deadline = sent + Duration::from_millis(self.ms);
-                    if st.closed || Instant::now() >= deadline {
-                        back.push((self.size, logged_ms));
+                    let arrived = Instant::now();
+                    let deadline = self.deadline(sent, arrived, end_ms);
+                    st.far.granted(deadline.saturating_duration_since(arrived));
+                    if st.closed || arrived >= deadline {
+                        back.push((size, logged_ms));
                         st.refunding += 1;
                         Round::Exact
                     } else {
-                        let id = NEXT_GRANT.fetch_add(1, Ordering::Relaxed);
                         let grant = Grant {
                             id,
-                            left: self.size,
+                            size,
+                            left: size,
                             end_ms,
                             logged_ms,
                             deadline,
@@ -567,16 +698,13 @@ impl Inner {
                             reply,
                         };
                         let current = st.grant.as_ref().is_some_and(|g| self.usable(g));
-                        if current && st.next.is_none() {
-                            // Taken early: it waits for the current one to run out.
-                            st.next = Some(grant);
-                        } else {
+                        if current || !st.next.is_empty() {
+                            // Taken early: it waits for the ones before it to run out.
+                            st.next.push_back(grant);
+                        } else if let Some(old) = st.grant.replace(grant).filter(|g| g.left > 0) {
                             // Replaced after its end, before its own task came to it.
-                            let old = [st.grant.replace(grant), st.next.take()];
-                            for old in old.into_iter().flatten().filter(|g| g.left > 0) {
-                                back.push((old.left, old.logged_ms));
-                                st.refunding += 1;
-                            }
+                            back.push((old.left, old.logged_ms));
+                            st.refunding += 1;
                         }
                         live = Some((id, deadline));
                         Round::Granted
@@ -598,8 +726,7 @@ impl Inner {
                         None => {
                             bump(&self.stats.errors, 1);
                             Round::Failed(Error::Reply(format!(
-                                "a lease of {} never fits these limits (retry_after -1)",
-                                self.size
+                                "a lease of {size} never fits these limits (retry_after -1)",
                             )))
                         }
                     }
@@ -626,19 +753,20 @@ impl Inner {
     async fn expire(&self, id: u64) {
         let unused = {
             let mut st = self.lock();
-            let mine = |slot: &Option<Grant>| slot.as_ref().is_some_and(|g| g.id == id);
-            let g = if mine(&st.grant) {
+            let g = if st.grant.as_ref().is_some_and(|g| g.id == id) {
                 st.grant.take()
-            } else if mine(&st.next) {
-                st.next.take()
+            } else if let Some(i) = st.next.iter().position(|g| g.id == id) {
+                st.next.remove(i)
             } else {
                 return;
             };
             let g = g.filter(|g| g.left > 0);
-            if g.is_some() {
+            if let Some(g) = &g {
                 st.refunding += 1;
-                if self.when_busy {
-                    // The traffic did not fill this lease within its duration.
+                // The traffic did not fill this lease within its duration (far, where a lease is
+                // sized to the traffic: not half of it).
+                let far = st.far.far(self.ms).is_some();
+                if self.when_busy && (!far || g.left * 2 > g.size) {
                     st.hot = false;
                 }
             }

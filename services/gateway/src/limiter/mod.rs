@@ -162,6 +162,7 @@ impl Limiter {
                 let lease = LeaseConfig::new(spec.size, spec.duration_ms)
                     .when_busy(true)
                     .precision(cfg.precision)
+                    .synced_within(cfg.lease_clock_bound)
                     .on_refund(Arc::new(move |key: &[u8]| {
                         if let Some(c) = &cache {
                             c.refunded_shared(key);
