@@ -105,15 +105,24 @@ impl Far {
         sent + reach.rtt + reach.usable
     }
 
-    /// Permits for a far lease: what the callers are answered while it is usable, within 1 and
-    /// `max`.
+    /// Permits for a far lease: what the callers are answered in one and a half times the time
+    /// between lease calls (the round trip and the usable time less the lead), at most in the
+    /// usable time; within 1 and `max`.
     pub(super) fn size(&self, reach: Reach, max: u64) -> u64 {
-        let want = (self.rate * reach.usable.as_secs_f64() * 1e3).ceil();
+        let between = (reach.rtt + reach.usable).saturating_sub(self.lead(reach)) * 3 / 2;
+        let span = between.min(reach.usable);
+        let want = (self.rate * span.as_secs_f64() * 1e3).ceil();
         if want >= max as f64 {
             max
         } else {
             (want as u64).max(1)
         }
+    }
+
+    /// Whether callers come at under half of `size` per lease of `ms` (a far key's lease then
+    /// ends unused for want of traffic, not for the leases' overlap).
+    pub(super) fn quiet(&self, size: u64, ms: u64) -> bool {
+        self.rate * ms as f64 * 2.0 < size as f64
     }
 
     /// When `left` permits run out at this rate, or at `deadline` if sooner.
@@ -171,9 +180,17 @@ mod tests {
             rtt: ms(80),
             usable: ms(20),
         };
+        // Lead 85 ms: a lease call every 15 ms, 22.5 ms of callers a lease, 20 ms usable.
         assert_eq!(f.size(reach, 50), 20);
         assert_eq!(f.size(reach, 10), 10);
         assert_eq!(Far::default().size(reach, 50), 1);
+        let long = Reach {
+            rtt: ms(80),
+            usable: ms(60),
+        };
+        // Lead 95 ms: every 45 ms, 60 ms usable.
+        assert_eq!(f.size(long, 100), 60);
+        assert!(!f.quiet(100, 100) && f.quiet(201, 100));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! - While its lease is live and has permits, a call takes one from memory (no Redis call).
 //! - Otherwise one call at a time asks for a new lease of `size` permits; callers that arrive
 //!   meanwhile wait for that one answer, then take from it.
-//! - When the lease call's round trip is over half of `ms` (a server far away, see [`far`]),
+//! - When the lease call's round trip is over a quarter of `ms` (a server far away, see [`far`]),
 //!   lease calls go out one after the other while the key is busy, several in flight, each
 //!   sent so that its answer comes before the last live lease runs out, each for the permits
 //!   the callers take while it is usable.
@@ -111,8 +111,7 @@ struct InFlight {
 
 struct Grant {
     id: u64,
-    /// Permits granted, and those not handed out.
-    size: u64,
+    /// Permits not handed out.
     left: u64,
     /// `now + ms` on the clock of the call: no handout from then on (with [`Clock::Own`]).
     end_ms: u64,
@@ -688,7 +687,6 @@ impl Inner {
                     } else {
                         let grant = Grant {
                             id,
-                            size,
                             left: size,
                             end_ms,
                             logged_ms,
@@ -761,12 +759,12 @@ impl Inner {
                 return;
             };
             let g = g.filter(|g| g.left > 0);
-            if let Some(g) = &g {
+            if g.is_some() {
                 st.refunding += 1;
-                // The traffic did not fill this lease within its duration (far, where a lease is
-                // sized to the traffic: not half of it).
+                // The traffic did not fill this lease within its duration (far, where leases
+                // overlap: the callers' rate fills under half of `size` in a lease's time).
                 let far = st.far.far(self.ms).is_some();
-                if self.when_busy && (!far || g.left * 2 > g.size) {
+                if self.when_busy && (!far || st.far.quiet(self.size, self.ms)) {
                     st.hot = false;
                 }
             }
