@@ -25,6 +25,9 @@ pub mod netns;
 /// services' tests read them.
 #[cfg(feature = "server")]
 pub mod probe;
+/// A TCP relay that holds each chunk a delay each way: a far server on one host.
+#[cfg(feature = "server")]
+pub mod relay;
 /// Concurrent traffic against a server, checked against the contract model.
 #[cfg(feature = "server")]
 pub mod traffic;

@@ -9,21 +9,17 @@
 //! ```
 //!
 //! A region's own traffic goes over its `lo` (0.1 ms one way with netem). The 40 ms are netem's
-//! where the kernel has `sch_netem`; otherwise a TCP relay in the far region (a thread of the
-//! test, inside that namespace) holds each chunk 40 ms in each direction, in order, and the far
-//! region's gateway reaches Redis through it ([`Net::redis_url`]); its own traffic is then
-//! undelayed. Cutting a region off takes region A's end of its link down. The namespaces (and the
+//! where the kernel has `sch_netem`; otherwise a TCP relay in the far region
+//! (`testkit::relay`, started by a thread of the test inside that namespace) holds each chunk
+//! 40 ms in each direction, in order, and the far region's gateway reaches Redis through it
+//! ([`Net::redis_url`]); its own traffic is then undelayed. Cutting a region off takes region A's end of its link down. The namespaces (and the
 //! veths in them) are deleted on drop, a failed test's unwinding included.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testkit::netns::in_ns;
+use testkit::relay::{self, Relay};
 
 /// Between two regions, one way.
 pub const ONE_WAY: Duration = Duration::from_millis(40);
@@ -40,7 +36,7 @@ pub enum Delay {
 pub struct Net {
     tag: String,
     pub delay: Delay,
-    relays: Vec<Arc<AtomicBool>>,
+    relays: Vec<Relay>,
 }
 
 /// `ip ARGS`; its stderr as the error.
@@ -169,10 +165,13 @@ impl Net {
         if r == 0 || self.delay == Delay::Netem {
             return format!("redis://{redis}");
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let listen = relay(&self.ns(r), addr(r), redis, ONE_WAY, stop.clone());
-        self.relays.push(stop);
-        format!("redis://{listen}")
+        let ip = addr(r).parse().expect("a region's address");
+        let relay = in_ns(&self.ns(r), move || relay::start_on(ip, redis, ONE_WAY))
+            .join()
+            .expect("the relay started");
+        let url = relay.redis_url();
+        self.relays.push(relay);
+        url
     }
 
     /// Region `r` cut off from A: A's end of its link down.
@@ -205,9 +204,7 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        for stop in &self.relays {
-            stop.store(true, Ordering::Relaxed);
-        }
+        self.relays.clear();
         self.remove();
     }
 }
@@ -236,60 +233,4 @@ impl Net {
 /// Region `r`'s own address (on its `lo`).
 pub fn addr(r: usize) -> String {
     format!("198.18.0.{}", r + 1)
-}
-
-/// A relay inside `ns` listening on `ip` (a free port) to `to`: each connection's chunks are held
-/// `delay` in each direction, in order. Returns its address; it stops accepting once `stop`.
-fn relay(ns: &str, ip: String, to: SocketAddr, delay: Duration, stop: Arc<AtomicBool>) -> String {
-    let (tx, rx) = mpsc::channel();
-    in_ns(ns, move || {
-        let listener = TcpListener::bind((ip.as_str(), 0)).expect("the relay's port");
-        listener.set_nonblocking(true).expect("nonblocking");
-        tx.send(listener.local_addr().expect("its address"))
-            .unwrap();
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((near, _)) => {
-                    let _ = near.set_nonblocking(false);
-                    let Ok(far) = TcpStream::connect(to) else {
-                        continue;
-                    };
-                    for s in [&near, &far] {
-                        let _ = s.set_nodelay(true);
-                    }
-                    let (near2, far2) = (near.try_clone().unwrap(), far.try_clone().unwrap());
-                    pipe(near, far, delay);
-                    pipe(far2, near2, delay);
-                }
-                Err(_) => thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
-    rx.recv().expect("the relay started").to_string()
-}
-
-/// What `from` sends goes to `to` `delay` later, in order; `to`'s sending side shuts when `from`
-/// ends.
-fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
-    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n @ 1..) = from.read(&mut buf) {
-            if tx
-                .send((Instant::now() + delay, buf[..n].to_vec()))
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    thread::spawn(move || {
-        for (due, chunk) in rx {
-            thread::sleep(due.saturating_duration_since(Instant::now()));
-            if to.write_all(&chunk).is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown(Shutdown::Write);
-    });
 }
