@@ -8,7 +8,12 @@ use slidingwindow_client::{Client, Limit, Options};
 pub use testkit::probe::{most_in_window, stat};
 
 pub fn client(s: &Server) -> Client {
-    let options = Options::from_urls(&[s.url()], false).expect("options");
+    client_at(&s.url())
+}
+
+/// A client for the server at `url`.
+pub fn client_at(url: &str) -> Client {
+    let options = Options::from_urls(&[url.to_string()], false).expect("options");
     Client::new(&options).expect("client")
 }
 
