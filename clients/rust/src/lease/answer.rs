@@ -3,7 +3,8 @@
 use super::Round;
 use crate::error::Error;
 use crate::reply::Reply;
-use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::watch;
 
 /// Where a permit came from.
@@ -57,7 +58,12 @@ pub enum Take {
 }
 
 /// The lease call a [`Take::Wait`] waits for.
-pub struct Pending(pub(super) watch::Receiver<Option<Round>>);
+pub struct Pending {
+    pub(super) rx: watch::Receiver<Option<Round>>,
+    /// Counts the callers that come back to the object after their wait (`Ok(true)`), so that
+    /// the object tells them from new callers.
+    pub(super) back: Arc<AtomicU64>,
+}
 
 impl Pending {
     /// Until the lease call has answered: `Ok(true)` if it was granted or refused (try again:
@@ -66,13 +72,16 @@ impl Pending {
     pub async fn wait(mut self) -> Result<bool, Error> {
         // A round that ended without a word (its task was dropped): go exact.
         match self
-            .0
+            .rx
             .wait_for(Option::is_some)
             .await
             .ok()
             .and_then(|r| r.clone())
         {
-            Some(Round::Granted | Round::Refused) => Ok(true),
+            Some(Round::Granted | Round::Refused) => {
+                self.back.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
             Some(Round::Failed(e)) => Err(e),
             Some(Round::Exact) | None => Ok(false),
         }

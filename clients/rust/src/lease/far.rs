@@ -1,5 +1,5 @@
 //! A server far away, as a lease object sees it: the lease call's round trip, how long a lease
-//! stays usable once its answer is in, and the rate its callers are answered at.
+//! stays usable once its answer is in, and the rate new callers come at.
 //!
 //! A lease granted with `LEASE ms` can hand out permits only from the moment its answer comes
 //! back until its end: `ms` after the call was sent, or (with
@@ -26,7 +26,7 @@ pub(super) struct Far {
     rttvar: Duration,
     /// How long a granted lease was usable once its answer came, averaged.
     usable: Option<Duration>,
-    /// Callers answered per ms, averaged over periods of a quarter of the lease.
+    /// New callers per ms, averaged over periods of a quarter of the lease.
     rate: f64,
     /// The current period's start and its callers.
     from: Option<Instant>,
@@ -41,8 +41,9 @@ pub(super) struct Reach {
 }
 
 impl Far {
-    /// One caller answered at `now`; a period ends after a quarter of a lease of `ms`.
-    pub(super) fn answered(&mut self, now: Instant, ms: u64) {
+    /// One new caller at `now` (not one back from a wait); a period ends after a quarter of a
+    /// lease of `ms`.
+    pub(super) fn arrived(&mut self, now: Instant, ms: u64) {
         let Some(from) = self.from else {
             self.from = Some(now);
             return;
@@ -105,7 +106,7 @@ impl Far {
         sent + reach.rtt + reach.usable
     }
 
-    /// Permits for a far lease: what the callers are answered in one and a half times the time
+    /// Permits for a far lease: what new callers take in one and a half times the time
     /// between lease calls (the round trip and the usable time less the lead), at most in the
     /// usable time; within 1 and `max`.
     pub(super) fn size(&self, reach: Reach, max: u64) -> u64 {
@@ -173,7 +174,7 @@ mod tests {
         let mut f = Far::default();
         let t = Instant::now();
         for i in 0..=25 {
-            f.answered(t + ms(i), 100);
+            f.arrived(t + ms(i), 100);
         }
         assert!((f.rate - 1.0).abs() < 0.1, "{}", f.rate);
         let reach = Reach {

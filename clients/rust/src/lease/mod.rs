@@ -33,7 +33,7 @@ use crate::refusal::{Refusal, ms_between};
 use crate::reply::{Reply, RetryAfter};
 use crate::request::Keyed;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
@@ -70,6 +70,8 @@ struct Inner {
     synced_within: Option<u64>,
     on_refund: Option<RefundHook>,
     state: Mutex<State>,
+    /// Callers back from a wait, not yet come to `try_take` (see [`Pending`]).
+    back: Arc<AtomicU64>,
     /// Told when a refund ends (close waits for them).
     refunds_done: Notify,
     /// Shared by every object of a lease map.
@@ -213,6 +215,7 @@ impl Lease {
                 synced_within: cfg.synced_within,
                 on_refund: cfg.on_refund,
                 state: Mutex::default(),
+                back: Arc::default(),
                 refunds_done: Notify::new(),
                 stats,
             }),
@@ -254,11 +257,14 @@ impl Lease {
         let inner = &self.inner;
         let mut st = inner.lock();
         let now = Instant::now();
-        let take = inner.try_take(&mut st, now, at_ms);
-        if !matches!(take, Take::Wait(_)) {
-            st.far.answered(now, inner.ms);
+        // A caller back from a wait is not a new one.
+        let back = inner
+            .back
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if back.is_err() {
+            st.far.arrived(now, inner.ms);
         }
-        take
+        inner.try_take(&mut st, now, at_ms)
     }
 
     /// Gives an admitted request's permit back: into the live lease it came from (no call), else
@@ -414,7 +420,10 @@ impl Inner {
                 r.extend(round.sent + reach.rtt);
                 return self.refused(r, now, at_ms);
             }
-            return Take::Wait(Pending(round.rx.clone()));
+            return Take::Wait(Pending {
+                rx: round.rx.clone(),
+                back: self.back.clone(),
+            });
         }
         Take::Wait(self.start_round(st))
     }
@@ -456,7 +465,10 @@ impl Inner {
             rx: rx.clone(),
         });
         tokio::spawn(Inner::round(self.clone(), tx, id, size));
-        Pending(rx)
+        Pending {
+            rx,
+            back: self.back.clone(),
+        }
     }
 
     /// With `ahead` permits or fewer left in the current lease, the next lease is asked for at
