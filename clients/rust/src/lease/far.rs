@@ -92,11 +92,13 @@ impl Far {
 
     /// How long before the last live lease runs out the next lease call is sent, far: the
     /// round trip, and twice its deviation or a quarter of the usable time (at least 1 ms),
-    /// whichever is more; at most 2 ms short of the round trip and the usable time.
+    /// whichever is more, at most half the usable time; at most 2 ms short of the round trip
+    /// and the usable time.
     pub(super) fn lead(&self, reach: Reach) -> Duration {
         let spare = (self.rttvar * 2)
             .max(reach.usable / 4)
-            .max(Duration::from_millis(1));
+            .max(Duration::from_millis(1))
+            .min(reach.usable / 2);
         let most = (reach.rtt + reach.usable).saturating_sub(Duration::from_millis(2));
         (reach.rtt + spare).min(most)
     }
@@ -107,10 +109,11 @@ impl Far {
     }
 
     /// Permits for a far lease: what new callers take in one and a half times the time
-    /// between lease calls (the round trip and the usable time less the lead), at most in the
-    /// usable time; within 1 and `max`.
+    /// between lease calls (the round trip and the usable time less the lead, or the round trip
+    /// over [`MAX_ROUNDS`] if more), at most in the usable time; within 1 and `max`.
     pub(super) fn size(&self, reach: Reach, max: u64) -> u64 {
-        let between = (reach.rtt + reach.usable).saturating_sub(self.lead(reach)) * 3 / 2;
+        let between = (reach.rtt + reach.usable).saturating_sub(self.lead(reach));
+        let between = between.max(reach.rtt / MAX_ROUNDS as u32) * 3 / 2;
         let span = between.min(reach.usable);
         let want = (self.rate * span.as_secs_f64() * 1e3).ceil();
         if want >= max as f64 {
@@ -210,7 +213,11 @@ mod tests {
         f.round_trip(ms(80));
         f.round_trip(ms(120));
         assert_eq!(f.rttvar, ms(10));
-        assert_eq!(f.lead(reach(80, 20)), ms(98), "twice the deviation, capped");
+        assert_eq!(
+            f.lead(reach(80, 20)),
+            ms(90),
+            "half the usable time at most"
+        );
         assert_eq!(f.lead(reach(60, 60)), ms(80), "twice the deviation");
         let t = Instant::now();
         assert_eq!(Far::ends(reach(80, 20), t), t + ms(100));
