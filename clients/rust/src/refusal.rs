@@ -68,11 +68,6 @@ impl Refusal {
         std::mem::take(&mut self.budget)
     }
 
-    /// Room taken with [`Refusal::take_room`] and not used.
-    pub(crate) fn give_room(&mut self, room: u64) {
-        self.budget += room;
-    }
-
     /// The refusal as seen at `now`: the room the exact calls used is counted, the waits count
     /// down. Decided at `at_ms` plus the time since.
     pub(crate) fn answer(&self, now: Instant) -> (Reply, u64) {

@@ -488,11 +488,10 @@ impl Inner {
         let refused = st.refused.as_mut().filter(|r| r.live(now));
         if let Some(reach) = st.far.far(self.ms) {
             if let Some(r) = refused {
-                let (room, until) = (r.take_room(), r.until());
                 if !st.rounds.is_empty() {
-                    r.give_room(room);
                     return;
                 }
+                let (room, until) = (r.take_room(), r.until());
                 let size = st.far.size(reach, self.size);
                 if room == 0 && until > now + reach.rtt {
                     return;
