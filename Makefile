@@ -51,7 +51,7 @@ test: build panic-module
 # The Rust client crate, the HTTP gateway and the Envoy rate limit service, and the Python, Node.js and Go
 # helpers, each against a real redis-server (run once, with the default server): the crate's and
 # the gateway's tests, and each helper on both paths (module loaded; plain Redis running the
-# shared Lua script) plus script-vs-module streams.
+# shared Lua script).
 test-examples: test-rust-client test-gateway test-python test-node test-go test-envoy
 
 # clients/rust: unit tests, then every command, batches, the lease object under concurrent tasks

@@ -76,3 +76,12 @@ fn the_header_spec_is_what_testkit_makes() {
         "spec/headers.json is stale: cargo run -p testkit --bin spec -- headers > spec/headers.json"
     );
 }
+
+#[test]
+fn the_lease_spec_is_what_testkit_makes() {
+    let made = testkit::spec_leases::render(&testkit::spec_leases::scenarios());
+    assert!(
+        include_str!("../spec/leases.json") == made,
+        "spec/leases.json is stale: cargo run -p testkit --bin spec -- leases > spec/leases.json"
+    );
+}

@@ -7,6 +7,7 @@ pub mod model;
 pub mod rng;
 pub mod spec;
 pub mod spec_headers;
+pub mod spec_leases;
 pub mod zipf;
 
 /// A cluster of servers, its slots and its views.

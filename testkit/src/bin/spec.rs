@@ -1,5 +1,6 @@
 //! Prints the shared spec: `cargo run -p testkit --bin spec > spec/cases.json`, and with
-//! `headers`, the header spec: `cargo run -p testkit --bin spec -- headers > spec/headers.json`.
+//! `headers`, the header spec: `cargo run -p testkit --bin spec -- headers > spec/headers.json`; with `leases`, the lease
+//! scenarios: `cargo run -p testkit --bin spec -- leases > spec/leases.json`.
 
 fn main() {
     match std::env::args().nth(1).as_deref() {
@@ -8,8 +9,12 @@ fn main() {
             "{}",
             testkit::spec_headers::render(&testkit::spec_headers::cases())
         ),
+        Some("leases") => print!(
+            "{}",
+            testkit::spec_leases::render(&testkit::spec_leases::scenarios())
+        ),
         Some(other) => {
-            eprintln!("unknown argument {other:?}: none, or headers");
+            eprintln!("unknown argument {other:?}: none, headers or leases");
             std::process::exit(2);
         }
     }
