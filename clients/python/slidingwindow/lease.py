@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 from .results import Key, LimitState, Result, SlidingWindowError
 
@@ -17,17 +17,28 @@ class Lease:
     """Permits for one key and its limits, ``size`` at a time for ``duration_ms``.
 
     ``allow()`` hands out a permit from memory while the lease is live and has one; otherwise it
-    takes a new lease (``ALLOW key ... COST size LEASE duration_ms DETAIL`` on the server's clock),
-    whose members are logged at the lease's end so that no limit is ever exceeded. When a whole
-    lease is refused but some permits remain, it leases those (so that near the limit every last
-    permit is still handed out). When none remain, a ``PEEK`` learns how long until one does,
-    and that refusal is remembered until its ``retry_after_ms``: the requests meanwhile are
-    refused from memory, without a Redis call. The lease object's own refunds forget it. Unused
-    permits go back (``REFUND key unused AT now+ms``) when the lease ends and on ``close()``.
-    Safe to share between threads (one Redis call at a time).
+    takes a new lease (``ALLOW key ... COST size LEASE duration_ms DETAIL`` on the server's clock,
+    or on ``clock``'s), whose members are logged at the lease's end so that no limit is ever
+    exceeded. When a whole lease is refused but some permits remain, it leases those (so that
+    near the limit every last permit is still handed out). When none remain, a ``PEEK`` learns
+    how long until one does, and that refusal is remembered until its ``retry_after_ms``: the
+    requests meanwhile are refused from memory, without a Redis call. The lease object's own
+    refunds forget it. Unused permits go back (``REFUND key unused AT now+ms``) when the lease
+    ends and on ``close()``. Safe to share between threads (one Redis call at a time).
+
+    ``clock``: None (the default) sends ``*`` (the server's clock) and times the lease on this
+    host's monotonic clock. A callable returning Unix ms (an int) is the caller's own clock: every
+    call the lease sends passes ``now=clock()``, and everything it decides by time reads that
+    clock: a lease taken at ``now`` is live while ``now <= clock() < now + duration_ms``, a
+    refusal remembered from a ``PEEK`` sent at ``sent`` holds while ``clock() < sent +
+    retry_after_ms``, waits run down by ``clock()`` less the time of the call they came from,
+    and a reply from memory has ``now=clock()``. The caller's ``now`` has ``allow``'s rules
+    (callers of one key in order, or the server's lateness covering their disorder). The timer
+    that gives the unused permits back at the lease's end still counts real time.
     """
 
-    def __init__(self, sw: "SlidingWindow", key: Key, limits: "Limits", size: int, duration_ms: int) -> None:
+    def __init__(self, sw: "SlidingWindow", key: Key, limits: "Limits", size: int, duration_ms: int,
+                 clock: Optional[Callable[[], int]] = None) -> None:
         from .limiter import limit_list
 
         smallest = min(l.max for l in limit_list(limits))
@@ -35,18 +46,22 @@ class Lease:
             raise ValueError(f"size must be an integer between 1 and the smallest max, {smallest}")
         if not (isinstance(duration_ms, int) and duration_ms >= 1):
             raise ValueError("duration_ms must be an integer >= 1 (ms)")
+        if clock is not None and not callable(clock):
+            raise ValueError("clock must be a callable returning Unix ms, or None (the server's clock)")
         self.sw, self.key, self.limits = sw, key, limits
         self.size, self.duration_ms = size, duration_ms
+        self.clock = clock
         self._lock = threading.Lock()
         self._left = 0
         self._reply: Optional[Result] = None
-        self._taken = 0.0  # monotonic time the lease call was sent
-        self._end = 0.0  # monotonic time after which no permit of it is handed out
-        self._refund_at = 0  # the lease's now + ms on the server's clock: its members' score
-        # Monotonic time until which the last lease reply showed no permit left and no whole
-        # lease fitting: before it, a PEEK learns the wait first.
+        # Times are in ms on the lease's clock (``_time()``): the caller's, or monotonic time.
+        self._taken = 0.0  # when the lease started: its call's now (caller's clock) or sending
+        self._end = 0.0  # after which no permit of it is handed out
+        self._refund_at = 0  # the lease's now + ms on the clock of its call: its members' score
+        # Until when the last lease reply showed no permit left and no whole lease fitting:
+        # before it, a PEEK learns the wait first.
         self._full_until = 0.0
-        # A refused PEEK: its reply, the monotonic time it was sent, and until when it holds.
+        # A refused PEEK: its reply, the time it was sent, and until when it holds.
         self._refused: Optional[Tuple[Result, float, float]] = None
         self._refunds = 0  # bumped when one of its refunds starts and when it ends
         self._timer: Optional[threading.Timer] = None
@@ -56,8 +71,8 @@ class Lease:
         """One request: a permit from memory or from a new lease, the answer of a call, or a
         refusal remembered from a PEEK."""
         with self._lock:
-            t = time.monotonic()
-            if self._left > 0 and t < self._end:
+            t = self._time()
+            if self._live(t):
                 self._left -= 1
                 return self._from_memory(t)
             self._refund_locked(self._drop())
@@ -75,25 +90,39 @@ class Lease:
                 return r
             fits = least(r)
             if fits >= 1:
-                r = self._take(time.monotonic(), fits)
+                r = self._take(self._time(), fits)
                 if r.allowed:
                     return r
             r = self._peek()
             if r.allowed and r.error is None:
                 # Room appeared since the refused lease: a lease of one.
-                r = self._take(time.monotonic(), 1)
+                r = self._take(self._time(), 1)
             return r
+
+    def _time(self) -> float:
+        """Now on the lease's clock, in ms: the caller's clock, or monotonic time."""
+        return int(self.clock()) if self.clock is not None else time.monotonic() * 1000
+
+    def _now(self, t: float) -> Optional[int]:
+        """The ``now`` a call sent at ``t`` passes: ``t`` on the caller's clock, else None (``*``)."""
+        return None if self.clock is None else int(t)
+
+    def _live(self, t: float) -> bool:
+        """Whether the lease hands out a permit at ``t`` (under the lock)."""
+        return self._left > 0 and self._taken <= t < self._end
 
     def _take(self, t: float, n: int) -> Result:
         """A lease of ``n`` permits; admitted, its first permit (under the lock)."""
-        sent = time.monotonic()
-        r = self.sw.allow(self.key, self.limits, cost=n, lease=self.duration_ms, detail=True)
+        sent = self._time()
+        if self.clock is not None:
+            t = sent  # the lease starts at its call's now
+        r = self.sw.allow(self.key, self.limits, cost=n, now=self._now(sent), lease=self.duration_ms, detail=True)
         if r.error is not None:
             return r  # unchecked (on_error="open"): no lease was taken
         if r.retry_after_ms < 0:
             raise SlidingWindowError(f"a lease of {n} never fits the limits of {self.key!r}")
         full = least(r) == 0
-        self._full_until = sent + r.retry_after_ms / 1000 if full else 0.0
+        self._full_until = sent + r.retry_after_ms if full else 0.0
         if not r.allowed:
             return r
         self._start(t, r, n)
@@ -104,11 +133,11 @@ class Lease:
         """Whether one permit fits now, changing nothing: a refusal with a wait that ends is
         remembered and answered (under the lock)."""
         refunds = self._refunds
-        sent = time.monotonic()
-        r = self.sw.peek(self.key, self.limits, detail=True)
+        sent = self._time()
+        r = self.sw.peek(self.key, self.limits, now=self._now(sent), detail=True)
         self._full_until = 0.0
         if not r.allowed and r.retry_after_ms > 0 and self._refunds == refunds:
-            self._refused = (r, sent, sent + r.retry_after_ms / 1000)
+            self._refused = (r, sent, sent + r.retry_after_ms)
         return r
 
     def close(self) -> int:
@@ -128,13 +157,13 @@ class Lease:
     def permits(self) -> int:
         """Permits held in memory now (0 once the lease has ended)."""
         with self._lock:
-            return self._left if time.monotonic() < self._end else 0
+            return self._left if self._live(self._time()) else 0
 
     def _start(self, t: float, r: Result, n: int) -> None:
         assert r.now is not None
         self._reply, self._taken = r, t
         self._left = n
-        self._end = t + self.duration_ms / 1000
+        self._end = t + self.duration_ms
         self._refund_at = r.now + self.duration_ms
         self._generation += 1
         timer = threading.Timer(self.duration_ms / 1000, self._ended, args=(self._generation,))
@@ -200,7 +229,7 @@ class Lease:
         r = self._reply
         assert r is not None
         left = self._left
-        elapsed = int((t - self._taken) * 1000)
+        elapsed = int(t - self._taken)
 
         def state(count: int, remaining: int, retry: int, reset: int) -> LimitState:
             free = remaining + left
@@ -216,8 +245,8 @@ class Lease:
 
     @staticmethod
     def _run_down(r: Result, since: float) -> Result:
-        """A remembered refusal as of ``since`` seconds after its call: its waits run down."""
-        elapsed = int(since * 1000)
+        """A remembered refusal as of ``since`` ms after its call: its waits run down."""
+        elapsed = int(since)
 
         def state(s: LimitState) -> LimitState:
             return s._replace(retry_after_ms=max(0, s.retry_after_ms - elapsed),

@@ -152,12 +152,15 @@ class SlidingWindow:
         args: List[Any] = [n] + ([] if at is None else ["AT", at])
         return int(self.call("refund", key, args))
 
-    def lease(self, key: Key, limits: Limits, size: int, duration_ms: int) -> "Lease":
+    def lease(self, key: Key, limits: Limits, size: int, duration_ms: int,
+              clock: Optional[Callable[[], int]] = None) -> "Lease":
         """A ``Lease``: permits for one key and its limits, taken ``size`` at a time for
-        ``duration_ms`` and handed out from memory."""
+        ``duration_ms`` and handed out from memory. ``clock``: None for the server's clock (``*``),
+        or a callable returning Unix ms that every call of the lease passes as its ``now`` and
+        that the lease times itself by (see ``Lease``)."""
         from .lease import Lease
 
-        return Lease(self, key, limits, size, duration_ms)
+        return Lease(self, key, limits, size, duration_ms, clock=clock)
 
     def acquire(self, key: Key, limit: int, hold: int) -> "Slot":
         """A slot among ``limit`` in flight on ``key``, held at most ``hold`` seconds (the longest

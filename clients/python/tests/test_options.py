@@ -283,6 +283,47 @@ def test_lease_forgets_what_it_knew_on_its_own_refund(path, key):
     lease.close()
 
 
+def test_lease_on_the_callers_clock(path, key):
+    c = path[1].client()
+    sw = SlidingWindow(c)
+    with pytest.raises(ValueError, match="clock must be a callable"):
+        sw.lease(key, Limit(60, 10), size=4, duration_ms=60_000, clock=NOW)
+    at = [NOW]
+    # A clock far from the server's: every call passes it as now, and the lease times itself by
+    # it (the lease's end, its remembered refusal), not by the time that passes meanwhile.
+    lease = sw.lease(key, Limit(60, 10), size=4, duration_ms=60_000, clock=lambda: at[0])
+    c.config_resetstat()
+    r = lease.allow()
+    assert (r.allowed, r.count, r.remaining, r.retry_after_ms, r.reset_after_ms, r.now) == (True, 1, 9, 0, 120_000, NOW)
+    assert scores(c, key) == [NOW + 60_000] * 4
+    at[0] = NOW + 59_999  # the last ms of the lease on its clock: from memory, its waits run down
+    r = lease.allow()
+    assert (r.allowed, r.count, r.remaining, r.reset_after_ms, r.now) == (True, 2, 8, 60_001, NOW + 59_999)
+    assert lease.permits == 2
+    at[0] = NOW + 60_000  # its end: the 2 unused go back, and a new lease is taken at that now
+    assert lease.permits == 0
+    r = lease.allow()
+    assert (r.allowed, r.count, r.remaining, r.now) == (True, 3, 7, NOW + 60_000)
+    assert scores(c, key) == [NOW + 60_000] * 2 + [NOW + 120_000] * 4
+    # Another client takes the rest; the lease hands out its 3, then a PEEK learns the wait.
+    assert sw.allow(key, Limit(60, 10), cost=4, now=NOW + 60_000).allowed
+    assert all(lease.allow().allowed for _ in range(3))
+    refused = lease.allow()
+    assert not refused.allowed and refused.now == NOW + 60_000 and refused.retry_after_ms > 0
+    sent = NOW + 60_000
+    # Remembered until sent + retry_after_ms on the lease's clock, its wait running down.
+    at[0] = sent + refused.retry_after_ms - 1
+    r = lease.allow()
+    assert (r.allowed, r.retry_after_ms, r.now) == (False, 1, at[0])
+    assert calls(c) == ({"allow": 4, "peek": 1, "refund": 1} if path[0] == "module" else {"script": 6})
+    at[0] = sent + refused.retry_after_ms  # the wait is over: a new lease
+    r = lease.allow()
+    assert r.allowed and r.now == at[0] and lease.permits == 3
+    assert calls(c) == ({"allow": 5, "peek": 1, "refund": 1} if path[0] == "module" else {"script": 7})
+    assert lease.close() == 3
+    assert max(scores(c, key)) == at[0] + 60_000
+
+
 def test_lease_shared_by_threads_never_exceeds(path, key):
     c = path[1].client()
     sw = SlidingWindow(c)
