@@ -120,6 +120,18 @@ export declare class SlidingWindowError extends Error {}
 /** Redis did not decide: unreachable, no reply in time, or READONLY, LOADING, OOM, ...; `cause` holds the failure. */
 export declare class UnavailableError extends SlidingWindowError {}
 
+export interface LeaseOptions {
+  /** Permits one lease takes (its COST): from 1 to the smallest max of the limits. */
+  size: number;
+  /** How long a lease's permits are handed out (LEASE ms), an integer >= 1. */
+  durationMs: number;
+  /**
+   * Unix ms (floored to whole ms): when given, every call of the lease passes it as its now (not the
+   * server's clock), and the lease's end, its remembered refusals and the waits it runs down read it.
+   */
+  clock?: () => number;
+}
+
 export declare class Lease {
   /** Permits held in memory now. */
   readonly permits: number;
@@ -163,7 +175,7 @@ export declare class SlidingWindow {
   acquire(key: string, limit: number, hold: number): Promise<Slot>;
   /** `n` requests charged now for a cost known later: settle(used) or cancel(). */
   reserve(key: string, limits: LimitLike | LimitLike[], n: number): Promise<Reservation>;
-  lease(key: string, limits: LimitLike | LimitLike[], options: { size: number; durationMs: number }): Lease;
+  lease(key: string, limits: LimitLike | LimitLike[], options: LeaseOptions): Lease;
   call(command: 'allow' | 'peek', key: string, args: (string | number | Buffer)[]): Promise<number[]>;
   call(command: 'refund', key: string, args: (string | number | Buffer)[]): Promise<number>;
   callKeys(command: 'allowall' | 'peekall', args: (string | number | Buffer)[]): Promise<number[]>;

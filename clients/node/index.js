@@ -297,9 +297,12 @@ class SlidingWindow {
     return new Reservation(this, key, limits, n, await this.allow(key, limits, { cost: n, detail: true }));
   }
 
-  /** A Lease: permits for one key and its limits, `size` at a time for `durationMs`, handed out from memory. */
-  lease(key, limits, { size, durationMs }) {
-    return new Lease(this, key, limits, { size, durationMs });
+  /**
+   * A Lease: permits for one key and its limits, `size` at a time for `durationMs`, handed out from
+   * memory; `clock` (a function answering Unix ms), when given, is the time its calls pass as now.
+   */
+  lease(key, limits, { size, durationMs, clock } = {}) {
+    return new Lease(this, key, limits, { size, durationMs, clock });
   }
 
   async #all(command, keyed, { cost, now, lease, precision, detail }) {
@@ -463,18 +466,26 @@ function withTimeout(promise, ms) {
  * Permits for one key and its limits, `size` at a time for `durationMs`.
  *
  * `allow()` hands out a permit from memory while the lease is live and has one; otherwise it takes
- * a new lease (ALLOW key ... COST size LEASE durationMs DETAIL on the server's clock), whose
+ * a new lease (ALLOW key ... COST size LEASE durationMs DETAIL on the server's clock, or on
+ * `clock()` when given), whose
  * members are logged at the lease's end so that no limit is ever exceeded. When a lease is refused
  * it makes one exact call per request (so that near the limit every last permit is still handed
  * out) until the refusal's wait for a whole lease has passed. Unused permits go back
  * (REFUND key unused AT now+ms) when the lease ends and on `close()`. Concurrent callers share one
  * lease call at a time.
+ *
+ * With `clock` (a function answering Unix ms), every call passes `now = Math.floor(clock())`, and
+ * the lease's times read that clock: a lease taken at `now` is live while now <= clock < now +
+ * durationMs, a refusal remembered from a PEEK sent at `sent` holds while clock < sent +
+ * retryAfterMs, waits run down by the clock's ms since their call. Without it, `performance.now()`
+ * times the lease and the calls pass the server's clock ('*').
  */
 class Lease {
   #left = 0;
   #reply = null;
-  #taken = 0; // performance.now() when the lease call was sent
-  #end = 0; // after it, no permit of the lease is handed out
+  #clock; // the caller's clock (Unix ms), or undefined: performance.now() and the server's clock
+  #taken = 0; // the lease's time: performance.now() at the request that took it, or its now
+  #end = 0; // from it on, no permit of the lease is handed out
   #refundAt = 0; // the lease's now + ms on the server's clock: its members' score
   // Until then the last lease reply showed no permit left and no whole lease fitting: a PEEK
   // learns the wait first.
@@ -485,16 +496,36 @@ class Lease {
   #calling = null; // the Redis calls of one request in flight
   #timer = null;
 
-  constructor(sw, key, limits, { size, durationMs } = {}) {
+  constructor(sw, key, limits, { size, durationMs, clock } = {}) {
     const smallest = Math.min(...toLimits(limits).map((l) => l.max));
     if (!(Number.isInteger(size) && size >= 1 && size <= smallest)) throw new TypeError(`size must be an integer between 1 and the smallest max, ${smallest}`);
     if (!(Number.isInteger(durationMs) && durationMs >= 1)) throw new TypeError('durationMs must be an integer >= 1 (ms)');
+    if (given(clock) && typeof clock !== 'function') throw new TypeError('clock must be a function answering Unix ms');
     Object.assign(this, { sw, key, limits, size, durationMs });
+    this.#clock = given(clock) ? clock : undefined;
+  }
+
+  /** The lease's time: the caller's clock in whole ms, else performance.now(). */
+  #time() {
+    if (this.#clock === undefined) return performance.now();
+    const ms = Math.floor(this.#clock());
+    if (!Number.isSafeInteger(ms)) throw new TypeError(`clock must answer Unix ms, not ${ms}`);
+    return ms;
+  }
+
+  /** Whether the current lease hands out permits at `t` (by the lease's time). */
+  #live(t) {
+    return this.#taken <= t && t < this.#end;
+  }
+
+  /** The `now` its calls pass: the caller's clock at `t`, else the server's. */
+  #nowAt(t) {
+    return this.#clock === undefined ? undefined : t;
   }
 
   /** Permits held in memory now (0 once the lease has ended). */
   get permits() {
-    return performance.now() < this.#end ? this.#left : 0;
+    return this.#live(this.#time()) ? this.#left : 0;
   }
 
   /**
@@ -503,8 +534,8 @@ class Lease {
    */
   async allow() {
     for (;;) {
-      const t = performance.now();
-      if (this.#left > 0 && t < this.#end) {
+      const t = this.#time();
+      if (this.#left > 0 && this.#live(t)) {
         this.#left--;
         return this.#fromMemory(t);
       }
@@ -541,24 +572,26 @@ class Lease {
     if (r.allowed || r.error !== undefined || r.confirmed !== undefined) return r;
     const fits = Math.min(...r.states.map((s) => s.remaining));
     if (fits >= 1) {
-      r = await this.#take(performance.now(), fits);
+      r = await this.#take(this.#time(), fits);
       if (r.allowed) return r;
     }
     r = await this.#peek();
     // Room appeared since the refused lease: a lease of one.
-    if (r.allowed && r.error === undefined) r = await this.#take(performance.now(), 1);
+    if (r.allowed && r.error === undefined) r = await this.#take(this.#time(), 1);
     return r;
   }
 
   /** A lease of n permits; admitted, its first permit. */
   async #take(t, n) {
-    const sent = performance.now();
-    const r = await this.sw.allow(this.key, this.limits, { cost: n, lease: this.durationMs, detail: true });
+    const sent = this.#time();
+    const r = await this.sw.allow(this.key, this.limits, { cost: n, now: this.#nowAt(sent), lease: this.durationMs, detail: true });
     if (r.error !== undefined) return r; // unchecked (onError 'open'): no lease was taken
     if (r.retryAfterMs < 0) throw new SlidingWindowError(`a lease of ${n} never fits the limits of ${this.key}`);
     const full = Math.min(...r.states.map((s) => s.remaining)) === 0;
     this.#fullUntil = full ? sent + r.retryAfterMs : 0;
     if (!r.allowed) return r;
+    // On the caller's clock the lease is the call's now (the request's time on performance.now()).
+    if (this.#clock !== undefined) t = sent;
     this.#start(t, r, n);
     this.#left--;
     return this.#fromMemory(t);
@@ -567,8 +600,8 @@ class Lease {
   /** Whether one permit fits now, changing nothing: a refusal with a wait that ends is remembered. */
   async #peek() {
     const refunds = this.#refunds;
-    const sent = performance.now();
-    const r = await this.sw.peek(this.key, this.limits, { detail: true });
+    const sent = this.#time();
+    const r = await this.sw.peek(this.key, this.limits, { now: this.#nowAt(sent), detail: true });
     this.#fullUntil = 0;
     if (!r.allowed && r.retryAfterMs > 0 && this.#refunds === refunds) this.#refused = { r, sent, until: sent + r.retryAfterMs };
     return r;

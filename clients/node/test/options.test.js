@@ -262,6 +262,49 @@ for (const path of ['module', 'lua']) {
       await lease.close();
     });
 
+    test('a lease on its own clock: its calls pass the clock in whole ms, its end reads it', async () => {
+      const sw = fresh();
+      let at = 0.7; // ms after NOW; the calls pass whole ms
+      const lease = sw.lease(key, [60, 10], { size: 4, durationMs: 60_000, clock: () => NOW + at });
+      await c.config('RESETSTAT');
+      const first = await lease.allow();
+      assert.deepEqual([first.allowed, first.count, first.remaining, first.resetAfterMs, first.now], [true, 1, 9, 120_000, NOW]);
+      assert.deepEqual(await scores(c, key), Array(4).fill(NOW + 60_000));
+      // From memory, the waits run down and now moves on by the clock, not by the time elapsed.
+      at = 59_999.9;
+      assert.equal(lease.permits, 3);
+      const later = await lease.allow();
+      assert.deepEqual([later.count, later.resetAfterMs, later.now], [2, 60_001, NOW + 59_999]);
+      // The lease ends at now + durationMs by the clock (and before its now, a clock set back).
+      at = -1;
+      assert.equal(lease.permits, 0);
+      at = 60_000;
+      assert.equal(lease.permits, 0);
+      const next = await lease.allow();
+      // (The 2 handed out, logged at the first lease's end, are still in the window.)
+      assert.deepEqual([next.allowed, next.count, next.now], [true, 3, NOW + 60_000]);
+      // The 2 unused permits went back before the new lease was taken, logged at its end.
+      assert.deepEqual(await scores(c, key), [...Array(2).fill(NOW + 60_000), ...Array(4).fill(NOW + 120_000)]);
+      assert.deepEqual(await calls(c), path === 'module' ? { allow: 2, refund: 1 } : { script: 3 });
+      assert.equal(await lease.close(), 3);
+    });
+
+    test('a lease clock must be a function', async () => {
+      const sw = fresh();
+      for (const clock of [NOW, 'now', {}]) {
+        assert.throws(() => sw.lease(key, [60, 10], { size: 1, durationMs: 1000, clock }), /^TypeError: clock must be a function/);
+      }
+      // No clock (undefined or null): the server's.
+      const lease = sw.lease(key, [60, 10], { size: 1, durationMs: 1000, clock: null });
+      const t0 = await serverMs(c);
+      const r = await lease.allow();
+      assert.ok(t0 <= r.now && r.now <= (await serverMs(c)));
+      // A clock that answers no time: the request fails, Redis is not asked.
+      const broken = sw.lease(`${key}:broken`, [60, 10], { size: 1, durationMs: 1000, clock: () => NaN });
+      await assert.rejects(broken.allow(), /^TypeError: clock must answer Unix ms/);
+      assert.equal(await c.exists(`${key}:broken`), 0);
+    });
+
     test('500 concurrent callers share a lease and never exceed the limit', async () => {
       const sw = fresh();
       const lease = sw.lease(key, [1, 50], { size: 10, durationMs: 100 });
