@@ -369,6 +369,89 @@ func TestServerErrorsKeepTheirText(t *testing.T) {
 	})
 }
 
+// Odd argument lists through Call and CallKeys, on one server: the script's path answers what the
+// module's does (the reply, or the error's text) and changes the keys as it does. The script
+// gets as KEYS what CallKeys splits off as numkeys keys, which is the Go helper's own: numkeys
+// of every Go integer type and as digits with leading zeros; no keys for anything else, or for
+// too few words, and then the script answers the module's error. (tests/lua_diff.rs holds the
+// script to the module on random argument lists, split as the helpers split them.)
+func TestOddArgumentListsGetTheModulesAnswer(t *testing.T) {
+	s := testredis.Shared(t, true)
+	rdb := redigo.Pool(s.Pool())
+	paths := map[string]*slidingwindow.Limiter{
+		"m": slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(slidingwindow.Module)),
+		"l": slidingwindow.NewLimiter(rdb, slidingwindow.WithPath(slidingwindow.Lua)),
+	}
+	limits := []any{"LIMIT", 1, 60, 5, "LIMIT", 2, 60, 5}
+	keys := func(n any) []any { return append([]any{n, "K1", "K2", nowMs}, limits...) }
+	for i, c := range []struct {
+		command string
+		args    []any // K1 and K2 name keys of each path's own; for allow, peek and refund, K1 is the key
+		admits  bool
+	}{
+		{"allowall", keys(2), true},
+		{"allowall", keys(int32(2)), true},
+		{"allowall", keys(int64(2)), true},
+		{"allowall", keys(uint(2)), true},
+		{"allowall", keys(uint8(2)), true},
+		{"allowall", keys("2"), true},
+		{"allowall", keys([]byte("2")), true},
+		{"peekall", keys("02"), true},
+		{"allowall", keys("0002"), true},
+		{"allowall", keys(0), false},
+		{"allowall", keys("17"), false},
+		{"allowall", keys(int64(-1)), false},
+		{"allowall", keys(uint64(1<<64 - 1)), false},
+		{"allowall", keys("x"), false},
+		{"allowall", keys("+2"), false},
+		{"allowall", keys(" 2"), false},
+		{"allowall", keys(""), false},
+		// numkeys 3, two keys and now: too few words to split.
+		{"allowall", []any{3, "K1", "K2", nowMs}, false},
+		// Keys and now, then nothing: every key lacks a LIMIT.
+		{"peekall", []any{2, "K1", "K2", nowMs}, false},
+		{"allowall", []any{1}, false},
+		{"allowall", nil, false},
+		{"allow", []any{"K1", 60, 5, nowMs, []byte{0, 255}}, false},
+		{"allow", []any{"K1", 60, 5, nowMs, "cost", 2, "detail"}, true},
+		{"refund", []any{"K1", 1, "AT"}, false},
+		{"refund", []any{"K1"}, false},
+	} {
+		answers := map[string]string{}
+		for p, sw := range paths {
+			base := fmt.Sprintf("go:odd:%s:{%d-%d}", p, i, nowMs)
+			args := make([]any, len(c.args))
+			for j, a := range c.args {
+				if a == "K1" || a == "K2" {
+					a = base + ":" + a.(string)
+					do(t, s, "ZADD", a, nowMs-1, "a", nowMs-2, "b")
+				}
+				args[j] = a
+			}
+			var got any
+			var err error
+			if c.command == "allowall" || c.command == "peekall" {
+				got, err = sw.CallKeys(ctx, c.command, args...)
+			} else {
+				got, err = sw.Call(ctx, c.command, args[0].(string), args[1:]...)
+			}
+			answer := fmt.Sprint(got)
+			if err != nil {
+				answer = "error: " + strings.ReplaceAll(err.Error(), base, "BASE")
+			}
+			_, k1 := members(t, s, base+":K1")
+			_, k2 := members(t, s, base+":K2")
+			answers[p] = fmt.Sprintf("%s; K1 %v, K2 %v", answer, k1, k2)
+		}
+		if answers["l"] != answers["m"] {
+			t.Errorf("%s %v: the script answered %s, the module %s", c.command, c.args, answers["l"], answers["m"])
+		}
+		if admitted := strings.HasPrefix(answers["m"], "[1 "); admitted != c.admits {
+			t.Errorf("%s %v: the module answered %s", c.command, c.args, answers["m"])
+		}
+	}
+}
+
 func TestSecondLimitBindsWhenTheFirstHasRoom(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
 		k := key()

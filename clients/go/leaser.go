@@ -52,8 +52,9 @@ type LeaserStats struct {
 // out from memory, one per Allow, while the lease is live and has permits; then it takes
 // another. A lease never admits more than a limit's max in any window, on any number of
 // Leasers (nodes) sharing the key, as long as each keeps the rules, which a Leaser does: it
-// hands out no permit after the lease's end, and returns the unused ones with Refund at the
-// lease's end (the end of now + Duration, on the clock the call used).
+// hands out no permit from the lease's end on (a lease taken at now is live while now <= t <
+// now + Duration, on the clock the call used), and returns the unused ones with Refund at the
+// lease's end.
 //
 // It is safe for concurrent use: a mutex guards its state, and the Redis calls of one request
 // at most are in flight. A caller that finds no permit sends them; the callers arriving
@@ -143,12 +144,12 @@ func (l *Limiter) NewLeaser(key string, limits []Limit, c LeaseConfig) (*Leaser,
 // Allow admits one request: a permit of the live lease if it has one (no Redis call), else
 // the first permit of a new lease, else (the lease refused) the answer of one exact call. A
 // permit from a lease answers the lease call's Result with the permits still held counted as
-// remaining (Count - held, Remaining + held, for every limit), RetryAfter 0 while permits are
-// held (after the last, the wait the lease call gave until another lease fits), ResetAfter
-// less the time since the call, and Now the time the permit was handed out at, on the clock
-// the lease uses, in whole ms (on the server's clock: DETAIL's now plus the time since the call
-// was sent, at or after the moment itself and at or before the lease's end). Results always
-// carry Limits and Now.
+// remaining (Count - held, Remaining + held, for every limit), RetryAfter 0 while that leaves
+// at least one (else the wait the lease call gave, less the time since), ResetAfter less the
+// time since the call, and Now the time the permit was handed out at, on the clock the lease
+// uses, in whole ms (on the server's clock: DETAIL's now plus the time since the call was sent,
+// at or after the moment itself and before the lease's end). Results always carry Limits and
+// Now.
 func (l *Leaser) Allow(ctx context.Context) (Result, error) {
 	l.mu.Lock()
 	for {
@@ -373,15 +374,15 @@ func (l *Leaser) takeLocked() (Result, bool, unused) {
 	var elapsed time.Duration
 	live := false
 	if l.c.Clock == nil {
-		// The server read now after the call was sent: d after sending, by the monotonic
-		// clock, is at or before now + d on the server's.
+		// The server read now after the call was sent: less than d after sending, by the
+		// monotonic clock, is before now + d on the server's.
 		elapsed = time.Since(ls.sent)
-		live = elapsed <= l.c.Duration
+		live = elapsed < l.c.Duration
 	} else {
 		at := l.c.Clock()
 		elapsed = at.Sub(time.UnixMilli(ls.now))
 		t := at.UnixMilli()
-		live = t >= ls.now && t <= ls.now+l.ms
+		live = t >= ls.now && t < ls.now+l.ms
 	}
 	if !live || ls.left == 0 {
 		return Result{}, false, l.endLocked()
@@ -420,19 +421,21 @@ func (ls *lease) permit(at time.Time, elapsed time.Duration) Result {
 	held := ls.left
 	r := ls.r
 	r.Count, r.Remaining = r.Count-held, r.Remaining+held
-	r.RetryAfter, r.ResetAfter = retry(r.RetryAfter, held, elapsed), less(r.ResetAfter, elapsed)
+	r.RetryAfter, r.ResetAfter = retry(r.RetryAfter, r.Remaining, elapsed), less(r.ResetAfter, elapsed)
 	r.Limits = make([]LimitState, len(ls.r.Limits))
 	for i, s := range ls.r.Limits {
 		s.Count, s.Remaining = s.Count-held, s.Remaining+held
-		s.RetryAfter, s.ResetAfter = retry(s.RetryAfter, held, elapsed), less(s.ResetAfter, elapsed)
+		s.RetryAfter, s.ResetAfter = retry(s.RetryAfter, s.Remaining, elapsed), less(s.ResetAfter, elapsed)
 		r.Limits[i] = s
 	}
 	r.Now = at
 	return r
 }
 
-func retry(wait time.Duration, held int64, elapsed time.Duration) time.Duration {
-	if held > 0 {
+// retry is a permit's RetryAfter: 0 while another request fits (remaining, the permits held
+// counted, at least 1), else the lease call's wait run down.
+func retry(wait time.Duration, remaining int64, elapsed time.Duration) time.Duration {
+	if remaining >= 1 {
 		return 0
 	}
 	return less(wait, elapsed)

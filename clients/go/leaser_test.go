@@ -72,39 +72,39 @@ func TestLeaserHandsOutFromMemoryThenExactlyToTheLast(t *testing.T) {
 		// The lease at T: 4 permits logged at T+100 (count 4, reset 60100); 3 held after the first.
 		step(nowMs, 1, handout(1, 9, 0, 60_100, nowMs, k, ten))
 		step(nowMs+10, 1, handout(2, 8, 0, 60_090, nowMs+10, k, ten))
-		// Its end is still in it.
-		step(nowMs+100, 1, handout(3, 7, 0, 60_000, nowMs+100, k, ten))
+		// Its last ms is still in it.
+		step(nowMs+99, 1, handout(3, 7, 0, 60_001, nowMs+99, k, ten))
 		if _, scores := members(t, e.s, k); fmt.Sprint(scores) != fmt.Sprint([]int64{nowMs + 100, nowMs + 100, nowMs + 100, nowMs + 100}) {
 			t.Fatalf("the first lease's scores %v", scores)
 		}
-		// After it: REFUND 1 AT T+100, then a lease at T+101 (count 3 + 4, its permits at T+201).
-		step(nowMs+101, 3, handout(4, 6, 0, 60_100, nowMs+101, k, ten))
-		step(nowMs+101, 3, handout(5, 5, 0, 60_100, nowMs+101, k, ten))
-		step(nowMs+101, 3, handout(6, 4, 0, 60_100, nowMs+101, k, ten))
-		// The last permit: no more held, so the wait the lease gave for another (4 more need the
-		// first of T+100 gone).
-		step(nowMs+101, 3, handout(7, 3, 59_999, 60_100, nowMs+101, k, ten))
+		// Its end is not: REFUND 1 AT T+100, then a lease at T+100 (count 3 + 4, its permits at
+		// T+200).
+		step(nowMs+100, 3, handout(4, 6, 0, 60_100, nowMs+100, k, ten))
+		step(nowMs+100, 3, handout(5, 5, 0, 60_100, nowMs+100, k, ten))
+		step(nowMs+100, 3, handout(6, 4, 0, 60_100, nowMs+100, k, ten))
+		// The last permit: none held, but 3 remain, so no wait.
+		step(nowMs+100, 3, handout(7, 3, 0, 60_100, nowMs+100, k, ten))
 		// 7 + 4 > 10: the lease is refused, and a lease of the 3 left admits (its permits at
-		// T+201 too). Its last permit's wait is the one for 3 more: the first lease's permits
-		// gone.
+		// T+200 too). Its last permit leaves none: the wait the lease call gave for 3 more, the
+		// first lease's permits gone.
 		last := func(count, remaining int64) slidingwindow.Result {
-			r := handout(count, remaining, 0, 60_100, nowMs+101, k, ten)
+			r := handout(count, remaining, 0, 60_100, nowMs+100, k, ten)
 			if remaining == 0 {
-				r.RetryAfter, r.Limits[0].RetryAfter = 59_999*time.Millisecond, 59_999*time.Millisecond
+				r.RetryAfter, r.Limits[0].RetryAfter = 60_000*time.Millisecond, 60_000*time.Millisecond
 			}
 			return r
 		}
-		step(nowMs+101, 5, last(8, 2))
-		step(nowMs+101, 5, last(9, 1))
-		step(nowMs+101, 5, last(10, 0))
+		step(nowMs+100, 5, last(8, 2))
+		step(nowMs+100, 5, last(9, 1))
+		step(nowMs+100, 5, last(10, 0))
 		// None left: a PEEK's refusal (the wait for one more), then the same from memory, its
 		// waits running down, until it has passed.
 		refused := last(10, 0)
 		refused.Allowed = false
-		step(nowMs+101, 6, refused)
-		step(nowMs+101, 6, refused)
+		step(nowMs+100, 6, refused)
+		step(nowMs+100, 6, refused)
 		later := refused
-		later.RetryAfter, later.ResetAfter = time.Millisecond, 102*time.Millisecond
+		later.RetryAfter, later.ResetAfter = time.Millisecond, 101*time.Millisecond
 		later.Limits = []slidingwindow.LimitState{{Key: k, Limit: ten, Count: 10, RetryAfter: later.RetryAfter, ResetAfter: later.ResetAfter}}
 		later.Now = time.UnixMilli(nowMs + 60_099)
 		step(nowMs+60_099, 6, later)
