@@ -2,6 +2,7 @@
 //! counters, and the most requests any window held.
 
 use crate::common::Server;
+use std::collections::BTreeMap;
 
 /// One number of `INFO slidingwindow` (`slidingwindow_<name>`, or `<name>` on servers that do
 /// not prefix it).
@@ -17,6 +18,22 @@ pub fn stat(s: &Server, name: &str) -> u64 {
                 .then(|| v.trim().parse().ok())?
         })
         .unwrap_or_else(|| panic!("no {name} in INFO slidingwindow:\n{info}"))
+}
+
+/// The calls each command has had (`INFO commandstats`), by its lowercase name
+/// (`slidingwindow.allow`); a command never called has no entry.
+pub fn command_calls(s: &Server) -> BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut s.client())
+        .expect("INFO");
+    info.lines()
+        .filter_map(|l| {
+            let (name, fields) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields.split_once("calls=")?.1.split(',').next()?;
+            Some((name.to_ascii_lowercase(), calls.parse().ok()?))
+        })
+        .collect()
 }
 
 /// The most of `times` that any window `(a, a + window_ms]` holds.

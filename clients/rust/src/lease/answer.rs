@@ -101,7 +101,8 @@ pub(super) enum ChargeKind {
 pub struct LeaseReply {
     /// From memory: admitted, with the lease's reply counted down (`count` and `remaining` as an
     /// exact call would say if nothing else had happened since the lease, `reset_after_ms` less
-    /// the time since). Never with `detail`.
+    /// the time since: with [`Clock::Own`](super::Clock::Own), `at_ms` less the lease's `now`).
+    /// Never with `detail`.
     pub reply: Reply,
     /// When it was decided: the caller's clock reading (memory) or the `now` sent (exact); with
     /// `*`, the server's `now` (exact) or the lease's `now` plus the time since its call was sent,

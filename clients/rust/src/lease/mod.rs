@@ -567,7 +567,12 @@ impl Inner {
         g.left -= 1;
         st.handed += 1;
         bump(&self.stats.from_memory, 1);
-        let since = ms_between(g.sent, now);
+        // The time since the lease call on the clock `at_ms` reads: the caller's own (so that
+        // `at_ms + reset_after_ms` is the lease's), else the monotonic clock.
+        let since = match &self.clock {
+            Clock::Own(_) => at_ms.saturating_sub(g.now_ms),
+            Clock::Server => ms_between(g.sent, now),
+        };
         let remaining = g.reply.remaining + g.left;
         let reply = Reply {
             allowed: true,

@@ -5,7 +5,7 @@
 use crate::common::Server;
 use slidingwindow_client::{Client, Limit, Options};
 #[allow(unused_imports)]
-pub use testkit::probe::{most_in_window, stat};
+pub use testkit::probe::{command_calls, most_in_window, stat};
 
 pub fn client(s: &Server) -> Client {
     client_at(&s.url())
