@@ -206,8 +206,9 @@ pub fn cluster_info(node: &Server, name: &str) -> Option<String> {
 /// How many times `node` ran `command` (`INFO commandstats`); calls refused with a redirection
 /// are not counted.
 pub fn calls_of(node: &Server, command: &str) -> u64 {
-    node.info_field("commandstats", &format!("cmdstat_{command}"))
-        .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+    crate::probe::command_calls(node)
+        .get(command)
+        .copied()
         .unwrap_or(0)
 }
 

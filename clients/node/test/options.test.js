@@ -4,7 +4,7 @@
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const { SlidingWindow, headers, policyHeader, rateLimitHeader, retryAfterHeader, secondsUp } = require('..');
-const { pathServer, newKey, busiest } = require('./server');
+const { pathServer, newKey, busiest, calls } = require('./server');
 
 const NOW = 1_700_000_000_000;
 const state = (count, remaining, retryAfterMs, resetAfterMs) => ({ count, remaining, retryAfterMs, resetAfterMs });
@@ -25,18 +25,6 @@ async function poll(condition, what, deadlineMs = 10_000) {
     if (Date.now() > end) throw new Error(`not reached in ${deadlineMs} ms: ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
-}
-
-/** The module's (or the script's) calls since CONFIG RESETSTAT, by command. */
-async function calls(c) {
-  const stats = await c.info('commandstats');
-  const named = {};
-  let script = 0;
-  for (const [, name, n] of stats.matchAll(/cmdstat_(slidingwindow\.\w+|evalsha|eval):calls=(\d+)/g)) {
-    if (name.startsWith('slidingwindow.')) named[name.slice('slidingwindow.'.length)] = Number(n);
-    else script += Number(n);
-  }
-  return script ? { script } : named;
 }
 
 for (const path of ['module', 'lua']) {

@@ -144,4 +144,17 @@ function busiest(times, windowMs) {
   return most;
 }
 
-module.exports = { startServer, startCluster, pathServer, newKey, busiest };
+/** The module's calls by command (INFO commandstats), or, where the script ran, { script: n }:
+ * its EVALSHA and EVAL calls. A command never called has no entry. */
+async function calls(c) {
+  const stats = await c.info('commandstats');
+  const named = {};
+  let script = 0;
+  for (const [, name, n] of stats.matchAll(/cmdstat_(slidingwindow\.\w+|evalsha|eval):calls=(\d+)/g)) {
+    if (name.startsWith('slidingwindow.')) named[name.slice('slidingwindow.'.length)] = Number(n);
+    else script += Number(n);
+  }
+  return script ? { script } : named;
+}
+
+module.exports = { startServer, startCluster, pathServer, newKey, busiest, calls };

@@ -10,7 +10,7 @@ import redis
 
 from slidingwindow import (AllResult, Limit, LimitState, Result, SlidingWindow, canonical_ip,
                            policy_header, ratelimit_header, retry_after_header, seconds_up)
-from slidingwindow_testkit import wait_for
+from slidingwindow_testkit import command_calls as calls, wait_for
 
 NOW = 1_700_000_000_000
 
@@ -211,15 +211,6 @@ def test_lease_hands_out_exactly_max(path, key):
     assert got[10].retry_after_ms >= got[12].retry_after_ms > 0
     assert calls(c) == ({"allow": 4, "peek": 1} if path[0] == "module" else {"script": 5})
     assert lease.close() == 0
-
-
-def calls(c: redis.Redis):
-    """The module's (or the script's) calls since CONFIG RESETSTAT, by command."""
-    stats = c.info("commandstats")
-    script = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
-    named = {k[len("cmdstat_slidingwindow."):]: v["calls"] for k, v in stats.items()
-             if k.startswith("cmdstat_slidingwindow.")}
-    return named if not script else {"script": script}
 
 
 def test_lease_gives_back_what_it_did_not_hand_out(path, key):

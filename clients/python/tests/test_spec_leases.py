@@ -1,6 +1,7 @@
 """The shared lease scenarios (spec/leases.json, made from testkit's model of the helpers' lease
 policy): each replayed on the lease object with a fake clock, on the module path (the calls it
-sends are counted by the server's commandstats, which the script path has none of)."""
+sends are counted by the server's commandstats, reset before each step, which the script path
+has none of)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,12 @@ import json
 import pathlib
 
 import pytest
-import redis
 
 from slidingwindow import Limit, Result, SlidingWindow
+from slidingwindow_testkit import command_calls
 
 SPEC = json.loads((pathlib.Path(__file__).parents[3] / "spec" / "leases.json").read_text())
 COUNTED = ("allow", "peek", "refund")
-
-
-def counts(c: redis.Redis):
-    """How many SLIDINGWINDOW.ALLOW, .PEEK and .REFUND the server has executed (a missing entry is 0)."""
-    stats = c.info("commandstats")
-    return {name: stats.get(f"cmdstat_slidingwindow.{name}", {}).get("calls", 0) for name in COUNTED}
 
 
 def figures(r: Result):
@@ -48,7 +43,7 @@ def test_lease_scenario(module_server, key, scenario):
         for i, step in enumerate(scenario["steps"]):
             where = (scenario["name"], i, step)
             at[0] = step["at"]
-            before = counts(c)
+            c.config_resetstat()
             if step["op"] == "allow":
                 got = figures(lease.allow())
             elif step["op"] == "close":
@@ -59,9 +54,9 @@ def test_lease_scenario(module_server, key, scenario):
                 continue
             else:
                 raise AssertionError(f"unknown op {step['op']!r}")
-            after = counts(c)
+            after = command_calls(c)  # the module's only: no script ran since the reset
             want = step["reply"] if step["op"] == "allow" else step["returned"]
-            assert (got, {n: after[n] - before[n] for n in COUNTED}) == (want, step["calls"]), where
+            assert (got, {n: after.get(n, 0) for n in COUNTED}) == (want, step["calls"]), where
     finally:
         lease.close()
 

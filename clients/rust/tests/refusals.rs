@@ -10,21 +10,14 @@ mod support;
 use common::Server;
 use slidingwindow_client::{Lease, LeaseConfig, LeaseMap, LeaseMapConfig, RetryAfter, Source};
 use std::time::{Duration, Instant};
-use support::{client, counted, limit, logged, most_in_window};
+use support::{client, command_calls, counted, limit, logged, most_in_window};
 
 /// The module's calls so far (INFO commandstats): every ALLOW and REFUND the object sent.
 fn module_calls(s: &Server) -> u64 {
-    let mut con = s.client();
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut con)
-        .expect("INFO");
-    info.lines()
-        .filter(|l| l.to_ascii_lowercase().starts_with("cmdstat_slidingwindow."))
-        .filter_map(|l| {
-            let calls = l.split_once("calls=")?.1;
-            calls.split(',').next()?.parse::<u64>().ok()
-        })
+    command_calls(s)
+        .iter()
+        .filter(|(name, _)| name.starts_with("slidingwindow."))
+        .map(|(_, n)| n)
         .sum()
 }
 

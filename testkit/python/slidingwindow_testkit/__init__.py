@@ -12,10 +12,11 @@ from slidingwindow_testkit.servers import (
     REPO,
     Cluster,
     Server,
+    command_calls,
     free_port,
     module_path,
     wait_for,
 )
 from slidingwindow_testkit.sentinels import Sentinels
 
-__all__ = ["DEADLINE_S", "REPO", "Cluster", "Sentinels", "Server", "free_port", "module_path", "wait_for"]
+__all__ = ["DEADLINE_S", "REPO", "Cluster", "Sentinels", "Server", "command_calls", "free_port", "module_path", "wait_for"]

@@ -45,6 +45,17 @@ def wait_for(what: str, check, deadline_s: float = DEADLINE_S):
         time.sleep(0.005)
 
 
+def command_calls(client) -> dict:
+    """The module's calls by command (``allow``, ``peek``, ...) from ``INFO commandstats``, or,
+    where the script ran, ``{"script": n}``: its EVALSHA and EVAL calls. A command never called
+    has no entry."""
+    stats = client.info("commandstats")
+    script = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+    named = {k[len("cmdstat_slidingwindow."):]: v["calls"] for k, v in stats.items()
+             if k.startswith("cmdstat_slidingwindow.")}
+    return named if not script else {"script": script}
+
+
 class Server:
     """redis-server on a free loopback port (or `port`), with the module unless `with_module` is
     false, `extra` arguments last; stop() and start() keep its port (a restart)."""
