@@ -373,7 +373,7 @@ func TestServerErrorsKeepTheirText(t *testing.T) {
 // module's does (the reply, or the error's text) and changes the keys as it does. The script
 // gets as KEYS what CallKeys splits off as numkeys keys, which is the Go helper's own: numkeys
 // of every Go integer type and as digits with leading zeros; no keys for anything else, or for
-// too few words, and then the script answers the module's error. (tests/lua_diff.rs holds the
+// too few words, and then the script answers the module's error. (tests/lua_diff/ holds the
 // script to the module on random argument lists, split as the helpers split them.)
 func TestOddArgumentListsGetTheModulesAnswer(t *testing.T) {
 	s := testredis.Shared(t, true)

@@ -279,6 +279,10 @@ func (l *Limiter) send(ctx context.Context, command string, keys, argv, rest []a
 func count(v any) (int, bool) {
 	var s string
 	switch t := v.(type) {
+	case int:
+		return t, t >= 1 && t <= 16
+	case int64:
+		return int(t), t >= 1 && t <= 16
 	case string:
 		s = t
 	case []byte:

@@ -484,7 +484,7 @@ class Lease {
   #left = 0;
   #reply = null;
   #clock; // the caller's clock (Unix ms), or undefined: performance.now() and the server's clock
-  #taken = 0; // the lease's time: performance.now() at the request that took it, or its now
+  #taken = 0; // the lease's time when its call was sent: its now on the caller's clock
   #end = 0; // from it on, no permit of the lease is handed out
   #refundAt = 0; // the lease's now + ms on the server's clock: its members' score
   // Until then the last lease reply showed no permit left and no whole lease fitting: a PEEK
@@ -568,21 +568,21 @@ class Lease {
       const r = await this.#peek();
       if (!r.allowed || r.error !== undefined) return r;
     }
-    let r = await this.#take(t, this.size);
+    let r = await this.#take(this.size);
     if (r.allowed || r.error !== undefined || r.confirmed !== undefined) return r;
     const fits = Math.min(...r.states.map((s) => s.remaining));
     if (fits >= 1) {
-      r = await this.#take(this.#time(), fits);
+      r = await this.#take(fits);
       if (r.allowed) return r;
     }
     r = await this.#peek();
     // Room appeared since the refused lease: a lease of one.
-    if (r.allowed && r.error === undefined) r = await this.#take(this.#time(), 1);
+    if (r.allowed && r.error === undefined) r = await this.#take(1);
     return r;
   }
 
-  /** A lease of n permits; admitted, its first permit. */
-  async #take(t, n) {
+  /** A lease of n permits, starting when its call is sent; admitted, its first permit. */
+  async #take(n) {
     const sent = this.#time();
     const r = await this.sw.allow(this.key, this.limits, { cost: n, now: this.#nowAt(sent), lease: this.durationMs, detail: true });
     if (r.error !== undefined) return r; // unchecked (onError 'open'): no lease was taken
@@ -590,11 +590,9 @@ class Lease {
     const full = Math.min(...r.states.map((s) => s.remaining)) === 0;
     this.#fullUntil = full ? sent + r.retryAfterMs : 0;
     if (!r.allowed) return r;
-    // On the caller's clock the lease is the call's now (the request's time on performance.now()).
-    if (this.#clock !== undefined) t = sent;
-    this.#start(t, r, n);
+    this.#start(sent, r, n);
     this.#left--;
-    return this.#fromMemory(t);
+    return this.#fromMemory(sent);
   }
 
   /** Whether one permit fits now, changing nothing: a refusal with a wait that ends is remembered. */

@@ -85,18 +85,18 @@ class Lease:
                 r = self._peek()
                 if not r.allowed or r.error is not None:
                     return r
-            r = self._take(t, self.size)
+            r = self._take(self.size)
             if r.allowed or r.error is not None or r.confirmed is not None:
                 return r
             fits = least(r)
             if fits >= 1:
-                r = self._take(self._time(), fits)
+                r = self._take(fits)
                 if r.allowed:
                     return r
             r = self._peek()
             if r.allowed and r.error is None:
                 # Room appeared since the refused lease: a lease of one.
-                r = self._take(self._time(), 1)
+                r = self._take(1)
             return r
 
     def _time(self) -> float:
@@ -111,11 +111,10 @@ class Lease:
         """Whether the lease hands out a permit at ``t`` (under the lock)."""
         return self._left > 0 and self._taken <= t < self._end
 
-    def _take(self, t: float, n: int) -> Result:
-        """A lease of ``n`` permits; admitted, its first permit (under the lock)."""
+    def _take(self, n: int) -> Result:
+        """A lease of ``n`` permits, starting when its call is sent; admitted, its first permit
+        (under the lock)."""
         sent = self._time()
-        if self.clock is not None:
-            t = sent  # the lease starts at its call's now
         r = self.sw.allow(self.key, self.limits, cost=n, now=self._now(sent), lease=self.duration_ms, detail=True)
         if r.error is not None:
             return r  # unchecked (on_error="open"): no lease was taken
@@ -125,9 +124,9 @@ class Lease:
         self._full_until = sent + r.retry_after_ms if full else 0.0
         if not r.allowed:
             return r
-        self._start(t, r, n)
+        self._start(sent, r, n)
         self._left -= 1
-        return self._from_memory(t)
+        return self._from_memory(sent)
 
     def _peek(self) -> Result:
         """Whether one permit fits now, changing nothing: a refusal with a wait that ends is
