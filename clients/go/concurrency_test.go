@@ -9,17 +9,7 @@ import (
 	"github.com/slidingwindow/slidingwindow/clients/go/internal/replay"
 )
 
-// Goroutines on one key with the default "*": every 1 s window of the scores actually logged
-// holds at most max, and the busiest exactly max. Callers stamping their own clocks are not
-// exact here: a later-stamped call trims members that an earlier-stamped call, arriving after
-// it, still has in its window.
-func TestConcurrentCallersNeverExceedMax(t *testing.T) {
-	both(t, func(t *testing.T, e env) {
-		replay.NeverOverMax(t, e.s, e.sw)
-	})
-}
-
-// The same crowd stamping its own clock, each call up to 300 ms behind (queued before it was
+// The crowd of TestReplays stamping its own clock, each call up to 300 ms behind (queued before it was
 // sent), with the server's lateness at 1 s, covering the disorder: still at most max in every
 // 1 s window of the scores logged (issue 26). At lateness 0 the same run logs more than max in
 // some second.

@@ -115,3 +115,18 @@ func Cases(t *testing.T, sw *slidingwindow.Limiter) {
 		t.Fatalf("%d calls", calls)
 	}
 }
+
+// Suite is what every adapter is held to, on both paths: the shared spec (Cases), the lease
+// scenarios (Leases) and the crowd (NeverOverMax).
+func Suite(t *testing.T, adapter Adapter) {
+	t.Run("spec/cases.json", func(t *testing.T) {
+		Both(t, adapter, func(t *testing.T, _ string, _ *testredis.Server, sw *slidingwindow.Limiter) { Cases(t, sw) })
+	})
+	t.Run("spec/leases.json", func(t *testing.T) {
+		t.Run("module", func(t *testing.T) { Leases(t, true, adapter) })
+		t.Run("lua", func(t *testing.T) { Leases(t, false, adapter) })
+	})
+	t.Run("concurrent callers never exceed the max", func(t *testing.T) {
+		Both(t, adapter, func(t *testing.T, _ string, s *testredis.Server, sw *slidingwindow.Limiter) { NeverOverMax(t, s, sw) })
+	})
+}

@@ -224,14 +224,19 @@ func (c *Cluster) ok() bool {
 	return true
 }
 
+// Addrs is every node's host:port.
+func (c *Cluster) Addrs() []string {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	return addrs
+}
+
 // Client is a redisc cluster client seeded with every node, its mapping loaded.
 func (c *Cluster) Client() (*redisc.Cluster, error) {
-	var seeds []string
-	for _, n := range c.Nodes {
-		seeds = append(seeds, n.Addr())
-	}
 	cl := &redisc.Cluster{
-		StartupNodes: seeds,
+		StartupNodes: c.Addrs(),
 		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(5 * time.Second)},
 		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
 			return &redis.Pool{MaxIdle: 16, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr, opts...) }}, nil
