@@ -143,15 +143,16 @@ test-go: build
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' $(GO) test -count=1 ./...
 
 # Allow through redigo, the module against the script on `hot` and `wide`, then Allow through a
-# Leaser against plain Allow (Redis calls and ns per Allow), the variants taking turns in each of
-# GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS calls.
+# Leaser against plain Allow (Redis calls and ns per Allow), then Allow beside go-redis/redis_rate
+# through go-redis, the variants taking turns in each of GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS
+# calls.
 GO_BENCH_ROUNDS ?= 3
 GO_BENCH_CALLS ?= 20000
 
 bench-go: build
 	@bash scripts/setup.sh go
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' BENCH_ROUNDS='$(GO_BENCH_ROUNDS)' \
-		$(GO) test -run '^$$' -bench Allow -benchtime '$(GO_BENCH_CALLS)x' ./redigo
+		$(GO) test -run '^$$' -bench Allow -benchtime '$(GO_BENCH_CALLS)x' ./redigo ./goredis
 
 # Requests/s through the gateway with and without the limiter (wrk; BENCH_DURATION per variant).
 BENCH_DURATION ?= 10s

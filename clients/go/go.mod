@@ -3,6 +3,7 @@ module github.com/slidingwindow/slidingwindow/clients/go
 go 1.26.0
 
 require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/gomodule/redigo v1.8.3
 	github.com/mna/redisc v1.1.7
 	github.com/redis/go-redis/v9 v9.23.0

@@ -120,3 +120,12 @@ func TestReplies(t *testing.T) {
 		t.Fatal("a command name that is not a string")
 	}
 }
+
+// The shared spec through Sentinel's redis.NewFailoverClient, on a master with the module.
+func TestSentinel(t *testing.T) {
+	replay.Sentinel(t, func(t *testing.T, addr string) slidingwindow.Doer {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testredis.SentinelMaster, SentinelAddrs: []string{addr}})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	})
+}

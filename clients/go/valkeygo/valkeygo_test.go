@@ -80,3 +80,22 @@ func TestReplies(t *testing.T) {
 		t.Fatalf("UsesModule without the module: %v, %v", m, err)
 	}
 }
+
+// The shared spec through valkey-go's Sentinel client, on a master with the module.
+func TestSentinel(t *testing.T) {
+	replay.Sentinel(t, func(t *testing.T, addr string) slidingwindow.Doer {
+		c, err := valkey.NewClient(valkey.ClientOption{
+			InitAddress:  []string{addr},
+			Sentinel:     valkey.SentinelOption{MasterSet: testredis.SentinelMaster},
+			DisableCache: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		if c.Mode() != valkey.ClientModeSentinel {
+			t.Fatalf("valkey-go sees a %s", c.Mode())
+		}
+		return valkeygo.New(c)
+	})
+}
