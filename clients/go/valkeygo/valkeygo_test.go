@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { os.Exit(testredis.Main(m)) }
 
 // connect is a valkey.Client to the addresses, closed with the test.
 func connect(t *testing.T, addrs ...string) valkey.Client {
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,9 +85,8 @@ func TestReplies(t *testing.T) {
 func TestSentinel(t *testing.T) {
 	replay.Sentinel(t, func(t *testing.T, addr string) slidingwindow.Doer {
 		c, err := valkey.NewClient(valkey.ClientOption{
-			InitAddress:  []string{addr},
-			Sentinel:     valkey.SentinelOption{MasterSet: testredis.SentinelMaster},
-			DisableCache: true,
+			InitAddress: []string{addr},
+			Sentinel:    valkey.SentinelOption{MasterSet: testredis.SentinelMaster},
 		})
 		if err != nil {
 			t.Fatal(err)
