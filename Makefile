@@ -10,7 +10,7 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-regions bench-envoy \
-	bench-go bench-memory bench-top go-vendor dist test-dist test-monitoring measure-asm \
+	bench-go bench-memory bench-top dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
 
 all: build
@@ -125,39 +125,34 @@ clients/node/node_modules/.package-lock.json: clients/node/package-lock.json
 test-node: build clients/node/node_modules/.package-lock.json
 	cd clients/node && SLIDINGWINDOW_MODULE='$(MODULE)' npm test
 
-# The Go package (clients/go). Go and Debian's redigo and redisc sources are installed if missing,
-# vendor/ is made from those sources (scripts/go-vendor.sh: no Go module proxy is used), and
-# third_party/, the same sources as modules for users' programs to `replace` offline (`make
-# go-vendor` alone makes both), then gofmt, go vet and go test against real servers on free
-# ports (with a program built as the README's "Install" says, in a temporary module). The package
-# embeds clients/go/slidingwindow.lua, the script itself (go:embed does not follow links);
-# clients/lua/slidingwindow.lua and the Python and Node packages' copies are links to it.
-GO := GOPROXY=off GOFLAGS=-mod=vendor go
+# The Go package (clients/go) and its adapters (redigo, goredis, valkeygo), its modules from the
+# Go module proxy (go.mod, go.sum). Go >= 1.26 (go.mod): /usr/local/go/bin's when it is there,
+# ahead of any older go on PATH (scripts/setup.sh go checks it); gofmt, go vet, then go test
+# against real servers on free ports (with a program built as the README's "Install" says, in a
+# temporary module). The package embeds clients/go/slidingwindow.lua, the script itself
+# (go:embed does not follow links); clients/lua/slidingwindow.lua and the Python and Node
+# packages' copies are links to it.
+GO_DIR := $(if $(wildcard /usr/local/go/bin/go),/usr/local/go/bin/)
+GO := $(GO_DIR)go
 
-GO_VENDORED := clients/go/vendor/modules.txt clients/go/third_party/redisc/go.mod
-
-$(GO_VENDORED) &: clients/go/go.mod scripts/go-vendor.sh
-	@bash scripts/setup.sh go redigo redisc
-	bash scripts/go-vendor.sh
-
-go-vendor: $(GO_VENDORED)
-
-test-go: build $(GO_VENDORED)
+test-go: build
 	@bash scripts/setup.sh go
-	cd clients/go && unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './vendor/*' -not -path './third_party/*')) && \
+	cd clients/go && unformatted=$$($(GO_DIR)gofmt -l .) && \
 		if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted"; exit 1; fi
 	cd clients/go && $(GO) vet ./...
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' $(GO) test -count=1 ./...
 
 # Allow through redigo, the module against the script on `hot` and `wide`, then Allow through a
-# Leaser against plain Allow (Redis calls and ns per Allow), the variants taking turns in each of
-# GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS calls.
+# Leaser against plain Allow (Redis calls and ns per Allow), then Allow beside go-redis/redis_rate
+# through go-redis, the variants taking turns in each of GO_BENCH_ROUNDS rounds of GO_BENCH_CALLS
+# calls.
 GO_BENCH_ROUNDS ?= 3
 GO_BENCH_CALLS ?= 20000
 
-bench-go: build $(GO_VENDORED)
+bench-go: build
+	@bash scripts/setup.sh go
 	cd clients/go && SLIDINGWINDOW_MODULE='$(MODULE)' BENCH_ROUNDS='$(GO_BENCH_ROUNDS)' \
-		$(GO) test -run '^$$' -bench Allow -benchtime '$(GO_BENCH_CALLS)x' ./redigo
+		$(GO) test -run '^$$' -bench Allow -benchtime '$(GO_BENCH_CALLS)x' ./redigo ./goredis
 
 # Requests/s through the gateway with and without the limiter (wrk; BENCH_DURATION per variant).
 BENCH_DURATION ?= 10s

@@ -6,6 +6,7 @@
 set -euo pipefail
 
 missing=()
+need_go=0
 
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
     missing+=(redis-server)
@@ -37,13 +38,8 @@ for tool in "$@"; do
         # Debian's python3 makes virtualenvs only with python3-venv (ensurepip).
         python3-venv) python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv) ;;
         objdump) command -v objdump >/dev/null 2>&1 || missing+=(binutils) ;;
-        # The Go toolchain, and the Go packages clients/go vendors from Debian's sources
-        # (no Go module proxy is needed: `make test-go` copies them into vendor/).
-        go) command -v go >/dev/null 2>&1 || missing+=(golang-go) ;;
-        redigo) [[ -f /usr/share/gocode/src/github.com/gomodule/redigo/redis/redis.go ]] ||
-            missing+=(golang-github-gomodule-redigo-dev) ;;
-        redisc) [[ -f /usr/share/gocode/src/github.com/mna/redisc/cluster.go ]] ||
-            missing+=(golang-github-mna-redisc-dev) ;;
+        # Go for clients/go: checked below, never from apt (Debian's golang-go is too old).
+        go) need_go=1 ;;
         # Debian's Docker engine (dockerd and its runtime) for `make images` and its test.
         docker) command -v dockerd >/dev/null 2>&1 || missing+=(docker.io) ;;
         *) command -v "$tool" >/dev/null 2>&1 || missing+=("$tool") ;;
@@ -59,6 +55,20 @@ if ((${#missing[@]})); then
     else
         echo "setup: missing ${missing[*]}; install with:" >&2
         echo "  sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+# clients/go's go.mod says go 1.26: the Makefile's Go, /usr/local/go/bin's when it is there
+# (ahead of an older go on PATH), else go on PATH, must be at least that.
+if ((need_go)); then
+    gobin=/usr/local/go/bin/go
+    [[ -x $gobin ]] || gobin=$(command -v go || true)
+    goversion=$([[ -n $gobin ]] && "$gobin" env GOVERSION 2>/dev/null || true)
+    if ! [[ $goversion =~ ^go1\.([0-9]+) ]] || ((BASH_REMATCH[1] < 26)); then
+        echo "setup: clients/go needs Go >= 1.26; found ${goversion:-no go} (${gobin:-not on PATH})" >&2
+        echo "setup: install it in /usr/local/go (https://go.dev/doc/install):" >&2
+        echo "  curl -fsSL https://go.dev/dl/go1.26.8.linux-amd64.tar.gz | sudo tar -C /usr/local -xz" >&2
         exit 1
     fi
 fi

@@ -4,8 +4,9 @@
 // identical replies and keys.
 //
 // The package needs only the standard library: it talks to Redis through a Doer, one method
-// that sends a command and returns its reply. The redigo subpackage adapts a redigo pool, and
-// redigo/cluster a redisc cluster; for go-redis, a DoFunc over rdb.Do is enough (see the README).
+// that sends a command and returns its reply. The goredis subpackage adapts go-redis v9's
+// clients (goredis.NewLimiter(rdb)), valkeygo valkey-go's, redigo a redigo pool, and
+// redigo/cluster a redisc cluster; any other client fits in a DoFunc.
 //
 // Every call passes "*" as the request's time by default, so that the server's clock decides:
 // callers that stamp their own clock can be over-admitted when their calls arrive out of order

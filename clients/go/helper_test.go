@@ -11,6 +11,7 @@ import (
 	"time"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
+	"github.com/slidingwindow/slidingwindow/clients/go/internal/replay"
 	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
 	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
 )
@@ -24,7 +25,6 @@ const (
 
 var (
 	ctx     = context.Background()
-	keySeq  atomic.Int64
 	minute  = slidingwindow.Limit{Window: time.Minute, Max: 5}
 	second3 = slidingwindow.Limit{Window: time.Second, Max: 3}
 )
@@ -38,17 +38,13 @@ type env struct {
 
 // both runs f on the module's path and on the script's.
 func both(t *testing.T, f func(t *testing.T, e env)) {
-	for _, name := range []string{"module", "lua"} {
-		name := name
-		t.Run(name, func(t *testing.T) {
-			s := testredis.Shared(t, name == "module")
-			f(t, env{name, s, slidingwindow.NewLimiter(redigo.Pool(s.Pool()))})
-		})
-	}
+	replay.Both(t, pool, func(t *testing.T, path string, s *testredis.Server, sw *slidingwindow.Limiter) {
+		f(t, env{path, s, sw})
+	})
 }
 
 // key is a fresh key with its own hash tag.
-func key() string { return fmt.Sprintf("rl:{go-%d-%d}", time.Now().UnixNano(), keySeq.Add(1)) }
+func key() string { return replay.Key() }
 
 func at(ms int64) slidingwindow.Option { return slidingwindow.Now(time.UnixMilli(ms)) }
 

@@ -3,11 +3,12 @@ package slidingwindow
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slidingwindow/slidingwindow/clients/go/internal/keys"
 )
 
 // Path is how a Limiter reaches the contract: the module's commands, or the Lua script.
@@ -246,7 +247,7 @@ func (l *Limiter) CallKeys(ctx context.Context, command string, args ...any) (an
 	// The script gets the keys as KEYS; a call without numkeys keys and a now gets none, and the
 	// script answers the module's error.
 	if len(args) > 0 {
-		if n, ok := count(args[0]); ok && len(args) >= n+2 {
+		if n, ok := keys.Count(args[0]); ok && len(args) >= n+2 {
 			rest := append([]any{args[0]}, args[n+1:]...)
 			return l.send(ctx, command, args[1:n+1], args, rest)
 		}
@@ -272,43 +273,4 @@ func (l *Limiter) send(ctx context.Context, command string, keys, argv, rest []a
 		l.path.Store(int32(Lua))
 	}
 	return eval(ctx, l.rdb, command+l.words, keys, rest)
-}
-
-// count is numkeys as the server reads it, when it is from 1 to 16: a value of any Go integer
-// type, or plain decimal digits (leading zeros too).
-func count(v any) (int, bool) {
-	var s string
-	switch t := v.(type) {
-	case int:
-		return t, t >= 1 && t <= 16
-	case int64:
-		return int(t), t >= 1 && t <= 16
-	case string:
-		s = t
-	case []byte:
-		s = string(t)
-	default:
-		switch rv := reflect.ValueOf(v); rv.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			n := rv.Int()
-			return int(n), n >= 1 && n <= 16
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			n := rv.Uint()
-			return int(n), n >= 1 && n <= 16
-		}
-	}
-	if len(s) == 0 {
-		return 0, false
-	}
-	n := 0
-	for _, ch := range s {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		// Past 16 it is no numkeys: stop there rather than overflow.
-		if n = n*10 + int(ch-'0'); n > 16 {
-			return 0, false
-		}
-	}
-	return n, n >= 1
 }

@@ -118,20 +118,11 @@ func inCommand(b *testing.B, s *testredis.Server, name string) float64 {
 }
 
 func serverCPU(b *testing.B, s *testredis.Server) float64 {
-	info, err := s.Text("INFO", "cpu")
+	cpu, err := s.CPUSeconds()
 	if err != nil {
 		b.Fatal(err)
 	}
-	total := 0.0
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, field := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if strings.HasPrefix(line, field) {
-				v, _ := strconv.ParseFloat(strings.TrimPrefix(line, field), 64)
-				total += v
-			}
-		}
-	}
-	return total
+	return cpu
 }
 
 // paths is the two paths a benchmark compares, by name.

@@ -1,7 +1,9 @@
 package testredis
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gomodule/redigo/redis"
 )
@@ -51,4 +53,25 @@ func (s *Server) Scores(key string) ([]string, []int64, error) {
 		scores = append(scores, score)
 	}
 	return names, scores, nil
+}
+
+// CPUSeconds is the server's CPU time so far, system and user (INFO cpu).
+func (s *Server) CPUSeconds() (float64, error) {
+	info, err := s.Text("INFO", "cpu")
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, field := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, fmt.Errorf("INFO cpu: %q: %w", line, err)
+				}
+				total += f
+			}
+		}
+	}
+	return total, nil
 }

@@ -74,7 +74,7 @@ func Start(module bool, extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", "redis.log"}
+	var args []string
 	if module {
 		path, err := ModulePath()
 		if err != nil {
@@ -83,7 +83,32 @@ func Start(module bool, extra ...string) (*Server, error) {
 		}
 		args = append(args, "--loadmodule", path)
 	}
-	args = append(args, extra...)
+	return spawn(dir, nil, append(args, extra...))
+}
+
+// SentinelMaster is the name a Sentinel from StartSentinel knows its master by.
+const SentinelMaster = "mymaster"
+
+// StartSentinel spawns a Sentinel (redis-server --sentinel) that monitors master as
+// SentinelMaster, alone (quorum 1).
+func StartSentinel(master *Server) (*Server, error) {
+	dir, err := os.MkdirTemp("", "slidingwindow-go-sentinel-")
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "sentinel.conf")
+	text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n", SentinelMaster, master.Port)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return spawn(dir, []string{conf, "--sentinel"}, nil)
+}
+
+// spawn starts redis-server with lead (a config file first), then a free port, the directory dir
+// and args, and waits until it answers; on failure it removes dir.
+func spawn(dir string, lead, args []string) (*Server, error) {
+	args = append([]string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", "redis.log"}, args...)
 	// The probed port may be taken before the server binds it: try a few.
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
@@ -91,7 +116,8 @@ func Start(module bool, extra ...string) (*Server, error) {
 			break
 		}
 		s := &Server{Port: port, dir: dir, done: make(chan struct{})}
-		s.cmd = exec.Command(env("REDIS_SERVER", "redis-server"), append([]string{"--port", strconv.Itoa(port)}, args...)...)
+		argv := append(append(append([]string{}, lead...), "--port", strconv.Itoa(port)), args...)
+		s.cmd = exec.Command(env("REDIS_SERVER", "redis-server"), argv...)
 		if err := s.cmd.Start(); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -224,14 +250,19 @@ func (c *Cluster) ok() bool {
 	return true
 }
 
+// Addrs is every node's host:port.
+func (c *Cluster) Addrs() []string {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	return addrs
+}
+
 // Client is a redisc cluster client seeded with every node, its mapping loaded.
 func (c *Cluster) Client() (*redisc.Cluster, error) {
-	var seeds []string
-	for _, n := range c.Nodes {
-		seeds = append(seeds, n.Addr())
-	}
 	cl := &redisc.Cluster{
-		StartupNodes: seeds,
+		StartupNodes: c.Addrs(),
 		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(5 * time.Second)},
 		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
 			return &redis.Pool{MaxIdle: 16, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr, opts...) }}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/mna/redisc"
 
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
+	"github.com/slidingwindow/slidingwindow/clients/go/internal/keys"
 	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
 )
 
@@ -103,26 +104,11 @@ func (n node) Do(ctx context.Context, args ...any) (any, error) {
 	return redigo.Do(ctx, c, name, rest...)
 }
 
-// firstKey is the key a command is routed by: the first key of the module's commands and of
-// EVAL/EVALSHA, else (as redisc does) the first argument.
+// firstKey is the key a command is routed by: its first key (keys.Positions).
 func firstKey(name string, args []any) (string, bool) {
-	at := 0
-	switch strings.ToUpper(name) {
-	case "SLIDINGWINDOW.ALLOWALL", "SLIDINGWINDOW.PEEKALL":
-		at = 1
-	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO":
-		if len(args) < 2 || fmt.Sprint(args[1]) == "0" {
-			return "", false
-		}
-		at = 2
-	case "COMMAND":
+	at := keys.Positions(append([]any{name}, args...))
+	if len(at) == 0 {
 		return "", false
 	}
-	if at >= len(args) {
-		return "", false
-	}
-	if b, ok := args[at].([]byte); ok {
-		return string(b), true
-	}
-	return fmt.Sprint(args[at]), true
+	return keys.String(args[at[0]-1]), true
 }

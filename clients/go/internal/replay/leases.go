@@ -1,18 +1,16 @@
-package slidingwindow_test
+package replay
 
 import (
 	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	slidingwindow "github.com/slidingwindow/slidingwindow/clients/go"
 	"github.com/slidingwindow/slidingwindow/clients/go/internal/testredis"
-	"github.com/slidingwindow/slidingwindow/clients/go/redigo"
 )
 
 // leaseSpec is spec/leases.json: lease scenarios from a model of the helpers' lease policy over
@@ -37,17 +35,24 @@ type leaseSpec struct {
 	} `json:"scenarios"`
 }
 
-// leaseCalls is how many of each command the server ran during a step.
+// leaseCalls is how many of each command the server ran during a step; on the script's path
+// every one is an EVALSHA (or EVAL), counted in Script.
 type leaseCalls struct {
 	Allow  int64 `json:"allow"`
 	Peek   int64 `json:"peek"`
 	Refund int64 `json:"refund"`
+	Script int64 `json:"-"`
 }
 
-// commandCalls is the module's commands run so far, from INFO commandstats (0 for one never run).
+// minus is c less before.
+func (c leaseCalls) minus(before leaseCalls) leaseCalls {
+	return leaseCalls{c.Allow - before.Allow, c.Peek - before.Peek, c.Refund - before.Refund, c.Script - before.Script}
+}
+
+// commandCalls is the commands run so far, from INFO commandstats (0 for one never run).
 func commandCalls(t *testing.T, s *testredis.Server) leaseCalls {
 	t.Helper()
-	info, err := redis.String(s.Do("INFO", "commandstats"))
+	info, err := s.Text("INFO", "commandstats")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +70,17 @@ func commandCalls(t *testing.T, s *testredis.Server) leaseCalls {
 			n = &c.Peek
 		case "cmdstat_slidingwindow.refund":
 			n = &c.Refund
+		case "cmdstat_evalsha", "cmdstat_eval":
+			n = new(int64)
 		default:
 			continue
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
 		if *n, err = strconv.ParseInt(calls, 10, 64); err != nil {
 			t.Fatalf("%s: %v", line, err)
+		}
+		if strings.HasPrefix(name, "cmdstat_eval") {
+			c.Script += *n
 		}
 	}
 	return c
@@ -92,28 +102,40 @@ func leaseReply(r slidingwindow.Result) []int64 {
 	return []int64{allowed, r.Count, r.Remaining, ms(r.RetryAfter), ms(r.ResetAfter)}
 }
 
-// The shared lease scenarios (spec/leases.json), on the module's path: each on a Leaser whose
-// Clock answers the step's t0 + at, every reply, every close's refund, and the commands the
-// server ran during each step (INFO commandstats) as the spec says; another client's raw calls
-// between them; a config the spec calls invalid refused by NewLeaser. On a server of its own,
-// so that no other test's calls are counted.
-func TestSharedLeaseSpec(t *testing.T) {
+// clock is a caller's own clock that moves only when told.
+type clock struct{ ms atomic.Int64 }
+
+func (c *clock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+
+// Leases is the shared lease scenarios (spec/leases.json) on one path (the module's, or the
+// script's): each on a Leaser over the adapter whose Clock answers the step's t0 + at, every
+// reply, every close's refund, and the commands the server ran during each step (INFO
+// commandstats) as the spec says (on the script's path, their sum as EVALSHAs); another client's
+// raw calls between them; a config the spec calls invalid refused by NewLeaser. On a server of
+// its own, so that no other test's calls are counted.
+func Leases(t *testing.T, module bool, adapter Adapter) {
 	var spec leaseSpec
-	readSpec(t, "leases.json", &spec)
+	ReadSpec(t, "leases.json", &spec)
 	if len(spec.Scenarios) == 0 {
 		t.Fatal("spec/leases.json has no scenarios")
 	}
-	s, err := testredis.Start(true)
+	s, err := testredis.Start(module)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	sw := slidingwindow.NewLimiter(redigo.Pool(s.Pool()), slidingwindow.WithPath(slidingwindow.Module))
+	path := slidingwindow.Lua
+	if module {
+		path = slidingwindow.Module
+	} else if _, err := s.Do("SCRIPT", "LOAD", slidingwindow.Script); err != nil {
+		// Loaded first, so that no step pays a NOSCRIPT and its EVAL.
+		t.Fatal(err)
+	}
+	sw := slidingwindow.NewLimiter(adapter(t, s), slidingwindow.WithPath(path))
 	ops := map[string]int{}
 	for i, sc := range spec.Scenarios {
-		i, sc := i, sc
 		t.Run(sc.Name, func(t *testing.T) {
-			tag := specTag(i)
+			tag := Tag(i)
 			limits := make([]slidingwindow.Limit, len(sc.Limits))
 			for j, l := range sc.Limits {
 				if l[0] < 1 || l[0] > int64(1<<63-1)/int64(time.Second) {
@@ -158,7 +180,7 @@ func TestSharedLeaseSpec(t *testing.T) {
 						t.Fatalf("step %d (at %d, allow): %v", j, st.At, err)
 					}
 					what = "allow"
-					if same, got, want := sameJSON(leaseReply(r), st.Reply); !same {
+					if same, got, want := SameJSON(leaseReply(r), st.Reply); !same {
 						t.Errorf("step %d (at %d, allow): %s, want %s (%+v)", j, st.At, got, want, r)
 					}
 				case "close":
@@ -174,21 +196,24 @@ func TestSharedLeaseSpec(t *testing.T) {
 						t.Errorf("step %d (at %d, close): %d permits taken back, want %d", j, st.At, got, *st.Returned)
 					}
 				case "call":
-					argv, got, err := specCall(sw, st.Argv, tag)
-					if same, text, want := sameJSON(got, st.Reply); err != nil || !same {
+					argv, got, err := Call(sw, st.Argv, tag)
+					if same, text, want := SameJSON(got, st.Reply); err != nil || !same {
 						t.Fatalf("step %d (at %d): %v: %s, %v; want %s", j, st.At, argv, text, err, want)
 					}
 					continue
 				default:
 					t.Fatalf("step %d: unknown op %q", j, st.Op)
 				}
-				after := commandCalls(t, s)
-				got := leaseCalls{after.Allow - before.Allow, after.Peek - before.Peek, after.Refund - before.Refund}
+				got := commandCalls(t, s).minus(before)
 				if st.Calls == nil {
 					t.Fatalf("step %d (at %d, %s): no calls", j, st.At, what)
 				}
-				if got != *st.Calls {
-					t.Errorf("step %d (at %d, %s): the server ran %+v, want %+v", j, st.At, what, got, *st.Calls)
+				want := *st.Calls
+				if !module {
+					want = leaseCalls{Script: want.Allow + want.Peek + want.Refund}
+				}
+				if got != want {
+					t.Errorf("step %d (at %d, %s): the server ran %+v, want %+v", j, st.At, what, got, want)
 				}
 				// The steps after a wrong one start from another state.
 				if t.Failed() {
