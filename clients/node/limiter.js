@@ -8,7 +8,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { Slot, Reservation } = require('./inflight');
 const { Lease } = require('./lease');
-const { SlidingWindowError, UnavailableError, toResult, unavailable } = require('./results');
+const { SlidingWindowError, UnavailableError, toResult } = require('./results');
+const { connect, isReply, isClosed, reason } = require('./connections');
 const { toArgs, toKeyArgs, scoreOf } = require('./arguments');
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -18,24 +19,16 @@ const SHA = crypto.createHash('sha1').update(SCRIPT).digest('hex');
 
 const MAX_LATENESS = 86_400_000;
 
-/**
- * The Command class of the client's own ioredis (a linked copy of this folder cannot require the
- * app's): `call` run on a stand-in whose sendCommand keeps the command it is given, sending nothing.
- */
-function commandClass(redis) {
-  let found = null;
-  const probe = Object.create(redis, {
-    options: { value: { ...redis.options, enableAutoPipelining: false } },
-    sendCommand: {
-      value: (command) => {
-        found = command.constructor;
-        return Promise.resolve();
-      },
-    },
-  });
-  redis.call.call(probe, 'PING');
-  return found;
+// Error replies about the server's state rather than the call: the on_error policy's, not the caller's.
+const STATE_CODES = new Set(['READONLY', 'OOM', 'LOADING', 'MASTERDOWN', 'TRYAGAIN', 'CLUSTERDOWN', 'BUSY', 'MISCONF', 'NOREPLICAS']);
+
+/** Whether a failure means Redis did not decide (rather than refusing the call's arguments). */
+function unavailable(err) {
+  if (err instanceof UnavailableError) return true;
+  if (!isReply(err)) return true;
+  return STATE_CODES.has(String(err.message).split(' ', 1)[0]);
 }
+
 function entropy() {
   const bytes = crypto.randomBytes(16);
   let out = '';
@@ -45,7 +38,8 @@ function entropy() {
 
 class SlidingWindow {
   /**
-   * @param redis an ioredis client (Redis, one with Sentinel options, or Cluster)
+   * @param redis an ioredis 5 client (Redis, one with Sentinel options, or Cluster) or a node-redis 5
+   *   client (createClient or createCluster), connected
    * @param options.use 'auto' (ask the server once with COMMAND INFO, then cache), 'module' or 'lua'
    *   (a forced module path never falls back to the script)
    * @param options.lateness ms the Lua path passes as the script's lateness (the module path reads
@@ -68,9 +62,11 @@ class SlidingWindow {
       if (!(Number.isInteger(replicas) && replicas >= 1 && Number.isInteger(timeoutMs) && timeoutMs >= 0)) {
         throw new TypeError('confirm must be { replicas >= 1, timeoutMs >= 0 }');
       }
-      if (redis.isCluster) throw new TypeError('confirm needs one master (Redis, or Redis with Sentinel options), not a Cluster');
     }
+    const connection = connect(redis);
+    if (confirm !== undefined && connection.isCluster) throw new TypeError('confirm needs one master (Redis, or Redis with Sentinel options), not a Cluster');
     this.redis = redis;
+    this.connection = connection;
     this.module = use === 'auto' ? null : Promise.resolve(use === 'module');
     this.auto = use === 'auto';
     this.scriptWord = lateness === 0 ? '' : ` lateness ${lateness}`;
@@ -78,10 +74,11 @@ class SlidingWindow {
     this.onError = onError;
     this.confirm = confirm;
     this.onUnconfirmed = onUnconfirmed;
-    // ioredis reports a lost connection as an 'error' event, and prints "Unhandled error event"
-    // when nobody listens: the helper listens, and its calls reject with the failure as the cause.
+    // Both clients report a lost connection as an 'error' event (ioredis prints "Unhandled error
+    // event" when nobody listens, and node-redis's EventEmitter throws): the helper listens, and
+    // its calls reject with the failure as the cause.
     this.lastError = null;
-    redis.on('error', (err) => {
+    connection.onError((err) => {
       this.lastError = err;
     });
   }
@@ -205,9 +202,9 @@ class SlidingWindow {
   async #confirmed(keys, cost, at, result) {
     const { replicas, timeoutMs } = this.confirm;
     // WAIT counts the writes of its own connection: a reconnection in between would count none.
-    const stream = this.redis.stream;
+    const before = this.connection.connection();
     const acked = await this.#send(['WAIT', replicas, timeoutMs], [], this.timeout === 0 ? 0 : this.timeout + timeoutMs);
-    if (acked >= replicas && this.redis.stream === stream) return { ...result, confirmed: true };
+    if (acked >= replicas && this.connection.connection() === before) return { ...result, confirmed: true };
     if (this.onUnconfirmed === 'allow') return { ...result, confirmed: false };
     // Taken back exactly: this call's members, at the score they were logged with.
     for (const key of keys) await this.#command('refund', [key], [key, cost, 'AT', at], [cost, 'AT', at]);
@@ -228,8 +225,8 @@ class SlidingWindow {
       throw new SlidingWindowError('top needs the module: the Lua script keeps no summary of refusals');
     }
     const ask = ['SLIDINGWINDOW.TOP', 'COUNT', count];
-    const replies = this.redis.isCluster
-      ? await Promise.all(this.redis.nodes('master').map((node) => this.#sendTo(node, ask)))
+    const replies = this.connection.isCluster
+      ? await Promise.all((await this.connection.masters()).map((send) => this.#failures(() => send(ask, this.timeout))))
       : [await this.#send(ask, [])];
     const totals = new Map();
     for (const reply of replies) {
@@ -244,16 +241,6 @@ class SlidingWindow {
     return [...totals.values()]
       .sort((a, b) => b.refused - a.refused || a.error - b.error || byBytes(a.key, b.key))
       .slice(0, count);
-  }
-
-  /** One command to one node of a Cluster, with the helper's timeout and errors. */
-  async #sendTo(node, [name, ...args]) {
-    try {
-      return await withTimeout(node.call(name, ...args), this.timeout);
-    } catch (err) {
-      if (!unavailable(err)) throw err;
-      throw new UnavailableError(`Redis did not decide: ${err.message}`, { cause: err });
-    }
   }
 
   /**
@@ -294,35 +281,26 @@ class SlidingWindow {
     }
   }
 
+  /** One command with its keys named (a cluster sends it to the node of their slot) and the helper's timeout. */
+  async #send(argv, keys, timeout = this.timeout) {
+    return this.#failures(() => this.connection.send(argv, keys, timeout));
+  }
+
   /**
-   * One command with its keys named (ioredis does not know a module command's keys: named here, a
-   * Cluster sends the call straight to the node of their slot) and the helper's timeout; failures
-   * of Redis as UnavailableError.
+   * What `call` resolves to; failures of Redis as UnavailableError, a node-redis client never
+   * connected (or closed) as a SlidingWindowError.
    */
-  async #send([name, ...args], keys, timeout = this.timeout) {
-    if (this.Command === undefined) this.Command = commandClass(this.redis);
+  async #failures(call) {
     try {
-      if (this.Command === null) return await withTimeout(this.redis.call(name, ...args), timeout);
-      const sent = new this.Command(name, args, { replyEncoding: 'utf8' });
-      sent.keys = keys;
-      if (timeout > 0) sent.setTimeout(timeout);
-      return await this.redis.sendCommand(sent);
+      return await call();
     } catch (err) {
+      if (isClosed(err)) throw new SlidingWindowError('the node-redis client is closed: connect() it before calls', { cause: err });
       if (!unavailable(err)) throw err;
       // A timeout says little by itself: the connection's last error says why.
-      const last = err.name !== 'ReplyError' && this.lastError !== null ? ` (the connection's last error: ${this.lastError.message})` : '';
-      throw new UnavailableError(`Redis did not decide: ${err.message}${last}`, { cause: err });
+      const last = !isReply(err) && this.lastError !== null ? ` (the connection's last error: ${this.lastError.message})` : '';
+      throw new UnavailableError(`Redis did not decide: ${reason(err)}${last}`, { cause: err });
     }
   }
-}
-
-function withTimeout(promise, ms) {
-  if (!(ms > 0)) return promise;
-  let timer;
-  const late = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error('Command timed out')), ms);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 module.exports = { SlidingWindow, SCRIPT, CROCKFORD };

@@ -22,7 +22,7 @@ function toResult(reply) {
   return result;
 }
 
-/** The helper's own errors (an error reply about the call itself stays ioredis's ReplyError). */
+/** The helper's own errors (an error reply about the call itself stays the client's: ioredis's ReplyError, node-redis's ErrorReply). */
 class SlidingWindowError extends Error {
   constructor(message, options) {
     super(message, options);
@@ -36,15 +36,4 @@ class SlidingWindowError extends Error {
  */
 class UnavailableError extends SlidingWindowError {}
 
-// Error replies about the server's state rather than the call: the on_error policy's, not the caller's.
-const STATE_CODES = new Set(['READONLY', 'OOM', 'LOADING', 'MASTERDOWN', 'TRYAGAIN', 'CLUSTERDOWN', 'BUSY', 'MISCONF', 'NOREPLICAS']);
-
-/** Whether a failure means Redis did not decide (rather than refusing the call's arguments). */
-function unavailable(err) {
-  if (err instanceof UnavailableError) return true;
-  if (err?.name !== 'ReplyError') return true;
-  return STATE_CODES.has(String(err.message).split(' ', 1)[0]);
-}
-
-
-module.exports = { toResult, SlidingWindowError, UnavailableError, unavailable };
+module.exports = { toResult, SlidingWindowError, UnavailableError };
