@@ -2,7 +2,8 @@
 // The client the user passes, as the helper talks to it: ioredis 5 (Redis, one with Sentinel
 // options, or Cluster) or node-redis 5 (`createClient`, `createCluster`). Each sends one command
 // with its keys named (a cluster sends it to the node of their slot) within a timeout, sends a
-// command to every master, reports its connection errors and says which connection it is on.
+// command to every master of a cluster, reports its connection errors and says which connection
+// it is on.
 // Failures come back as the client raised them; the limiter decides what they mean.
 
 /**
@@ -90,10 +91,6 @@ class NodeRedis {
 
   send(argv, keys, timeout) {
     return nodeSend(this.redis, argv, timeout);
-  }
-
-  async masters() {
-    return [(argv, timeout) => this.send(argv, [], timeout)];
   }
 
   onError(listener) {
