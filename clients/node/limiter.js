@@ -64,7 +64,7 @@ class SlidingWindow {
       }
     }
     const connection = connect(redis);
-    if (confirm !== undefined && connection.isCluster) throw new TypeError('confirm needs one master (Redis, or Redis with Sentinel options), not a Cluster');
+    if (confirm !== undefined && connection.isCluster) throw new TypeError('confirm needs one master (Redis, Redis with Sentinel options, or createClient), not a cluster');
     this.redis = redis;
     this.connection = connection;
     this.module = use === 'auto' ? null : Promise.resolve(use === 'module');
@@ -226,7 +226,7 @@ class SlidingWindow {
     }
     const ask = ['SLIDINGWINDOW.TOP', 'COUNT', count];
     const replies = this.connection.isCluster
-      ? await Promise.all((await this.connection.masters()).map((send) => this.#failures(() => send(ask, this.timeout))))
+      ? await Promise.all((await this.#failures(() => this.connection.masters())).map((send) => this.#failures(() => send(ask, this.timeout))))
       : [await this.#send(ask, [])];
     const totals = new Map();
     for (const reply of replies) {
