@@ -2,8 +2,8 @@
 // The client the user passes, as the helper talks to it: ioredis 5 (Redis, one with Sentinel
 // options, or Cluster) or node-redis 5 (`createClient`, `createCluster`). Each sends one command
 // with its keys named (a cluster sends it to the node of their slot) within a timeout, sends a
-// command to every master of a cluster, reports its connection errors and says which connection
-// it is on.
+// command to every master of a cluster, keeps its last connection error and says which connection
+// it is on. One client has one of these, however many helpers share it.
 // Failures come back as the client raised them; the limiter decides what they mean.
 
 /**
@@ -35,9 +35,24 @@ function withTimeout(promise, ms) {
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
-class Ioredis {
+/**
+ * Both clients report a lost connection as an 'error' event (ioredis prints "Unhandled error
+ * event" when nobody listens, and node-redis's EventEmitter throws): one listener per client keeps
+ * the last one.
+ */
+class Connection {
   constructor(redis) {
     this.redis = redis;
+    this.lastError = null;
+    redis.on('error', (err) => {
+      this.lastError = err;
+    });
+  }
+}
+
+class Ioredis extends Connection {
+  constructor(redis) {
+    super(redis);
     this.isCluster = redis.isCluster === true;
   }
 
@@ -59,10 +74,6 @@ class Ioredis {
     return this.redis.nodes('master').map((node) => ([name, ...args], timeout) => withTimeout(node.call(name, ...args), timeout));
   }
 
-  onError(listener) {
-    this.redis.on('error', listener);
-  }
-
   /** The connection commands go out on now (a reconnection makes a new one). */
   connection() {
     return this.redis.stream;
@@ -79,9 +90,9 @@ function nodeSend(client, argv, timeout) {
   return withTimeout(client.sendCommand(words, timeout > 0 ? { timeout } : undefined), timeout);
 }
 
-class NodeRedis {
+class NodeRedis extends Connection {
   constructor(redis) {
-    this.redis = redis;
+    super(redis);
     this.isCluster = false;
     this.connects = 0;
     redis.on('connect', () => {
@@ -93,18 +104,14 @@ class NodeRedis {
     return nodeSend(this.redis, argv, timeout);
   }
 
-  onError(listener) {
-    this.redis.on('error', listener);
-  }
-
   connection() {
     return this.connects;
   }
 }
 
-class NodeRedisCluster {
+class NodeRedisCluster extends Connection {
   constructor(redis) {
-    this.redis = redis;
+    super(redis);
     this.isCluster = true;
   }
 
@@ -118,17 +125,21 @@ class NodeRedisCluster {
     return clients.map((client) => (argv, timeout) => nodeSend(client, argv, timeout));
   }
 
-  onError(listener) {
-    this.redis.on('error', listener);
-  }
-
   connection() {
     return null;
   }
 }
 
-/** The connection for the client the user passes; a TypeError for anything else. */
+/** The connection of each client passed so far. */
+const made = new WeakMap();
+
+/** The connection for the client the user passes (one per client); a TypeError for anything else. */
 function connect(redis) {
+  if (!made.has(redis)) made.set(redis, connectNew(redis));
+  return made.get(redis);
+}
+
+function connectNew(redis) {
   if (typeof redis?.call === 'function' && typeof redis.on === 'function') return new Ioredis(redis);
   if (typeof redis?.sendCommand === 'function' && typeof redis.on === 'function') {
     if (typeof redis.getMasterNode === 'function') {

@@ -74,13 +74,6 @@ class SlidingWindow {
     this.onError = onError;
     this.confirm = confirm;
     this.onUnconfirmed = onUnconfirmed;
-    // Both clients report a lost connection as an 'error' event (ioredis prints "Unhandled error
-    // event" when nobody listens, and node-redis's EventEmitter throws): the helper listens, and
-    // its calls reject with the failure as the cause.
-    this.lastError = null;
-    connection.onError((err) => {
-      this.lastError = err;
-    });
   }
 
   /** Whether calls go to the module (true) or the script (false). */
@@ -297,7 +290,8 @@ class SlidingWindow {
       if (isClosed(err)) throw new SlidingWindowError('the node-redis client is closed: connect() it before calls', { cause: err });
       if (!unavailable(err)) throw err;
       // A timeout says little by itself: the connection's last error says why.
-      const last = !isReply(err) && this.lastError !== null ? ` (the connection's last error: ${this.lastError.message})` : '';
+      const { lastError } = this.connection;
+      const last = !isReply(err) && lastError !== null ? ` (the connection's last error: ${lastError.message})` : '';
       throw new UnavailableError(`Redis did not decide: ${reason(err)}${last}`, { cause: err });
     }
   }
