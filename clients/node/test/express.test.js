@@ -1,7 +1,8 @@
 'use strict';
-// The README's Express example, as written, on each client: its code block is run with `redis`'s
-// createClient pointed at a test server (for ioredis, answering an ioredis client instead) and its
-// app listening on a free loopback port; requests from one address until the first 429.
+// The README's Express example, as written, on each client and path: its code block is run with
+// `redis`'s createClient pointed at a test server (for ioredis, answering an ioredis client
+// instead) and its app listening on a free loopback port; requests from one address until the
+// first 429.
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
@@ -9,7 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Redis = require('ioredis');
 const nodeRedis = require('redis');
-const { CLIENTS, startServer } = require('./server');
+const { CLIENT_PATHS, startServer } = require('./server');
 
 const README = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
 const EXAMPLE = /^## Express\n[\s\S]*?```js\n([\s\S]*?)```/m.exec(README)[1];
@@ -45,13 +46,13 @@ function runExample(kind, port) {
   return { serverUp, clients };
 }
 
-for (const kind of CLIENTS) {
-  describe(`${kind}: the README's Express example`, () => {
+for (const [kind, which] of CLIENT_PATHS) {
+  describe(`${kind}, ${which} path: the README's Express example`, () => {
     let redis;
     let example;
     let server;
     before(async () => {
-      redis = await startServer({ withModule: true });
+      redis = await startServer({ withModule: which === 'module' });
       example = runExample(kind, redis.port);
       server = await example.serverUp;
     });
