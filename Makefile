@@ -187,8 +187,8 @@ test-dist: dist $(ENVOY_VENV)/.installed
 		ENVOY_TESTS='$(ENVOY_TESTS)' bash scripts/test-dist.sh
 
 # The Python helper's wheel and sdist and the Node package's tarball, built as for a release into
-# target/packages/, each installed in a clean virtualenv or folder (redis-py from PyPI, ioredis
-# from npm) and smoke-tested there on a server with the module and one without (25 s).
+# target/packages/, each installed in a clean virtualenv or folder (redis-py from PyPI; ioredis, and
+# node-redis in a folder of its own, from npm) and smoke-tested there on a server with the module and one without (25 s).
 test-packages: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' bash scripts/test-packages.sh
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-packages`: the client packages as users install them. The Python helper's wheel and
 # sdist (`python -m build`), each installed into a clean virtualenv (redis-py from PyPI), and the
-# Node package (`npm pack`), installed from its tarball into a clean folder (ioredis from npm),
+# Node package (`npm pack`), installed from its tarball into two clean folders, one with ioredis 5
+# and one with node-redis 5 (`redis`) from npm,
 # each passing scripts/packages/smoke.* outside the source tree against two servers on free
 # loopback ports: one with the module, one without (the packaged Lua script); and the Rust crates a
 # user depends on, slidingwindow-core and slidingwindow-client, through `cargo package` (each
@@ -67,19 +68,21 @@ for artifact in "$wheel" "$sdist"; do
 done
 
 # Node: pack (prepack copies the script over the link, postpack puts the link back), then a clean
-# folder that installs the tarball and ioredis.
+# folder for each client that installs the tarball and that client only.
 (cd clients/node && npm pack --silent --pack-destination "$out/node" >/dev/null)
 tgz=$out/node/slidingwindow-$version.tgz
 [[ -f $tgz ]] || { ls "$out/node" >&2; echo "test-packages: expected $tgz" >&2; exit 1; }
 [[ -L clients/node/slidingwindow.lua ]] || { echo "test-packages: clients/node/slidingwindow.lua is no longer a link" >&2; exit 1; }
 tar -tvzf "$tgz" | grep '^-.* package/slidingwindow.lua$' >/dev/null ||
     { echo "test-packages: $tgz has no slidingwindow.lua file" >&2; exit 1; }
-app=$out/node/app
-mkdir -p "$app"
-cp scripts/packages/smoke.js "$app/"
-(cd "$app" && npm init --yes >/dev/null && npm install --silent --no-audit --no-fund "$tgz" ioredis@5 &&
-    node smoke.js "$version" "$module_port" "$plain_port")
-echo "test-packages: $(basename "$tgz") installs and passes"
+for lib in ioredis redis; do
+    app=$out/node/app-$lib
+    mkdir -p "$app"
+    cp scripts/packages/smoke.js "$app/"
+    (cd "$app" && npm init --yes >/dev/null && npm install --silent --no-audit --no-fund "$tgz" "$lib@5" &&
+        node smoke.js "$version" "$module_port" "$plain_port" "$lib")
+    echo "test-packages: $(basename "$tgz") installs and passes with $lib"
+done
 # Rust: both crates in one `cargo package`, so that the client's dependency on the unpublished
 # core resolves to the core's own package. --allow-dirty: a checkout being worked on packages too.
 mkdir -p "$out/rust"

@@ -1,4 +1,23 @@
-import type { Redis, Cluster } from 'ioredis';
+/**
+ * The clients the helper takes, by their shape (neither library is needed to compile against
+ * these types): ioredis 5 (`Redis`, one with Sentinel options, or `Cluster`) or node-redis 5
+ * (`createClient`, `createCluster`), connected.
+ */
+export interface IoredisClient {
+  call(command: string, ...args: any[]): Promise<unknown>;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+export interface NodeRedisClient {
+  sendCommand(args: ReadonlyArray<string | Buffer>, options?: any): Promise<unknown>;
+  on(event: 'error' | 'connect', listener: (...args: any[]) => void): unknown;
+}
+export interface NodeRedisCluster {
+  sendCommand(firstKey: string | Buffer | undefined, isReadonly: boolean | undefined, args: ReadonlyArray<string | Buffer>, options?: any): Promise<unknown>;
+  readonly masters: ReadonlyArray<unknown>;
+  nodeClient(node: any): Promise<NodeRedisClient>;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+export type Client = IoredisClient | NodeRedisClient | NodeRedisCluster;
 
 /** At most `max` requests (weighted by cost) in any `window` seconds. */
 export interface Limit {
@@ -116,6 +135,7 @@ export interface Options {
   onUnconfirmed?: 'allow' | 'deny';
 }
 
+/** The helper's own errors; also a node-redis client never connected (or closed), which is not Redis being away. */
 export declare class SlidingWindowError extends Error {}
 /** Redis did not decide: unreachable, no reply in time, or READONLY, LOADING, OOM, ...; `cause` holds the failure. */
 export declare class UnavailableError extends SlidingWindowError {}
@@ -161,7 +181,7 @@ export declare function toKeyArgs(keyed: KeyedLimits, cost?: number, now?: numbe
 export declare function toResult(reply: number[]): Result;
 
 export declare class SlidingWindow {
-  constructor(redis: Redis | Cluster, options?: Options);
+  constructor(redis: Client, options?: Options);
   usesModule(): Promise<boolean>;
   allow(key: string, limits: LimitLike | LimitLike[], options?: CallOptions): Promise<Result>;
   peek(key: string, limits: LimitLike | LimitLike[], options?: CallOptions): Promise<Result>;

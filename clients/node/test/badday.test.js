@@ -1,12 +1,13 @@
 'use strict';
 // Redis down, slow, read-only or without replicas: the call timeout, onError and confirm; and no
-// "Unhandled error event" from ioredis.
+// "Unhandled error event" from ioredis, no unhandled 'error' event from node-redis; each client.
 
 const { test, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
-const { SlidingWindow, UnavailableError, headers } = require('..');
-const { startServer, newKey } = require('./server');
+const { createClient, createCluster } = require('redis');
+const { SlidingWindow, SlidingWindowError, UnavailableError, headers } = require('..');
+const { CLIENT_PATHS, appClient, closeClient, startServer, newKey } = require('./server');
 
 async function poll(condition, what, deadlineMs = 10_000) {
   const end = Date.now() + deadlineMs;
@@ -23,15 +24,15 @@ async function replicaOf(server, withModule) {
   return { replica, rc };
 }
 
-for (const path of ['module', 'lua']) {
-  describe(`${path} path on a bad day`, () => {
+for (const [kind, path] of CLIENT_PATHS) {
+  describe(`${kind}, ${path} path on a bad day`, () => {
     const withModule = path === 'module';
     const key = newKey;
 
     test('Redis down: closed rejects with UnavailableError, open lets through, nothing unhandled', async () => {
       const server = await startServer({ withModule });
-      // An app's own client with ioredis's defaults (retries, offline queue) and no error listener.
-      const c = new Redis({ host: '127.0.0.1', port: server.port });
+      // An app's own client with its library's defaults (retries, offline queue) and no error listener.
+      const c = await appClient(kind, server.port);
       const printed = [];
       const print = console.error;
       console.error = (...args) => printed.push(args.join(' '));
@@ -49,7 +50,7 @@ for (const path of ['module', 'lua']) {
         await assert.rejects(opened.refund(k), UnavailableError);
       } finally {
         console.error = print;
-        c.disconnect();
+        closeClient(c);
       }
       assert.deepEqual(printed.filter((line) => /Unhandled error event/.test(line)), []);
     });
@@ -57,8 +58,7 @@ for (const path of ['module', 'lua']) {
     test('a paused server: the call fails at the timeout', async () => {
       const server = await startServer({ withModule });
       try {
-        const c = server.client();
-        const sw = new SlidingWindow(c, { timeout: 200 });
+        const sw = new SlidingWindow(await server.connect(kind), { timeout: 200 });
         const k = key();
         assert.ok((await sw.allow(k, [60, 5])).allowed);
         const admin = server.client();
@@ -69,7 +69,7 @@ for (const path of ['module', 'lua']) {
         } finally {
           await admin.call('CLIENT', 'UNPAUSE');
         }
-        // ioredis keeps the timed-out command in its queue: its late reply is not the next call's.
+        // Both clients keep the timed-out command in their queue: its late reply is not the next call's.
         const r = await sw.allow(k, [60, 5], { detail: true });
         assert.equal(r.count, 3);
       } finally {
@@ -81,9 +81,10 @@ for (const path of ['module', 'lua']) {
       const server = await startServer({ withModule });
       const { replica, rc } = await replicaOf(server, withModule);
       try {
-        const sw = new SlidingWindow(rc);
+        const replicaClient = await replica.connect(kind);
+        const sw = new SlidingWindow(replicaClient);
         await assert.rejects(sw.allow(key(), [60, 5]), (err) => err instanceof UnavailableError && /READONLY/.test(err.message));
-        assert.ok((await new SlidingWindow(rc, { onError: 'open' }).allow(key(), [60, 5])).error);
+        assert.ok((await new SlidingWindow(replicaClient, { onError: 'open' }).allow(key(), [60, 5])).error);
         assert.deepEqual(await sw.peek(key(), [60, 5], { now: 1_700_000_000_000 }),
           { allowed: true, count: 1, remaining: 4, retryAfterMs: 0, resetAfterMs: 60_000, limit: 0 });
       } finally {
@@ -95,8 +96,9 @@ for (const path of ['module', 'lua']) {
     test('confirm: WAIT after each admission, deny takes the charge back', async () => {
       const server = await startServer({ withModule });
       try {
-        const c = server.client();
-        const deny = new SlidingWindow(c, { confirm: { replicas: 1, timeoutMs: 20 } });
+        const c = server.client(); // reads keys
+        const own = await server.connect(kind); // the helper's
+        const deny = new SlidingWindow(own, { confirm: { replicas: 1, timeoutMs: 20 } });
         const k = key();
         const r = await deny.allow(k, [60, 5], { detail: true });
         assert.deepEqual([r.allowed, r.confirmed, r.count], [false, false, 1]);
@@ -105,7 +107,7 @@ for (const path of ['module', 'lua']) {
         const p = await deny.allow(k, [60, 5], { lease: 250, precision: 100_000 });
         assert.deepEqual([p.allowed, p.confirmed], [false, false]);
         assert.equal(await c.exists(k), 0);
-        const allow = new SlidingWindow(c, { confirm: { replicas: 1, timeoutMs: 20 }, onUnconfirmed: 'allow' });
+        const allow = new SlidingWindow(own, { confirm: { replicas: 1, timeoutMs: 20 }, onUnconfirmed: 'allow' });
         const a = await allow.allow(k, [60, 5]);
         assert.deepEqual([a.allowed, a.confirmed, 'states' in a], [true, false, false]);
         const keyed = [[`${k}:a`, [60, 5]], [`${k}:b`, [60, 5]]];
@@ -114,7 +116,7 @@ for (const path of ['module', 'lua']) {
         assert.equal((await deny.allow(k, [60, 1])).confirmed, undefined);
         const { replica, rc } = await replicaOf(server, withModule);
         try {
-          const sure = new SlidingWindow(c, { confirm: { replicas: 1, timeoutMs: 5000 } });
+          const sure = new SlidingWindow(own, { confirm: { replicas: 1, timeoutMs: 5000 } });
           const got = [];
           for (let i = 0; i < 4; i++) got.push(await sure.allow(`${k}:r`, [60, 3]));
           assert.deepEqual(got.map((x) => [x.allowed, x.confirmed]), [[true, true], [true, true], [true, true], [false, undefined]]);
@@ -138,4 +140,14 @@ test('settings are checked', () => {
   assert.throws(() => new SlidingWindow(c).lease('k', [1, 1], { size: 0, durationMs: 10 }), TypeError);
   assert.throws(() => new SlidingWindow(new Redis.Cluster([], { lazyConnect: true }), { confirm: { replicas: 1, timeoutMs: 1 } }), TypeError);
   c.disconnect();
+  assert.throws(() => new SlidingWindow(createClient(), { onError: 'maybe' }), TypeError);
+  assert.throws(() => new SlidingWindow(createCluster({ rootNodes: [{ socket: { port: 1 } }] }), { confirm: { replicas: 1, timeoutMs: 1 } }), TypeError);
+  for (const other of [undefined, {}, { sendCommand() {} }]) assert.throws(() => new SlidingWindow(other), TypeError);
+});
+
+test('node-redis: a client never connected is a loud error, not Redis away', async () => {
+  for (const onError of ['closed', 'open']) {
+    const sw = new SlidingWindow(createClient({ socket: { host: '127.0.0.1', port: 1 } }), { onError });
+    await assert.rejects(sw.allow(newKey(), [60, 1]), (err) => err instanceof SlidingWindowError && !(err instanceof UnavailableError) && /connect\(\)/.test(err.message));
+  }
 });

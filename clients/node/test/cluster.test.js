@@ -1,12 +1,13 @@
 'use strict';
-// The helper over ioredis's Redis.Cluster, on both paths: three masters, keys with hash tags. Module
+// The helper over ioredis's Redis.Cluster and node-redis's createCluster, on both paths: three
+// masters, keys with hash tags. Module
 // commands go straight to the node of their key's slot (no MOVED redirect); ALLOWALL's keys must
 // share a slot, and the server refuses keys that do not with CROSSSLOT.
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const { SlidingWindow } = require('..');
-const { startCluster } = require('./server');
+const { CLIENT_PATHS, startCluster } = require('./server');
 
 const NOW = 1_700_000_000_000;
 
@@ -16,13 +17,15 @@ async function moved(cluster) {
   return counts.map((text) => Number((/errorstat_MOVED:count=(\d+)/.exec(text) || [0, 0])[1]));
 }
 
-for (const path of ['module', 'lua']) {
-  describe(`${path} path on a cluster`, () => {
+for (const [kind, path] of CLIENT_PATHS) {
+  describe(`${kind}, ${path} path on a cluster`, () => {
     let cluster;
-    let c;
+    let c; // the helper's
+    let inspect; // an ioredis Cluster to read keys with
     before(async () => {
       cluster = await startCluster({ withModule: path === 'module' });
-      c = cluster.client();
+      c = await cluster.connect(kind);
+      inspect = cluster.client();
     });
     after(() => cluster.close());
 
@@ -56,7 +59,7 @@ for (const path of ['module', 'lua']) {
     test('allowAll over keys in different slots is refused with CROSSSLOT', async () => {
       const sw = new SlidingWindow(c);
       await assert.rejects(sw.allowAll([['{a}:user', [60, 3]], ['{b}', [60, 3]]], { now: NOW }), { message: /^CROSSSLOT/ });
-      assert.equal(await c.exists('{a}:user'), 0);
+      assert.equal(await inspect.exists('{a}:user'), 0);
     });
 
     test('top asks every master and adds up', async () => {

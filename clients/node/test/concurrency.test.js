@@ -1,5 +1,6 @@
 'use strict';
-// Concurrent callers on one key (docs/clients.md, "Which time to pass"): 500 promises at 10 per
+// Concurrent callers on one key (docs/clients.md, "Which time to pass"), through each client
+// (ioredis, node-redis): 500 promises at 10 per
 // second, every window of the scores logged holds at most 10 and the busiest exactly 10: with the
 // server's clock ('*'), and with the callers' own clock when the server's lateness covers how far
 // one caller's now may be behind another's. Then a lease object under overload: its refusals
@@ -8,14 +9,14 @@
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const { SlidingWindow } = require('..');
-const { startServer, newKey, busiest } = require('./server');
+const { CLIENT_PATHS, startServer, newKey, busiest } = require('./server');
 
 const CALLERS = 500;
 const RUN_MS = 2000;
 const LATENESS = 5000;
 
-for (const path of ['module', 'lua']) {
-  describe(`${path} path: ${CALLERS} concurrent callers`, () => {
+for (const [kind, path] of CLIENT_PATHS) {
+  describe(`${kind}, ${path} path: ${CALLERS} concurrent callers`, () => {
     let server;
     before(async () => {
       server = await startServer({ withModule: path === 'module' });
@@ -27,7 +28,7 @@ for (const path of ['module', 'lua']) {
         const c = server.client();
         const lateness = clock === 'caller' ? LATENESS : 0;
         if (path === 'module') await c.config('SET', 'slidingwindow.lateness', lateness);
-        const sw = new SlidingWindow(c, { lateness });
+        const sw = new SlidingWindow(await server.connect(kind), { lateness });
         const key = newKey();
         // Every member the key ever held, by name (ULIDs never repeat), from ZRANGE WITHSCORES
         // snapshots taken while the traffic runs; complete when it holds as many as were admitted.
@@ -122,8 +123,8 @@ const LEASE_RUN_MS = 5000;
 // Each task's pause between requests: together about ten times what the limit admits.
 const PAUSE_MS = (TASKS * 1000) / (10 * LIMIT[1]);
 
-for (const path of ['module', 'lua']) {
-  describe(`${path} path: a lease under overload`, () => {
+for (const [kind, path] of CLIENT_PATHS) {
+  describe(`${kind}, ${path} path: a lease under overload`, () => {
     let server;
     before(async () => {
       server = await startServer({ withModule: path === 'module' });
@@ -132,7 +133,7 @@ for (const path of ['module', 'lua']) {
 
     test('8 tasks at 10x the limit: one call per 20 requests at most, no window above the limit', async () => {
       const c = server.client();
-      const sw = new SlidingWindow(c);
+      const sw = new SlidingWindow(await server.connect(kind));
       const key = newKey();
       const lease = sw.lease(key, LIMIT, { size: 10, durationMs: 100 });
       const scoresOf = watch(server.client(), key);
@@ -157,7 +158,7 @@ for (const path of ['module', 'lua']) {
       // A refusal answered from memory still tells how long to wait.
       assert.ok(refused.length > 0 && refused.every((r) => r.retryAfterMs > 0 && r.remaining === 0));
       const share = admitted / (LIMIT[1] * (LEASE_RUN_MS / 1000));
-      console.log(`${path}: ${results.length} requests, ${calls} calls (${(calls / results.length).toFixed(4)} a request), ${admitted} admitted (${Math.round(share * 100)}% of what the limit allows)`);
+      console.log(`${kind}, ${path}: ${results.length} requests, ${calls} calls (${(calls / results.length).toFixed(4)} a request), ${admitted} admitted (${Math.round(share * 100)}% of what the limit allows)`);
     });
   });
 }

@@ -1,6 +1,6 @@
 'use strict';
 // Real redis-server processes for the tests, with or without the module, each on a free loopback
-// port in a fresh directory. Binaries: $REDIS_SERVER (else redis-server on PATH); module:
+// port in a fresh directory, and clients to them: ioredis and node-redis. Binaries: $REDIS_SERVER (else redis-server on PATH); module:
 // $SLIDINGWINDOW_MODULE, else the release build at the repository root.
 
 const { spawn, execFileSync } = require('node:child_process');
@@ -10,6 +10,31 @@ const os = require('node:os');
 const path = require('node:path');
 const { randomUUID } = require('node:crypto');
 const Redis = require('ioredis');
+const nodeRedis = require('redis');
+
+/** The clients the helper takes, by name: every test that sends through the helper runs on each. */
+const CLIENTS = ['ioredis', 'node-redis'];
+
+/** Every client on every path: [client, 'module' | 'lua']. */
+const CLIENT_PATHS = CLIENTS.flatMap((kind) => ['module', 'lua'].map((which) => [kind, which]));
+
+/**
+ * An app's client of `kind` to 127.0.0.1:`port`, connected, with its library's defaults (retries,
+ * the offline queue) unless `options` (ioredis's) say otherwise.
+ */
+async function appClient(kind, port, options = {}) {
+  if (kind === 'ioredis') return new Redis({ host: '127.0.0.1', port, ...options });
+  if (kind !== 'node-redis') throw new Error(`unknown client ${kind}`);
+  const c = nodeRedis.createClient({ socket: { host: '127.0.0.1', port } });
+  await c.connect();
+  return c;
+}
+
+/** Closes a client of either kind at once. */
+function closeClient(c) {
+  if (typeof c.call === 'function') c.disconnect();
+  else if (c.isOpen) c.destroy();
+}
 
 const REPO = path.resolve(__dirname, '../../..');
 const STARTUP_DEADLINE_MS = 10_000;
@@ -73,8 +98,15 @@ async function startServer({ withModule, extra = [] }) {
             clients.push(c);
             return c;
           },
+          /** A client of `kind` (CLIENTS), closed with the server. */
+          async connect(kind) {
+            if (kind === 'ioredis') return this.client();
+            const c = await appClient(kind, port);
+            clients.push(c);
+            return c;
+          },
           async close() {
-            for (const c of clients) c.disconnect();
+            for (const c of clients) closeClient(c);
             proc.kill('SIGKILL');
             fs.rmSync(dir, { recursive: true, force: true });
           },
@@ -91,7 +123,8 @@ async function startServer({ withModule, extra = [] }) {
 /**
  * Three masters made into a Redis Cluster with `redis-cli --cluster create` ($REDIS_CLI, else
  * redis-cli on PATH), with or without the module; resolves once every node says cluster_state:ok.
- * `client()` is an ioredis Redis.Cluster seeded with every node; `nodes` the plain servers.
+ * `client()` is an ioredis Redis.Cluster seeded with every node, `connect(kind)` one of `kind`
+ * (CLIENTS); `nodes` the plain servers.
  */
 async function startCluster({ withModule }) {
   const nodes = [];
@@ -117,8 +150,15 @@ async function startCluster({ withModule }) {
       clients.push(c);
       return c;
     },
+    async connect(kind) {
+      if (kind === 'ioredis') return this.client();
+      const c = nodeRedis.createCluster({ rootNodes: addrs.map((a) => ({ socket: { host: '127.0.0.1', port: Number(a.split(':')[1]) } })) });
+      await c.connect();
+      clients.push(c);
+      return c;
+    },
     async close() {
-      for (const c of clients) c.disconnect();
+      for (const c of clients) closeClient(c);
       for (const n of nodes) await n.close();
     },
   };
@@ -157,4 +197,4 @@ async function calls(c) {
   return script ? { script } : named;
 }
 
-module.exports = { startServer, startCluster, pathServer, newKey, busiest, calls };
+module.exports = { CLIENTS, CLIENT_PATHS, appClient, closeClient, startServer, startCluster, pathServer, newKey, busiest, calls };

@@ -1,6 +1,7 @@
 'use strict';
 // The shared spec (spec/cases.json, made from the contract's model): every call through the
-// helper's raw calls, on both paths (module and script), each reply and error exactly.
+// helper's raw calls, on both paths (module and script) and both clients (ioredis, node-redis),
+// each reply and error exactly.
 
 const { test, before, after, describe } = require('node:test');
 const assert = require('node:assert/strict');
@@ -8,20 +9,20 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { randomUUID } = require('node:crypto');
 const { SlidingWindow } = require('..');
-const { startServer } = require('./server');
+const { CLIENT_PATHS, startServer } = require('./server');
 
 const spec = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'spec', 'cases.json'), 'utf8'));
 
-/** Integers as numbers, arrays as arrays (ioredis answers numbers already). */
+/** Integers as numbers, arrays as arrays (both clients answer numbers already). */
 const plain = (v) => (Array.isArray(v) ? v.map(plain) : Number(v));
 
-for (const which of ['module', 'lua']) {
-  describe(`${which} path: the shared spec`, () => {
+for (const [kind, which] of CLIENT_PATHS) {
+  describe(`${kind}, ${which} path: the shared spec`, () => {
     let server;
     let sw;
     before(async () => {
       server = await startServer({ withModule: which === 'module' });
-      sw = new SlidingWindow(server.client());
+      sw = new SlidingWindow(await server.connect(kind));
     });
     after(() => server.close());
 
