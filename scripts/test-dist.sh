@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make test-dist`: checks dist/ as a user would (sha256sum -c), unpacks the tarballs, runs the
 # contract and replication suites against the module on each of $SERVERS, then each service's
-# end-to-end tests against its released binary, on the released module: the Envoy service's
-# (pytest in $ENVOY_TESTS with $ENVOY_VENV, ENVOY_RATELIMIT naming the binary) and the gateway's
-# (its cargo integration tests, GATEWAY naming the binary: they build only the test harness).
-# Takes from make: SERVERS, TEST_THREADS, ENVOY_VENV, ENVOY_TESTS.
+# tests against its released binary, on the released module: the Envoy service's (its end-to-end
+# pytest, ENVOY_RATELIMIT naming the binary) and the gateway's (its cargo tests, GATEWAY naming
+# the binary: they build only the test harness), all as jobs of scripts/test.sh.
+# Takes from make: SERVERS, TEST_THREADS, JOBS.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,15 +28,12 @@ for f in redis.conf.example README.md LICENSE; do
 done
 echo "test-dist: $so"
 
-SLIDINGWINDOW_MODULE=$so SUITES="contract replication" UNIT=no EXAMPLES=no \
-    LOGS=$unpacked/logs bash scripts/test.sh
-
 for bin in "$envoy" "$gateway"; do
     [[ $("$bin" --version) == "$(basename "$bin") $version" ]] ||
         { echo "test-dist: $bin --version says '$("$bin" --version)'" >&2; exit 1; }
 done
-echo "test-dist: $envoy"
-(cd "$ENVOY_TESTS" && SLIDINGWINDOW_MODULE=$so ENVOY_RATELIMIT=$envoy "$ENVOY_VENV/bin/pytest" -p no:cacheprovider -q)
-echo "test-dist: $gateway"
-SLIDINGWINDOW_MODULE=$so GATEWAY=$gateway cargo test -p http-gateway --no-fail-fast --tests -- \
-    --test-threads="${TEST_THREADS:-2}"
+echo "test-dist: $envoy, $gateway"
+# The contract and replication suites on each server, and each service's tests against its
+# released binary, as jobs of scripts/test.sh.
+SLIDINGWINDOW_MODULE=$so ENVOY_RATELIMIT=$envoy GATEWAY=$gateway SUITES="contract replication" \
+    UNIT=no EXAMPLES="gateway envoy" LOGS=$unpacked/logs bash scripts/test.sh
