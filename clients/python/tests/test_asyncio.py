@@ -26,14 +26,6 @@ from test_options import busiest
 NOW = 1_700_000_000_000
 
 
-@pytest.fixture
-def settle():
-    """Runs an awaitable to its value on this test's own event loop."""
-    loop = asyncio.new_event_loop()
-    yield loop.run_until_complete
-    loop.close()
-
-
 def test_every_spec_case(path, key, settle):
     _, server = path
     sw = aio.SlidingWindow(server.async_client())
