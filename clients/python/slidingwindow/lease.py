@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Tuple
 
-from .protocol import Limits, drive, limit_list
+from .protocol import Limits, drive, invoke, limit_list
 from .results import Key, LimitState, Result, SlidingWindowError
 
 if TYPE_CHECKING:
@@ -275,8 +275,7 @@ class Lease(LeasePolicy):
             return self._left if self._live(self._time()) else 0
 
     def _execute(self, call: Call) -> Any:
-        name, args, kwargs = call
-        return getattr(self.sw, name)(*args, **kwargs)
+        return invoke(self.sw, call)
 
     def _arm(self, generation: int) -> None:
         timer = threading.Timer(self.duration_ms / 1000, self._ended, args=(generation,))

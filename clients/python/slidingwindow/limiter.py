@@ -3,16 +3,11 @@ over a synchronous redis-py client (the steps themselves are in ``protocol``).""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from .connections import Connections, read_within
-from .protocol import (CROCKFORD, SCRIPT, SCRIPT_SHA, Core, KeyedLimits, Limits, Plan, Request, Steps, arguments, drive,
-                       keyed_pairs, limit_list, options, refund_args, score, split_keys, top_count, top_entries,
-                       unavailable)
+from .protocol import Core, KeyedLimits, Limits, Plan, Request, Steps, drive, refund_args, top_count, top_entries
 from .results import AllResult, Key, Result, TopEntry, UnavailableError
-
-__all__ = ["CROCKFORD", "SCRIPT", "SCRIPT_SHA", "KeyedLimits", "Limits", "SlidingWindow", "arguments", "keyed_pairs",
-           "limit_list", "options", "score", "split_keys", "unavailable"]
 
 T = TypeVar("T")
 

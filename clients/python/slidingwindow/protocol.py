@@ -73,6 +73,13 @@ def resume(steps: Generator[Any, Any, T], reply: Any, error: Optional[Exception]
         return True, done.value
 
 
+def invoke(helper: Any, call: Tuple[str, Tuple[Any, ...], Dict[str, Any]]) -> Any:
+    """A call that steps above the commands yield (a lease's, a slot's): ``(method, args,
+    kwargs)`` of ``helper``; the asyncio helper's answer is an awaitable."""
+    name, args, kwargs = call
+    return getattr(helper, name)(*args, **kwargs)
+
+
 def drive(steps: Generator[Any, Any, T], execute: Callable[[Any], Any]) -> T:
     """Runs ``steps`` to their answer: each thing they yield goes to ``execute``, whose result is
     sent back, or whose exception is thrown in (the steps catch what they expect)."""

@@ -268,3 +268,40 @@ def test_a_lease_shared_by_tasks_under_overload(path, key, settle):
     assert busiest(scores, 1_000) <= 100
     assert len(scores) == admitted
     settle(asw.close())
+
+
+def test_slots_and_reservations(path, key, settle):
+    """acquire / release and reserve / settle / cancel, their calls awaited: n + 1 tasks holding
+    see exactly one refusal, every slot given back; a reservation refunds what was not used and
+    charges what was used beyond it."""
+    _, server = path
+    c = server.client()
+    asw = aio.SlidingWindow(server.async_client())
+    n = 4
+
+    async def holders():
+        slots = await asyncio.gather(*(asw.acquire(key, n, 60) for _ in range(n + 1)))
+        assert sorted(s.allowed for s in slots) == [False] + [True] * n
+        assert c.zcard(key) == n
+        for slot in slots:
+            async with slot:
+                pass
+        assert c.zcard(key) == 0
+        assert not await slots[0].release()
+
+    settle(holders())
+    tokens = key[:-1] + ":tokens}"
+
+    async def reservations():
+        r = await asw.reserve(tokens, Limit(60, 10), 6)
+        assert r.allowed and c.zcard(tokens) == 6
+        assert await r.settle(2) == aio.Settlement(4, 0, 0)
+        r = await asw.reserve(tokens, Limit(60, 10), 3)
+        assert await r.settle(9) == aio.Settlement(0, 0, 6)
+        assert await (await asw.reserve(tokens, Limit(60, 10), 1)).cancel() == 1
+        r = await asw.reserve(tokens, Limit(60, 20), 2)
+        assert await r.cancel() == 2
+
+    settle(reservations())
+    assert c.zcard(tokens) == 5
+    settle(asw.close())

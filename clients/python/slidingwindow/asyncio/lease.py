@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Optional, Set, Tuple
 
 from ..lease import Call, LeasePolicy
+from ..protocol import invoke
 from ..results import Result
 from .limiter import drive
 
@@ -50,9 +51,8 @@ class Lease(LeasePolicy):
         """Permits held in memory now (0 once the lease has ended)."""
         return self._left if self._live(self._time()) else 0
 
-    async def _execute(self, call: Call) -> Any:
-        name, args, kwargs = call
-        return await getattr(self.sw, name)(*args, **kwargs)
+    def _execute(self, call: Call) -> Any:
+        return invoke(self.sw, call)
 
     def _arm(self, generation: int) -> None:
         self._timer = asyncio.get_running_loop().call_later(self.duration_ms / 1000, self._fire, generation)

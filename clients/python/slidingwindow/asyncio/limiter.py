@@ -4,11 +4,15 @@ synchronous helper's own (``slidingwindow.protocol``); only the I/O differs."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Generator, List, Optional, Sequence, TypeVar, Union
 
 from ..protocol import Core, KeyedLimits, Limits, Plan, Request, Steps, refund_args, resume, top_count, top_entries
-from ..results import AllResult, Key, Result, TopEntry, UnavailableError
+from ..results import AllResult, Key, Limit, Result, TopEntry, UnavailableError
 from .connections import Connections
+
+if TYPE_CHECKING:
+    from .inflight import Reservation, Slot
+    from .lease import Lease
 
 T = TypeVar("T")
 
@@ -66,6 +70,19 @@ class SlidingWindow(Core):
         from .lease import Lease
 
         return Lease(self, key, limits, size, duration_ms, clock=clock)
+
+    async def acquire(self, key: Key, limit: int, hold: int) -> "Slot":
+        """As ``slidingwindow.SlidingWindow.acquire``: ``async with await sw.acquire(key, 10, 30)
+        as slot: if slot.allowed: ...``."""
+        from .inflight import Slot
+
+        return Slot(self, key, await self.allow(key, Limit(hold, limit), detail=True))
+
+    async def reserve(self, key: Key, limits: Limits, n: int) -> "Reservation":
+        """As ``slidingwindow.SlidingWindow.reserve``; settle with ``await r.settle(used)``."""
+        from .inflight import Reservation
+
+        return Reservation(self, key, limits, n, await self.allow(key, limits, cost=n, detail=True))
 
     async def top(self, count: int = 10) -> List[TopEntry]:
         """As ``slidingwindow.SlidingWindow.top``."""
