@@ -19,6 +19,7 @@ from slidingwindow_testkit import Server
 
 import test_spec
 import test_spec_leases
+from test_asgi import app_with, client_of
 from test_cluster import lookups, moved
 from test_concurrency import Log, slidingwindow_calls
 from test_options import busiest
@@ -171,10 +172,12 @@ def test_cluster(cluster, settle):
     """Every call goes to its key's node, without a redirection or a question about its keys;
     ALLOWALL's keys share a tag, keys of two slots are refused; TOP asks every master."""
     name, cl = cluster
-    asw = aio.SlidingWindow(cl.async_client())
+    client = cl.async_client()
+    asw = aio.SlidingWindow(client)
     assert settle(asw.uses_module) == (name == "module")
     for n in cl.nodes:
         n.client().config_resetstat()
+        n.client().flushall()
     keys = [f"rl:{{auser:{i}}}" for i in range(12)]
 
     async def run():
@@ -190,6 +193,18 @@ def test_cluster(cluster, settle):
     settle(run())
     assert moved(cl) == 0 and lookups(cl) == 0
     assert sum(1 for n in cl.nodes if n.client().dbsize() > 0) > 1
+
+    # The README's FastAPI app on the cluster: each client address its own key, wherever its slot.
+    app = app_with(asw, limits=[Limit(60, 3)])
+    addresses = [f"127.0.0.{i}" for i in range(10, 16)]
+
+    async def requests(address: str):
+        async with client_of(app, address) as http:
+            return [(await http.get("/")).status_code for _ in range(4)]
+
+    assert [settle(requests(a)) for a in addresses] == [[200, 200, 200, 429]] * len(addresses)
+    sync = cl.client()
+    assert len({sync.get_node_from_key(f"rl:{{{a}}}").name for a in addresses}) > 1
     with pytest.raises((redis.ResponseError, redis.exceptions.RedisClusterException), match="CROSSSLOT|same"):
         settle(asw.allow_all({"{a}:user": Limit(60, 3), "{b}": Limit(60, 3)}, now=NOW))
     if name == "module":
@@ -201,6 +216,7 @@ def test_cluster(cluster, settle):
         assert [(e.key.decode(), e.refused) for e in settle(asw.top(12))] == [
             (keys[i], i + 1) for i in reversed(range(12))]
     settle(asw.close())
+    settle(client.aclose())
 
 
 TASKS = 32
