@@ -15,7 +15,7 @@ import redis
 
 from slidingwindow import AllResult, Limit, Result, SlidingWindow, TopEntry, UnavailableError
 from slidingwindow import asyncio as aio
-from slidingwindow_testkit import Server
+from slidingwindow_testkit import Sentinels, Server
 
 import test_spec
 import test_spec_leases
@@ -166,6 +166,51 @@ def test_a_paused_server_times_out_and_a_cancelled_call_leaves_no_reply_behind(p
         r = settle(sw.allow(key, Limit(60, 5), detail=True))
         assert r.now is not None and r.count in (3, 4, 5)
     assert c.zcard(key) <= 5
+
+
+def test_confirm_with_and_without_a_replica(path, key, settle):
+    """``confirm``: WAIT on the call's connection; without a replica the charge goes back at the
+    score it was logged with, with one the replica holds the admitted calls."""
+    server = Server(with_module=path[0] == "module")
+    replica = None
+    try:
+        c = server.client()
+        deny = aio.SlidingWindow(server.async_client(), confirm=(1, 20))
+        r = settle(deny.allow(key, Limit(60, 5), lease=250, precision=100_000, detail=True))
+        assert (r.allowed, r.confirmed, r.count) == (False, False, 1) and c.exists(key) == 0
+        keyed = {f"{key}:a": Limit(60, 5), f"{key}:b": Limit(60, 5)}
+        assert settle(deny.allow_all(keyed, cost=2)).confirmed is False
+        assert c.exists(f"{key}:a", f"{key}:b") == 0
+        replica = Server(with_module=server.with_module, extra=["--replicaof", "127.0.0.1", str(server.port)])
+        rc = replica.linked()
+        sw = aio.SlidingWindow(server.async_client(), confirm=(1, 5_000))
+        got = [settle(sw.allow(key, Limit(60, 3))) for _ in range(4)]
+        assert [(r.allowed, r.confirmed) for r in got] == [(True, True)] * 3 + [(False, None)]
+        assert rc.zcard(key) == 3
+    finally:
+        if replica is not None:
+            replica.close()
+        server.close()
+
+
+def test_a_sentinels_master(key, settle):
+    """``redis.asyncio.sentinel.Sentinel(...).master_for(name)``: the helper's own connections
+    find the master through the sentinels, as the client's would."""
+    from redis.asyncio.sentinel import Sentinel
+
+    master = Server(with_module=True)
+    sentinels = None
+    try:
+        sentinels = Sentinels("swa", master.port)
+        client = Sentinel([("127.0.0.1", p) for p in sentinels.ports]).master_for("swa")
+        asw = aio.SlidingWindow(client)
+        assert [settle(asw.allow(key, Limit(60, 2))).allowed for _ in range(3)] == [True, True, False]
+        assert master.client().zcard(key) == 2
+        settle(asw.close())
+    finally:
+        if sentinels is not None:
+            sentinels.close()
+        master.close()
 
 
 def test_cluster(cluster, settle):
