@@ -103,8 +103,7 @@ def unavailable(e: BaseException) -> bool:
     return False
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """One typed call: the command, its keys, its words on the module path (``argv``) and on the
     script's (``rest``), what an admission charged (for ``confirm``'s refund), and how to type
     the reply, or answer when Redis did not decide (``on_error="open"``)."""
