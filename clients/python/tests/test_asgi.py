@@ -6,6 +6,7 @@ gateway's headers and body, one key per client address, refunds of 5xx answers, 
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -142,23 +143,33 @@ def test_server_errors_are_refunded(path, key, settle):
 
 
 @pytest.mark.parametrize("fail_closed", [False, True])
-def test_redis_down(key, settle, fail_closed):
+def test_redis_down(key, settle, fail_closed, caplog):
     s = Server(with_module=True)
     try:
         asw = aio.SlidingWindow(s.async_client(), timeout=1.0)
         app = app_with(asw, fail_closed=fail_closed)
         s.stop()
 
-        async def run():
+        async def run(n: int):
             async with client_of(app) as http:
-                return await http.get("/")
+                return [await http.get("/") for _ in range(n)]
 
-        r = settle(run())
-        if fail_closed:
-            assert (r.status_code, r.content) == (503, b'{"error":"rate limiter unavailable"}\n')
-        else:
-            assert r.status_code == 200 and r.json() == {"ok": True}
-        assert "RateLimit" not in r.headers and "RateLimit-Policy" not in r.headers
+        got = settle(run(3))
+        for r in got:
+            if fail_closed:
+                assert (r.status_code, r.content) == (503, b'{"error":"rate limiter unavailable"}\n')
+            else:
+                assert r.status_code == 200 and r.json() == {"ok": True}
+            assert "RateLimit" not in r.headers and "RateLimit-Policy" not in r.headers
+        # A line a second at most, each counting those it left out, then one when Redis answers
+        # again: together they account for the three failures.
+        assert s.start()
+        assert [r.status_code for r in settle(run(1))] == [200]
+        lines = [r.getMessage() for r in caplog.records if r.name == "slidingwindow"]
+        assert "rate limiter unavailable for rl:{127.0.0.1}" in lines[0], lines
+        assert lines[-1].startswith("slidingwindow: rate limiter answering again"), lines
+        left_out = sum(int(m.group(1)) for m in map(re.compile(r"\((\d+) more since the last line\)$").search, lines) if m)
+        assert len(lines) - 1 + left_out == 3, lines
     finally:
         s.close()
 
