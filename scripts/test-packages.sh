@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test-packages`: the client packages as users install them. The Python helper's wheel and
-# sdist (`python -m build`), each installed into a clean virtualenv (redis-py from PyPI), and the
+# sdist (`python -m build`), each installed into a clean virtualenv (redis-py from PyPI), the wheel
+# with its asyncio extra too (with FastAPI and httpx, for the README's FastAPI app), and the
 # Node package (`npm pack`), installed from its tarball into two clean folders, one with ioredis 5
 # and one with node-redis 5 (`redis`) from npm,
 # each passing scripts/packages/smoke.* outside the source tree against two servers on free
@@ -66,6 +67,12 @@ for artifact in "$wheel" "$sdist"; do
     (cd "$out" && "$venv/bin/python" "$root/scripts/packages/smoke.py" "$version" "$module_port" "$plain_port")
     echo "test-packages: $(basename "$artifact") installs and passes"
 done
+# The asyncio extra, with what the README's FastAPI example adds (and httpx to drive it).
+venv=$out/python/venv-asyncio
+python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "$wheel[asyncio]" fastapi httpx
+(cd "$out" && "$venv/bin/python" "$root/scripts/packages/smoke_asyncio.py" "$module_port" "$plain_port")
+echo "test-packages: $(basename "$wheel")[asyncio] installs and passes"
 
 # Node: pack (prepack copies the script over the link, postpack puts the link back), then a clean
 # folder for each client that installs the tarball and that client only.

@@ -6,7 +6,8 @@ and the HTTP headers."""
 from .headers import canonical_ip, headers, policy_header, ratelimit_header, retry_after_header, seconds_up
 from .inflight import Reservation, Settlement, Slot
 from .lease import Lease
-from .limiter import CROCKFORD, SCRIPT, SlidingWindow, arguments
+from .limiter import SlidingWindow
+from .protocol import CROCKFORD, SCRIPT, arguments
 from .results import AllResult, Limit, LimitState, Result, SlidingWindowError, TopEntry, UnavailableError
 
 __all__ = [

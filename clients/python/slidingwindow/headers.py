@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Dict, List, Optional, Sequence
 
-from .limiter import KeyedLimits, Limits, keyed_pairs, limit_list
+from .protocol import KeyedLimits, Limits, keyed_pairs, limit_list
 from .results import Limit, Result
 
 

@@ -9,14 +9,17 @@ at the reservation's score, or the excess charged with an ALLOW of its own.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generator
 
+from .protocol import drive, invoke
 from .results import Key, Limit, Result, SlidingWindowError
 
 if TYPE_CHECKING:
-    from .limiter import Limits, SlidingWindow
+    from .limiter import SlidingWindow
+    from .protocol import Limits
 
 
 class _Charged:
@@ -49,9 +52,12 @@ class Slot(_Charged):
         """Gives the slot back (``REFUND key 1 AT`` the acquire's ``now``); True when a member
         was taken back, False when there was none (refused, already released, or the hold had
         passed)."""
+        return drive(self._release(), functools.partial(invoke, self._sw))
+
+    def _release(self) -> Generator[Any, Any, bool]:
         if not self._take():
             return False
-        return self._sw.refund(self.key, 1, at=self.result.now) == 1
+        return (yield ("refund", (self.key, 1), {"at": self.result.now})) == 1
 
     def __enter__(self) -> "Slot":
         return self
@@ -84,22 +90,28 @@ class Reservation(_Charged):
         """The real cost: ``used < n`` refunds ``n - used`` at the reservation's score; ``used >
         n`` charges ``used - n`` with an ALLOW (``COST used - n``) on the same limits, an overrun
         when it does not fit."""
+        return drive(self._settle(used), functools.partial(invoke, self._sw))
+
+    def cancel(self) -> int:
+        """Refunds the whole reservation; answers the requests taken back."""
+        return drive(self._cancel(), functools.partial(invoke, self._sw))
+
+    def _settle(self, used: int) -> Generator[Any, Any, Settlement]:
         if not (isinstance(used, int) and not isinstance(used, bool) and used >= 0):
             raise ValueError("used must be an integer >= 0")
         self._close()
         if used < self.n:
-            refunded = self._sw.refund(self.key, self.n - used, at=self.result.now)
+            refunded = yield ("refund", (self.key, self.n - used), {"at": self.result.now})
             return Settlement(refunded, 0, 0)
         if used > self.n:
             extra = used - self.n
-            charged = self._sw.allow(self.key, self.limits, cost=extra).allowed
+            charged = (yield ("allow", (self.key, self.limits), {"cost": extra})).allowed
             return Settlement(0, extra if charged else 0, 0 if charged else extra)
         return Settlement(0, 0, 0)
 
-    def cancel(self) -> int:
-        """Refunds the whole reservation; answers the requests taken back."""
+    def _cancel(self) -> Generator[Any, Any, int]:
         self._close()
-        return self._sw.refund(self.key, self.n, at=self.result.now)
+        return (yield ("refund", (self.key, self.n), {"at": self.result.now}))
 
     def _close(self) -> None:
         if not self._take():

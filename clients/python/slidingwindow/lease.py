@@ -1,19 +1,27 @@
-"""A lease: permits of one key taken in bulk (``LEASE ms``) and handed out from memory."""
+"""A lease: permits of one key taken in bulk (``LEASE ms``) and handed out from memory. The
+policy is ``LeasePolicy``'s steps (no I/O, no lock, no timer), shared by this module's ``Lease``
+(threads) and ``slidingwindow.asyncio.Lease``."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Tuple
 
+from .protocol import Limits, drive, invoke, limit_list
 from .results import Key, LimitState, Result, SlidingWindowError
 
 if TYPE_CHECKING:
-    from .limiter import Limits, SlidingWindow
+    from .limiter import SlidingWindow
+
+#: A call of the helper the policy needs: its method's name, arguments and keyword arguments.
+Call = Tuple[str, Tuple[Any, ...], dict]
+#: The policy's steps: yield calls, are sent their answers (or have their exceptions thrown in).
+LeaseSteps = Generator[Call, Any, Any]
 
 
-class Lease:
+class LeasePolicy:
     """Permits for one key and its limits, ``size`` at a time for ``duration_ms``.
 
     ``allow()`` hands out a permit from memory while the lease is live and has one; otherwise it
@@ -24,7 +32,7 @@ class Lease:
     how long until one does, and that refusal is remembered until its ``retry_after_ms``: the
     requests meanwhile are refused from memory, without a Redis call. The lease object's own
     refunds forget it. Unused permits go back (``REFUND key unused AT now+ms``) when the lease
-    ends and on ``close()``. Safe to share between threads (one Redis call at a time).
+    ends and on ``close()``.
 
     ``clock``: None (the default) sends ``*`` (the server's clock) and times the lease on this
     host's monotonic clock. A callable returning Unix ms (an int) is the caller's own clock: every
@@ -37,10 +45,8 @@ class Lease:
     that gives the unused permits back at the lease's end still counts real time.
     """
 
-    def __init__(self, sw: "SlidingWindow", key: Key, limits: "Limits", size: int, duration_ms: int,
+    def __init__(self, sw: Any, key: Key, limits: Limits, size: int, duration_ms: int,
                  clock: Optional[Callable[[], int]] = None) -> None:
-        from .limiter import limit_list
-
         smallest = min(l.max for l in limit_list(limits))
         if not (isinstance(size, int) and 1 <= size <= smallest):
             raise ValueError(f"size must be an integer between 1 and the smallest max, {smallest}")
@@ -51,7 +57,6 @@ class Lease:
         self.sw, self.key, self.limits = sw, key, limits
         self.size, self.duration_ms = size, duration_ms
         self.clock = clock
-        self._lock = threading.Lock()
         self._left = 0
         self._reply: Optional[Result] = None
         # Times are in ms on the lease's clock (``_time()``): the caller's, or monotonic time.
@@ -64,40 +69,50 @@ class Lease:
         # A refused PEEK: its reply, the time it was sent, and until when it holds.
         self._refused: Optional[Tuple[Result, float, float]] = None
         self._refunds = 0  # bumped when one of its refunds starts and when it ends
-        self._timer: Optional[threading.Timer] = None
-        self._generation = 0
+        self._generation = 0  # bumped with each lease taken: its timer's ticket
 
-    def allow(self) -> Result:
+    # What the drivers provide: the timer at the lease's end.
+
+    def _arm(self, generation: int) -> None:
+        """Starts the timer that calls back ``generation``'s end after ``duration_ms``."""
+        raise NotImplementedError
+
+    def _disarm(self) -> None:
+        """Cancels the timer, if any."""
+        raise NotImplementedError
+
+    # The steps (under the driver's lock, except ``_send_refund``).
+
+    def _allow(self) -> LeaseSteps:
         """One request: a permit from memory or from a new lease, the answer of a call, or a
         refusal remembered from a PEEK."""
-        with self._lock:
-            t = self._time()
-            if self._live(t):
-                self._left -= 1
-                return self._from_memory(t)
-            self._refund_locked(self._drop())
-            if self._refused is not None:
-                r, sent, until = self._refused
-                if t < until:
-                    return self._run_down(r, t - sent)
-                self._refused = None
-            if t < self._full_until:
-                r = self._peek()
-                if not r.allowed or r.error is not None:
-                    return r
-            r = self._take(self.size)
-            if r.allowed or r.error is not None or r.confirmed is not None:
+        t = self._time()
+        if self._live(t):
+            self._left -= 1
+            return self._from_memory(t)
+        yield from self._refund_held(self._drop())
+        if self._refused is not None:
+            r, sent, until = self._refused
+            if t < until:
+                return self._run_down(r, t - sent)
+            self._refused = None
+        if t < self._full_until:
+            r = yield from self._peek()
+            if not r.allowed or r.error is not None:
                 return r
-            fits = least(r)
-            if fits >= 1:
-                r = self._take(fits)
-                if r.allowed:
-                    return r
-            r = self._peek()
-            if r.allowed and r.error is None:
-                # Room appeared since the refused lease: a lease of one.
-                r = self._take(1)
+        r = yield from self._take(self.size)
+        if r.allowed or r.error is not None or r.confirmed is not None:
             return r
+        fits = least(r)
+        if fits >= 1:
+            r = yield from self._take(fits)
+            if r.allowed:
+                return r
+        r = yield from self._peek()
+        if r.allowed and r.error is None:
+            # Room appeared since the refused lease: a lease of one.
+            r = yield from self._take(1)
+        return r
 
     def _time(self) -> float:
         """Now on the lease's clock, in ms: the caller's clock, or monotonic time."""
@@ -108,14 +123,14 @@ class Lease:
         return None if self.clock is None else int(t)
 
     def _live(self, t: float) -> bool:
-        """Whether the lease hands out a permit at ``t`` (under the lock)."""
+        """Whether the lease hands out a permit at ``t``."""
         return self._left > 0 and self._taken <= t < self._end
 
-    def _take(self, n: int) -> Result:
-        """A lease of ``n`` permits, starting when its call is sent; admitted, its first permit
-        (under the lock)."""
+    def _take(self, n: int) -> LeaseSteps:
+        """A lease of ``n`` permits, starting when its call is sent; admitted, its first permit."""
         sent = self._time()
-        r = self.sw.allow(self.key, self.limits, cost=n, now=self._now(sent), lease=self.duration_ms, detail=True)
+        r = yield ("allow", (self.key, self.limits),
+                   dict(cost=n, now=self._now(sent), lease=self.duration_ms, detail=True))
         if r.error is not None:
             return r  # unchecked (on_error="open"): no lease was taken
         if r.retry_after_ms < 0:
@@ -128,35 +143,16 @@ class Lease:
         self._left -= 1
         return self._from_memory(sent)
 
-    def _peek(self) -> Result:
+    def _peek(self) -> LeaseSteps:
         """Whether one permit fits now, changing nothing: a refusal with a wait that ends is
-        remembered and answered (under the lock)."""
+        remembered and answered."""
         refunds = self._refunds
         sent = self._time()
-        r = self.sw.peek(self.key, self.limits, now=self._now(sent), detail=True)
+        r = yield ("peek", (self.key, self.limits), dict(now=self._now(sent), detail=True))
         self._full_until = 0.0
         if not r.allowed and r.retry_after_ms > 0 and self._refunds == refunds:
             self._refused = (r, sent, sent + r.retry_after_ms)
         return r
-
-    def close(self) -> int:
-        """Gives the unused permits back now; answers how many the server took back. A later
-        ``allow()`` takes a new lease."""
-        with self._lock:
-            unused = self._drop()
-        return self._refund(unused, quiet=False)
-
-    def __enter__(self) -> "Lease":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @property
-    def permits(self) -> int:
-        """Permits held in memory now (0 once the lease has ended)."""
-        with self._lock:
-            return self._left if self._live(self._time()) else 0
 
     def _start(self, t: float, r: Result, n: int) -> None:
         assert r.now is not None
@@ -165,57 +161,41 @@ class Lease:
         self._end = t + self.duration_ms
         self._refund_at = r.now + self.duration_ms
         self._generation += 1
-        timer = threading.Timer(self.duration_ms / 1000, self._ended, args=(self._generation,))
-        timer.daemon = True
-        self._timer = timer
-        timer.start()
-
-    def _ended(self, generation: int) -> None:
-        """The timer at the lease's end: its unused permits go back."""
-        with self._lock:
-            unused = self._drop() if self._generation == generation else None
-            if unused is not None:
-                self._forget()
-        self._refund(unused)
+        self._arm(self._generation)
 
     def _drop(self) -> Optional[Tuple[int, int]]:
-        """Ends the current lease (under the lock): its unused permits and their score, if any."""
+        """Ends the current lease: its unused permits and their score, if any."""
         unused = (self._left, self._refund_at) if self._left > 0 else None
         self._left = 0
         self._end = 0.0
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._disarm()
+        return unused
+
+    def _ending(self, generation: int) -> Optional[Tuple[int, int]]:
+        """The timer of ``generation`` went off: that lease's unused permits, if it is still the
+        current one."""
+        unused = self._drop() if self._generation == generation else None
+        if unused is not None:
+            self._forget()
         return unused
 
     def _forget(self) -> None:
-        """A refund of this object's: its refusals may no longer hold (under the lock)."""
+        """A refund of this object's: its refusals may no longer hold."""
         self._refunds += 1
         self._refused = None
         self._full_until = 0.0
 
-    def _refund_locked(self, unused: Optional[Tuple[int, int]]) -> None:
+    def _refund_held(self, unused: Optional[Tuple[int, int]]) -> LeaseSteps:
         """Gives ``unused`` back while holding the lock (no call of this object overlaps it)."""
         if unused is not None:
             self._forget()
-            self._send_refund(unused, quiet=True)
+            yield from self._send_refund(unused, quiet=True)
             self._forget()
 
-    def _refund(self, unused: Optional[Tuple[int, int]], quiet: bool = True) -> int:
-        if unused is None:
-            return 0
-        with self._lock:
-            self._forget()
-        try:
-            return self._send_refund(unused, quiet)
-        finally:
-            with self._lock:
-                self._forget()
-
-    def _send_refund(self, unused: Tuple[int, int], quiet: bool) -> int:
+    def _send_refund(self, unused: Tuple[int, int], quiet: bool) -> LeaseSteps:
         n, at = unused
         try:
-            return self.sw.refund(self.key, n, at=at)
+            return (yield ("refund", (self.key, n), dict(at=at)))
         except Exception:
             # Redis is away: the permits stay logged until their window passes (capacity held
             # back, never admitted twice).
@@ -256,6 +236,74 @@ class Lease:
             states=None if r.states is None else tuple(state(s) for s in r.states),
             now=None if r.now is None else r.now + elapsed,
         )
+
+
+class Lease(LeasePolicy):
+    """A ``LeasePolicy`` over the synchronous helper: safe to share between threads (one Redis
+    call at a time); a thread's timer gives the unused permits back at the lease's end."""
+
+    sw: "SlidingWindow"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._timer: Optional[threading.Timer] = None
+
+    def allow(self) -> Result:
+        """One request: a permit from memory or from a new lease, the answer of a call, or a
+        refusal remembered from a PEEK."""
+        with self._lock:
+            return drive(self._allow(), self._execute)
+
+    def close(self) -> int:
+        """Gives the unused permits back now; answers how many the server took back. A later
+        ``allow()`` takes a new lease."""
+        with self._lock:
+            unused = self._drop()
+        return self._refund(unused, quiet=False)
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def permits(self) -> int:
+        """Permits held in memory now (0 once the lease has ended)."""
+        with self._lock:
+            return self._left if self._live(self._time()) else 0
+
+    def _execute(self, call: Call) -> Any:
+        return invoke(self.sw, call)
+
+    def _arm(self, generation: int) -> None:
+        timer = threading.Timer(self.duration_ms / 1000, self._ended, args=(generation,))
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _ended(self, generation: int) -> None:
+        """The timer at the lease's end: its unused permits go back."""
+        with self._lock:
+            unused = self._ending(generation)
+        self._refund(unused)
+
+    def _refund(self, unused: Optional[Tuple[int, int]], quiet: bool = True) -> int:
+        if unused is None:
+            return 0
+        with self._lock:
+            self._forget()
+        try:
+            return drive(self._send_refund(unused, quiet), self._execute)
+        finally:
+            with self._lock:
+                self._forget()
 
 
 def least(r: Result) -> int:

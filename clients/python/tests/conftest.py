@@ -4,6 +4,7 @@ by `make test-python`): one with the module loaded, one without (the Lua path), 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -42,3 +43,11 @@ def path(request, module_server, plain_server):
 @pytest.fixture
 def key() -> str:
     return f"rl:{{{uuid.uuid4().hex}}}"
+
+
+@pytest.fixture
+def settle():
+    """Runs an awaitable to its value on the test's own event loop (the asyncio helper's tests)."""
+    loop = asyncio.new_event_loop()
+    yield loop.run_until_complete
+    loop.close()

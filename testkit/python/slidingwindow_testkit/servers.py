@@ -13,6 +13,7 @@ from typing import List, Sequence
 
 import pytest
 import redis
+import redis.asyncio
 
 REPO = Path(__file__).resolve().parents[3]
 # How long a server gets to answer PING, and a poll to hold.
@@ -105,6 +106,10 @@ class Server:
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30)
 
+    def async_client(self) -> redis.asyncio.Redis:
+        """A ``redis.asyncio`` client, for the loop that uses it."""
+        return redis.asyncio.Redis(host="127.0.0.1", port=self.port, socket_timeout=30)
+
     def linked(self, what: str = "the replica's link", deadline_s: float = DEADLINE_S) -> redis.Redis:
         """A client, once this replica's link to its master is up."""
         c = self.client()
@@ -150,6 +155,10 @@ class Cluster:
 
     def client(self) -> redis.RedisCluster:
         return redis.RedisCluster(host="127.0.0.1", port=self.nodes[0].port, socket_timeout=30)
+
+    def async_client(self) -> redis.asyncio.RedisCluster:
+        """A ``redis.asyncio`` cluster client, for the loop that uses it."""
+        return redis.asyncio.RedisCluster(host="127.0.0.1", port=self.nodes[0].port, socket_timeout=30)
 
     def close(self) -> None:
         for n in self.nodes:
