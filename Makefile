@@ -10,7 +10,7 @@ JOBS ?= 3
 # Servers `make test` runs the integration suites on (scripts/servers.sh); e.g. SERVERS=redis7.
 SERVERS ?= redis7 redis8 valkey8 valkey9
 
-.PHONY: all setup build panic-module servers run test check examples-setup test-envoy-e2e lint bench fuzz soak clean \
+.PHONY: all setup build panic-module servers run test check examples-setup test-envoy-e2e layout lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-regions bench-envoy \
 	bench-go bench-memory bench-top dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
@@ -241,6 +241,8 @@ lint: setup
 	cargo fmt --all --check
 	# One version everywhere (Cargo.toml's workspace version; the helpers' copies; CHANGELOG.md).
 	python3 scripts/version.py check
+	# docs/development.md's file list is the tree's (scripts/layout.py).
+	python3 scripts/layout.py check
 	cargo clippy --workspace --all-targets -- -D warnings
 	# bench-envoy's floor build, which nothing else compiles.
 	cargo clippy -p envoy-ratelimit --all-targets --features bench-floor -- -D warnings
@@ -277,6 +279,10 @@ measure-asm: build
 		REDIS_SERVER="$$(echo "$$line" | cut -f2)" REDIS_CLI="$$(echo "$$line" | cut -f3)" \
 		SLIDINGWINDOW_MODULE='$(MODULE)' \
 		cargo test --release -p slidingwindow --test asm -- --ignored --nocapture measure_a_1000_slot_migration
+
+# docs/development.md's list of every source file, from the files' header comments.
+layout:
+	python3 scripts/layout.py write
 
 clean:
 	cargo clean
