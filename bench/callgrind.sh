@@ -10,7 +10,8 @@
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
 #   TOP_KEYS=0 bash bench/callgrind.sh ...    the summary of refused keys at that size (default:
 #                                             the server's default, 1024; 0 turns it off)
-#   CACHE_SIM=1 bash bench/callgrind.sh ...   also first-level and last-level data misses a call
+#   CACHE_SIM=1 bash bench/callgrind.sh ...   also the simulated misses a call, whole server:
+#                                             first-level instruction and data, last-level
 #   KINDS="append refusal" bash bench/callgrind.sh ...   only those kinds
 #   KEEP=dir bash bench/callgrind.sh ...      keeps each dump as dir/<n>-<kind>.out
 # Needs valgrind (callgrind_control, callgrind_annotate) and redis-server/redis-cli on PATH
@@ -64,11 +65,15 @@ PY
 # per_call DUMP: "whole in-command" instructions a call, then the data misses if simulated.
 per_call() {
     callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v calls="$calls" '
-        /PROGRAM TOTALS/ { gsub(",", "", $1); whole = $1; if (NF > 6) { d1 = $6 + $7; ll = $8 + $9 } }
+        # With the cache simulated: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, each with its share.
+        /PROGRAM TOTALS/ {
+            gsub(",", "", $0); whole = $1
+            if (NF > 6) { i1 = $7; d1 = $9 + $11; ll = $13 + $15 + $17 }
+        }
         /ModuleCommandDispatcher / && !cmd { v = $1; gsub(",", "", v); cmd = v }
         END {
             printf "%9.0f %11.0f", whole / calls, cmd / calls
-            if (d1 != "") printf " %9.2f %9.2f", d1 / calls, ll / calls
+            if (d1 != "") printf " %9.1f %9.1f %9.2f", i1 / calls, d1 / calls, ll / calls
             printf "\n"
         }'
 }
@@ -92,7 +97,7 @@ for module in "${modules[@]}"; do
     fi
     printf '%s\n' "$module"
     if [ -n "${CACHE_SIM:-}" ]; then
-        printf '  %-8s %9s %11s %9s %9s\n' kind whole in-command 'D1 miss' 'LL miss'
+        printf '  %-8s %9s %11s %9s %9s %9s\n' kind whole in-command 'I1 miss' 'D1 miss' 'LL miss'
     else
         printf '  %-8s %9s %11s\n' kind whole in-command
     fi
