@@ -6,7 +6,8 @@
 # loop; the server's cron included, whose share follows the wall clock) and inside the command
 # (RedisModuleCommandDispatcher's inclusive cost: the module's command and the Redis API it calls).
 # Kinds: append (no trim), trim (one trimmed, one appended), refusal (the window full), repeat
-# (appended on the newest timestamp), on a compact key; zappend, an append on a sorted set.
+# (appended on the newest timestamp), on a compact key; zappend, an append on a sorted set; new,
+# each call on a compact key of its own that it creates (not run unless KINDS names it).
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
 #   TOP_KEYS=0 bash bench/callgrind.sh ...    the summary of refused keys at that size (default:
 #                                             the server's default, 1024; 0 turns it off)
@@ -58,6 +59,8 @@ for i in range(calls if mode == "stream" else 0):
         out.append(resp("SLIDINGWINDOW.ALLOW", kind, 3600, 1000, now))
     elif kind == "repeat":  # appended on the newest timestamp again and again
         out.append(resp("SLIDINGWINDOW.ALLOW", kind, 3600, 1000000000, t0 + 999))
+    elif kind == "new":  # the first call on a key: each on a key of its own, created
+        out.append(resp("SLIDINGWINDOW.ALLOW", f"new:{i}", 3600, 1000000000, now))
 sys.stdout.write("".join(out))
 PY
 }
