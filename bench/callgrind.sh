@@ -1,60 +1,91 @@
 #!/usr/bin/env bash
-# Instructions a compact call costs inside the command (issue 36's targets): redis-server under
-# callgrind collecting only within RedisModuleCommandDispatcher (the module's command, the
-# Redis API it calls included; not the protocol or the server's cron, whose share follows the
-# wall clock), a key of 1,000 requests 1 ms apart, then 20,000 pipelined calls of one kind with
-# the counters zeroed before and dumped after; prints instructions per call for each kind.
+# Instructions a call costs (issue 36's and 58's targets): redis-server under callgrind, a key of
+# 1,000 requests 1 ms apart, then 20,000 pipelined calls of one kind (sent in RESP, as clients
+# send them) with the counters zeroed before and dumped after; prints for each kind the
+# instructions a call of the whole server (reading, parsing, the command, the reply, the event
+# loop; the server's cron included, whose share follows the wall clock) and inside the command
+# (RedisModuleCommandDispatcher's inclusive cost: the module's command and the Redis API it calls).
+# Kinds: append (no trim), trim (one trimmed, one appended), refusal (the window full), repeat
+# (appended on the newest timestamp), on a compact key; zappend, an append on a sorted set; new,
+# each call on a compact key of its own that it creates (not run unless KINDS names it).
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
-#   TOP_KEYS=1024 bash bench/callgrind.sh ...   the summary of refused keys on, at that size
-# Needs valgrind (callgrind_control) and redis-server/redis-cli on PATH (REDIS_SERVER/REDIS_CLI).
+#   TOP_KEYS=0 bash bench/callgrind.sh ...    the summary of refused keys at that size (default:
+#                                             the server's default, 1024; 0 turns it off)
+#   CACHE_SIM=1 bash bench/callgrind.sh ...   also the simulated misses a call, whole server:
+#                                             first-level instruction and data, last-level
+#   KINDS="append refusal" bash bench/callgrind.sh ...   only those kinds
+#   KEEP=dir bash bench/callgrind.sh ...      keeps each dump as dir/<n>-<kind>.out
+# Needs valgrind (callgrind_control, callgrind_annotate) and redis-server/redis-cli on PATH
+# (REDIS_SERVER/REDIS_CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDIS_SERVER:-redis-server}
 cli=${REDIS_CLI:-redis-cli}
 calls=20000
 t0=1700000000000
+kinds=${KINDS:-append trim refusal repeat zappend}
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=("$PWD/target/release/libslidingwindow.so")
 work=$(mktemp -d)
 vg=
 trap '[ -z "$vg" ] || kill "$vg" 2>/dev/null; rm -rf "$work"' EXIT
+cache=()
+[ -z "${CACHE_SIM:-}" ] || cache=(--cache-sim=yes)
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# stream KIND: the 20,000 calls of one kind, on key KIND (filled first by `fill`).
-stream() {
-    local kind=$1
-    python3 - "$kind" "$calls" "$t0" <<'PY'
+# calls MODE KIND: the 1,000 calls that fill key KIND (MODE fill), or the 20,000 measured ones
+# (MODE stream), in RESP.
+calls() {
+    python3 - "$1" "$2" "$calls" "$t0" <<'PY'
 import sys
-kind, calls, t0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+mode, kind, calls, t0 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+def resp(*words):
+    return f"*{len(words)}\r\n" + "".join(f"${len(str(w))}\r\n{w}\r\n" for w in words)
+
 out = []
-for i in range(calls):
+if mode == "fill":
+    out = [resp("SLIDINGWINDOW.ALLOW", kind, 3600, 1000000000, t0 + i) for i in range(1000)]
+for i in range(calls if mode == "stream" else 0):
     now = t0 + 1000 + i
-    if kind == "append":          # no trim, admitted
-        out.append(f"SLIDINGWINDOW.ALLOW append 3600 1000000000 {now}\n")
-    elif kind == "trim":          # one trimmed, one appended: the key stays at 1,000
-        out.append(f"SLIDINGWINDOW.ALLOW trim 1 1000000000 {now}\n")
-    elif kind == "refusal":       # the window holds its max: refused, nothing trimmed
-        out.append(f"SLIDINGWINDOW.ALLOW refusal 3600 1000 {now}\n")
-    elif kind == "repeat":        # appended on the newest timestamp again and again
-        out.append(f"SLIDINGWINDOW.ALLOW repeat 3600 1000000000 {t0 + 999}\n")
+    if kind in ("append", "zappend"):  # no trim, admitted
+        out.append(resp("SLIDINGWINDOW.ALLOW", kind, 3600, 1000000000, now))
+    elif kind == "trim":  # one trimmed, one appended: the key stays at 1,000
+        out.append(resp("SLIDINGWINDOW.ALLOW", kind, 1, 1000000000, now))
+    elif kind == "refusal":  # the window holds its max: refused, nothing trimmed
+        out.append(resp("SLIDINGWINDOW.ALLOW", kind, 3600, 1000, now))
+    elif kind == "repeat":  # appended on the newest timestamp again and again
+        out.append(resp("SLIDINGWINDOW.ALLOW", kind, 3600, 1000000000, t0 + 999))
+    elif kind == "new":  # the first call on a key: each on a key of its own, created
+        out.append(resp("SLIDINGWINDOW.ALLOW", f"new:{i}", 3600, 1000000000, now))
 sys.stdout.write("".join(out))
 PY
 }
 
-fill() {
-    python3 - "$1" "$t0" <<'PY'
-import sys
-key, t0 = sys.argv[1], int(sys.argv[2])
-sys.stdout.write("".join(f"SLIDINGWINDOW.ALLOW {key} 3600 1000000000 {t0 + i}\n" for i in range(1000)))
-PY
+# per_call DUMP: "whole in-command" instructions a call, then the data misses if simulated.
+per_call() {
+    callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v calls="$calls" '
+        # With the cache simulated: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, each with its share.
+        /PROGRAM TOTALS/ {
+            gsub(",", "", $0); whole = $1
+            if (NF > 6) { i1 = $7; d1 = $9 + $11; ll = $13 + $15 + $17 }
+        }
+        /ModuleCommandDispatcher / && !cmd { v = $1; gsub(",", "", v); cmd = v }
+        END {
+            printf "%9.0f %11.0f", whole / calls, cmd / calls
+            if (d1 != "") printf " %9.1f %9.1f %9.2f", i1 / calls, d1 / calls, ll / calls
+            printf "\n"
+        }'
 }
 
+n=0
 for module in "${modules[@]}"; do
+    n=$((n + 1))
     port=$(free_port)
-    valgrind --tool=callgrind --toggle-collect=RedisModuleCommandDispatcher \
+    valgrind --tool=callgrind "${cache[@]}" \
         --callgrind-out-file="$work/cg.out" --log-file="$work/vg.log" \
         "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$work" --loadmodule "$module" >"$work/server.log" 2>&1 &
@@ -63,26 +94,29 @@ for module in "${modules[@]}"; do
         kill -0 "$vg" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
         sleep 0.5
     done
-    "$cli" -p "$port" config set slidingwindow.storage compact >/dev/null
     if [ -n "${TOP_KEYS:-}" ]; then
-        # The summary of refused keys on at that size: a refusal records its key.
         reply=$("$cli" -p "$port" config set slidingwindow.top-keys "$TOP_KEYS" 2>&1)
         [ "$reply" = OK ] || { echo "callgrind: top-keys $TOP_KEYS: $reply" >&2; exit 1; }
-    else
-        # The summary off where the build has it (a refusal would record one).
-        "$cli" -p "$port" config set slidingwindow.top-keys 0 >/dev/null 2>&1 || true
     fi
     printf '%s\n' "$module"
-    for kind in append trim refusal repeat; do
-        fill "$kind" | "$cli" -p "$port" --pipe >/dev/null
-        stream "$kind" >"$work/$kind.txt"
+    if [ -n "${CACHE_SIM:-}" ]; then
+        printf '  %-8s %9s %11s %9s %9s %9s\n' kind whole in-command 'I1 miss' 'D1 miss' 'LL miss'
+    else
+        printf '  %-8s %9s %11s\n' kind whole in-command
+    fi
+    for kind in $kinds; do
+        storage=compact
+        [ "$kind" != zappend ] || storage=zset
+        "$cli" -p "$port" config set slidingwindow.storage "$storage" >/dev/null
+        calls fill "$kind" | "$cli" -p "$port" --pipe >/dev/null
+        calls stream "$kind" >"$work/$kind.txt"
         callgrind_control -z "$vg" >/dev/null 2>&1
         "$cli" -p "$port" --pipe <"$work/$kind.txt" >/dev/null
         rm -f "$work"/cg.out.*
         callgrind_control -d "$vg" >/dev/null 2>&1
         dump=$(ls "$work"/cg.out.* | tail -1)
-        ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
-        printf '  %-8s %8.0f instructions a call\n' "$kind" "$(echo "$ir / $calls" | bc -l)"
+        [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$dump" "$KEEP/$n-$kind.out"; }
+        printf '  %-8s %s\n' "$kind" "$(per_call "$dump")"
     done
     "$cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$vg" 2>/dev/null || true

@@ -281,9 +281,20 @@ pub fn integer(bytes: &[u8], lo: u64, hi: u64) -> Option<u64> {
         return None;
     }
     let mut value: u64 = 0;
-    for &b in bytes {
-        let digit = u64::from(b.checked_sub(b'0').filter(|d| *d <= 9)?);
-        value = value.checked_mul(10)?.checked_add(digit)?;
+    if bytes.len() <= 19 {
+        // Nineteen digits stay below 10^19 < 2^64: no step can overflow.
+        for &b in bytes {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            value = value * 10 + u64::from(digit);
+        }
+    } else {
+        for &b in bytes {
+            let digit = u64::from(b.checked_sub(b'0').filter(|d| *d <= 9)?);
+            value = value.checked_mul(10)?.checked_add(digit)?;
+        }
     }
     (lo..=hi).contains(&value).then_some(value)
 }
@@ -342,6 +353,21 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(run(line), want, "{line}");
         }
+    }
+
+    #[test]
+    fn integers_of_any_length_parse_exactly() {
+        let max = u64::MAX;
+        assert_eq!(
+            integer(b"9999999999999999999", 0, max),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert_eq!(integer(b"18446744073709551615", 0, max), Some(max));
+        assert_eq!(integer(b"18446744073709551616", 0, max), None);
+        assert_eq!(integer(b"0000000000000000000000001", 0, max), Some(1));
+        assert_eq!(integer(b"000000000000000000:", 0, max), None);
+        assert_eq!(integer(b"/", 0, max), None);
+        assert_eq!(integer(b"7", 8, max), None);
     }
 
     #[test]

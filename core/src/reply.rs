@@ -102,6 +102,11 @@ fn clamp(v: u64) -> i64 {
 /// ms from now until a member scored `score` leaves the window, i.e. until `now' - window >= score`.
 /// Equals `score + window - now`, rounded up for fractional scores, never negative, saturated at i64.
 pub fn wait_ms(score: f64, cutoff: i64) -> i64 {
+    // A whole score (every timestamp) in i64's range: its own ceiling, no float rounding.
+    let whole = score as i64;
+    if whole as f64 == score && whole != i64::MAX && whole != i64::MIN {
+        return whole.saturating_sub(cutoff).max(0);
+    }
     // `as` saturates (+-inf to the i128 bounds, NaN to 0; a sorted set holds no NaN), and i128 is
     // wide enough that every wait that fits an i64 is exact.
     let wait = (score.ceil() as i128).saturating_sub(i128::from(cutoff));
@@ -124,6 +129,17 @@ mod tests {
             (f64::INFINITY, 0, i64::MAX),
             (f64::NEG_INFINITY, 0, 0),
             (1e300, -9_007_199_254_740_992, i64::MAX),
+            (9_223_372_036_854_775_808.0, 0, i64::MAX),
+            (9_223_372_036_854_775_808.0, -1, i64::MAX),
+            (-9_223_372_036_854_775_808.0, 5, 0),
+            (-9_223_372_036_854_775_808.0, i64::MIN, 0),
+            (
+                4_611_686_018_427_387_904.0,
+                -4_611_686_018_427_387_904,
+                i64::MAX,
+            ),
+            (-0.0, -3, 3),
+            (f64::NAN, -5, 5),
             (
                 9_007_199_254_740_992.0,
                 -9_007_199_254_740_992,

@@ -49,6 +49,9 @@ pub struct Summary {
     starts: HashMap<u64, u32, RandomState>,
     /// Names counted since the reset.
     total: u64,
+    /// The slot of the name counted last: a refused key is often refused again next, and
+    /// comparing its name costs less than hashing it.
+    last: u32,
 }
 
 impl Summary {
@@ -61,6 +64,7 @@ impl Summary {
             index: HashMap::default(),
             starts: HashMap::default(),
             total: 0,
+            last: 0,
         }
     }
 
@@ -79,11 +83,18 @@ impl Summary {
             return;
         }
         self.total += 1;
-        let name = kept_name(name);
-        let slot = match self.index.get(&name[..]) {
-            Some(&slot) => slot,
-            None => self.admit(name.into_owned().into()),
+        // A name longer than `NAME_BYTES` is kept shortened: never equal to its slot's name.
+        let slot = match self.slots.get(self.last as usize) {
+            Some(last) if *last.entry.name == *name => self.last,
+            _ => {
+                let name = kept_name(name);
+                match self.index.get(&name[..]) {
+                    Some(&slot) => slot,
+                    None => self.admit(name.into_owned().into()),
+                }
+            }
         };
+        self.last = slot;
         self.bump(slot);
     }
 
@@ -118,7 +129,8 @@ impl Summary {
     fn bump(&mut self, slot: u32) {
         let at = self.slots[slot as usize].at;
         let count = self.slots[slot as usize].entry.count;
-        let first = self.starts[&count];
+        // The first entry is the first of its count.
+        let first = if at == 0 { 0 } else { self.starts[&count] };
         if first != at {
             let other = self.order[first as usize];
             self.order.swap(first as usize, at as usize);

@@ -8,6 +8,7 @@ use super::datatype::{NativeType, Stored, held, into_raw, stored, word_ptr};
 use super::string::{OwnedString, RString};
 use crate::core::error::Error;
 use redis_module::raw;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::os::raw::{c_int, c_longlong};
 use std::ptr::NonNull;
@@ -50,6 +51,10 @@ pub struct Key<'a> {
     native: Option<(*mut raw::RedisModuleType, NonNull<c_void>)>,
     /// What a value kept as a word leaves to do on close (one field: one check on close).
     on_close: Option<OnClose<'a>>,
+    /// The key's expiry where this handle knows it without asking Redis (a key found empty
+    /// has none, one set here is the one set), so that an admission on a new key reads no
+    /// expiry; None when unknown.
+    expiry: Cell<Option<Option<i64>>>,
 }
 
 /// What a key does on close for a value Redis keeps as a word.
@@ -82,6 +87,7 @@ impl<'a> Key<'a> {
             mode,
             native: None,
             on_close: None,
+            expiry: Cell::new(None),
         })
     }
 
@@ -117,7 +123,10 @@ impl<'a> Key<'a> {
         };
         // SAFETY: an open key.
         match unsafe { (self.ctx.api.key_type)(k.as_ptr()) } as isize {
-            raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
+            raw::REDISMODULE_KEYTYPE_EMPTY => {
+                self.expiry.set(Some(None));
+                Kind::Empty
+            }
             raw::REDISMODULE_KEYTYPE_ZSET => Kind::Zset,
             raw::REDISMODULE_KEYTYPE_MODULE if self.native_ptr::<T>().is_some() => Kind::Native,
             _ => Kind::Other,
@@ -251,6 +260,9 @@ impl<'a> Key<'a> {
         let raw = into_raw(value);
         self.native = None;
         self.on_close = Some(OnClose::Repack(Key::repack::<T>));
+        // Redis deletes the old value, and its expiry with it, whether or not the new one is
+        // taken.
+        self.expiry.set(None);
         // SAFETY: an open key opened for writing; on success Redis owns the value and frees it
         // through the type's free callback.
         let r = unsafe { (self.ctx.api.module_type_set_value)(k, t, raw) };
@@ -260,6 +272,7 @@ impl<'a> Key<'a> {
             super::datatype::free_raw::<T>(raw);
             return Err(Error::Server("RedisModule_ModuleTypeSetValue"));
         }
+        self.expiry.set(Some(None));
         Ok(())
     }
 
@@ -285,6 +298,8 @@ impl<'a> Key<'a> {
     /// Removes `member`; the key goes when its last member does.
     pub fn zrem(&mut self, member: &OwnedString<'a>) -> Result<(), Error> {
         let k = self.handle("RedisModule_ZsetRem")?;
+        // The last member takes the key, and its expiry, with it.
+        self.expiry.set(None);
         // SAFETY: an open key and a live string.
         let r = unsafe { (self.ctx.api.zset_rem)(k, member.raw(), std::ptr::null_mut()) };
         status(r, "RedisModule_ZsetRem")
@@ -315,28 +330,39 @@ impl<'a> Key<'a> {
     pub fn unlink(&mut self) -> Result<(), Error> {
         let k = self.handle("RedisModule_UnlinkKey")?;
         self.native = None;
+        self.expiry.set(None);
         // SAFETY: an open key, opened for writing.
         status(
             unsafe { (self.ctx.api.unlink_key)(k) },
             "RedisModule_UnlinkKey",
-        )
+        )?;
+        self.expiry.set(Some(None));
+        Ok(())
     }
 
     /// The key's absolute expiry in ms, if it has one.
     pub fn expire_at(&self) -> Option<i64> {
+        if let Some(known) = self.expiry.get() {
+            return known;
+        }
         let k = self.ptr?;
         // SAFETY: an open key.
         let at = unsafe { (self.ctx.api.get_abs_expire)(k.as_ptr()) };
-        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
+        let at = (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at);
+        self.expiry.set(Some(at));
+        at
     }
 
     pub fn set_expire_at(&mut self, at_ms: i64) -> Result<(), Error> {
         let k = self.handle("RedisModule_SetAbsExpire")?;
+        self.expiry.set(None);
         // SAFETY: an open key, opened for writing.
         status(
             unsafe { (self.ctx.api.set_abs_expire)(k, at_ms) },
             "RedisModule_SetAbsExpire",
-        )
+        )?;
+        self.expiry.set(Some(Some(at_ms)));
+        Ok(())
     }
 
     /// Closes the key, runs `f` with a caller that may run commands on it, then opens it again.
@@ -347,6 +373,8 @@ impl<'a> Key<'a> {
             Mode::Write => None,
         };
         self.close();
+        // The inner commands may change or remove the key.
+        self.expiry.set(None);
         let out = f(&Caller::new(self.ctx, self.name));
         self.ptr = Key::handle_for(self.ctx, self.name, self.mode);
         if let Some(r) = recency {

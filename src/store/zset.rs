@@ -166,10 +166,11 @@ impl<'a> Effects<'a> {
     /// Sends the changes to replicas and the AOF and emits the keyspace events the seed's script
     /// would, in its order; then forgets them.
     pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
-        let fx = std::mem::take(self);
-        let Some(key) = fx.key else {
+        // A call on a compact key leaves these empty: nothing to move or drop.
+        let Some(key) = self.key.take() else {
             return Ok(());
         };
+        let fx = std::mem::take(self);
         match fx.trim {
             Trim::Nothing => {}
             Trim::Walked { cutoff, emptied } => {
