@@ -17,6 +17,7 @@ mod lru;
 mod refusal;
 mod reply;
 mod request;
+mod script;
 mod sentinel;
 mod top;
 
@@ -38,4 +39,5 @@ pub use lru::Lru;
 pub use redis;
 pub use reply::{Detail, LimitState, Reply, RetryAfter};
 pub use request::{Call, Check, CheckAll, Keyed, Refund};
+pub use script::{Backend, SCRIPT};
 pub use top::TopEntry;
