@@ -9,7 +9,7 @@ mod support;
 
 use common::Server;
 use slidingwindow_client::{Backend, Batch, Call, Check, CheckAll, Error, Keyed, Now, Refund};
-use support::{client, client_on, command_calls, limit, no_module};
+use support::{client, client_on, command_calls, limit};
 
 const T: u64 = 1_700_000_000_000;
 
@@ -26,7 +26,7 @@ fn config_error<T: std::fmt::Debug>(r: Result<T, Error>, words: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_takes_the_script_where_the_module_is_not() {
-    let s = no_module();
+    let s = Server::start_without_module();
     let c = client(&s);
     assert_eq!(c.chosen_backend(), Backend::Auto);
     let one = [limit(10, 2)];
@@ -59,7 +59,7 @@ async fn auto_takes_the_script_where_the_module_is_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_script_is_loaded_again_when_flushed() {
-    let s = no_module();
+    let s = Server::start_without_module();
     let c = client_on(&s, Backend::Script);
     let one = [limit(60, 100)];
     let check = Check::new(b"{t}a", &one);
@@ -110,7 +110,7 @@ async fn a_forced_backend_is_kept() {
     assert_eq!(calls(&with, "command|info"), info + 2);
 
     // The module forced where there is none: a configuration error, before and during calls.
-    let without = no_module();
+    let without = Server::start_without_module();
     let module = client_on(&without, Backend::Module);
     config_error(module.backend().await, "no SLIDINGWINDOW.ALLOW");
     config_error(module.allow(&check).await, "unknown command");

@@ -56,7 +56,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::{client, command_calls, limit, no_module};
+use support::{client, command_calls, limit};
 
 const PREFETCH: &str = "prefetch";
 const ROOM: &str = "room";
@@ -280,7 +280,7 @@ async fn every_lease_scenario() {
     let servers = [
         ("zset", Server::builder().storage("zset").start()),
         ("compact", Server::builder().storage("compact").start()),
-        ("script", no_module()),
+        ("script", Server::start_without_module()),
     ];
     for (storage, s) in &servers {
         let script = *storage == "script";

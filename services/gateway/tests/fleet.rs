@@ -10,8 +10,9 @@
 //! clients saw; the identities' windows are counted on them. Scenarios: three gateways, 400 in any 2 s leased
 //! 10 for 50 ms: one global limit; one tenant limit with per-identity limits; one global limit
 //! with a gateway killed with SIGKILL half-way through. Two gateways, 200 in any 1 s (issue 35's
-//! trial): exact, and leased 20 for 100 ms. With `FLEET_HISTOGRAM=1` each run also prints its
-//! admissions per 250 ms.
+//! trial): exact, and leased 20 for 100 ms; the pair also on a server without the module
+//! (`script`: the gateways' own choice, the Lua script). With `FLEET_HISTOGRAM=1` each run also
+//! prints its admissions per 250 ms.
 
 use testkit::common;
 mod support;
@@ -200,8 +201,12 @@ fn admissions(logs: &[PathBuf]) -> Vec<(u64, String)> {
 fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Shape { max, window_ms, .. } = shape;
-    // The module's defaults: lateness 0.
-    let redis = Server::builder().storage(storage).start();
+    // The module's defaults: lateness 0; or no module at all.
+    let script = storage == "script";
+    let redis = match script {
+        true => Server::start_without_module(),
+        false => Server::builder().storage(storage).start(),
+    };
     let tag = format!("{}-{}", std::process::id(), unix_ms());
     let logs: Vec<PathBuf> = (0..shape.gateways)
         .map(|i| std::env::temp_dir().join(format!("fleet-{tag}-{i}.log")))
@@ -284,9 +289,22 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
         let status = g.terminate();
         assert!(status.success(), "gateway {i}: {status:?}\n{}", g.log());
     }
-    // Leases granted: each adds `size` requests in one admitted call.
+    // Leases granted: each adds `size` requests in one admitted call (the module counts them; the
+    // script path's gateways say so in their start-up line).
     let size = shape.lease.map_or(1, |(size, _)| size);
-    let leases = (stat(&redis, "admitted_requests") - stat(&redis, "admitted")) / (size - 1).max(1);
+    let leases = match script {
+        true => {
+            for g in &gateways {
+                assert!(
+                    g.log().contains("gateway: backend script (auto: "),
+                    "{}",
+                    g.log()
+                );
+            }
+            u64::from(shape.lease.is_some())
+        }
+        false => (stat(&redis, "admitted_requests") - stat(&redis, "admitted")) / (size - 1).max(1),
+    };
     let lines = admissions(&logs);
     for path in &logs {
         let _ = std::fs::remove_file(path);
@@ -407,6 +425,16 @@ fn two_gateways_with_precision_compact() {
 #[test]
 fn two_leased_gateways_with_precision_compact() {
     fleet("compact", Scenario::Global, PAIR_LEASED_PRECISE);
+}
+
+#[test]
+fn two_exact_gateways_without_the_module() {
+    fleet("script", Scenario::Global, PAIR);
+}
+
+#[test]
+fn two_leased_gateways_without_the_module() {
+    fleet("script", Scenario::Global, PAIR_LEASED);
 }
 
 #[test]

@@ -31,16 +31,8 @@ pub fn paths(storages: &[&'static str]) -> Vec<(&'static str, Server)> {
         .iter()
         .map(|&st| (st, Server::builder().storage(st).start()))
         .collect();
-    out.push(("script", no_module()));
+    out.push(("script", Server::start_without_module()));
     out
-}
-
-/// A server without the module that cannot load one.
-pub fn no_module() -> Server {
-    Server::builder()
-        .without_module()
-        .args(["--enable-module-command", "no"])
-        .start()
 }
 
 pub fn limit(window_s: u64, max: u64) -> Limit {

@@ -53,7 +53,7 @@ impl Limiter {
                 Attempt::Taken(taken) => return Ok(taken),
                 Attempt::Failed(mut taken, e) => {
                     Box::pin(self.give_back(keys, &mut taken)).await;
-                    return Err(self.failed(&e));
+                    return Err(self.error(&e));
                 }
                 Attempt::Refused(mut taken, p, r) => {
                     Box::pin(self.give_back(keys, &mut taken)).await;
@@ -70,7 +70,7 @@ impl Limiter {
                 Ok(Ok(true)) => {}
                 // Refused (or too late to use): this key goes in the exact call.
                 Ok(Ok(false)) => exact[p as usize] = true,
-                Ok(Err(e)) => return Err(self.failed(&e)),
+                Ok(Err(e)) => return Err(self.error(&e)),
                 Err(_) => {
                     return Err(self.failed(&format_args!("no lease within {REQUEST_DEADLINE:?}")));
                 }
