@@ -116,6 +116,22 @@ def redis_server():
     s.close()
 
 
+@pytest.fixture(scope="session")
+def plain_server():
+    """A server as managed Redis and Valkey are: no module, none loadable (the script path)."""
+    s = Server(with_module=False, extra=["--enable-module-command", "no"])
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def plain(plain_server) -> redis.Redis:
+    """The shared server without the module, emptied for each test."""
+    c = plain_server.client()
+    c.flushall()
+    return c
+
+
 @pytest.fixture
 def r(redis_server) -> redis.Redis:
     """The shared server, emptied for each test."""
