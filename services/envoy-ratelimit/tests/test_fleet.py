@@ -152,7 +152,7 @@ def two_services(start, r, storage: str, text: str, label: str,
 
 @pytest.mark.parametrize("storage", ["zset", "compact"])
 @pytest.mark.parametrize("leased", [False, True], ids=["exact", "leased"])
-def test_two_services_on_a_default_server_never_admit_more_than_the_limit(start, r, storage, leased):
+def test_two_services_on_a_default_server_never_admit_more_than_the_limit(module_only, start, r, storage, leased):
     assert r.config_get("slidingwindow.lateness") == {"slidingwindow.lateness": "0"}
     two_services(start, r, storage, TWO % (LEASED if leased else ""), "leased" if leased else "exact")
 
