@@ -28,7 +28,7 @@ pub use error::Error;
 pub use error_log::ErrorLog;
 pub use inflight::{Reservation, Settlement, Slot};
 pub use lease::{
-    Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take,
+    Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take, late,
 };
 pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats};
 pub use limit::{

@@ -181,13 +181,8 @@ pub async fn close(maps: Vec<LeaseMap>) -> Result<u64, Error> {
 /// Whether a permit's lease ended at or before the `now` of a call that charged the same request
 /// (`charged`: descriptor, `now`): handed out too late for that request.
 pub fn late(taken: &[Taken], charged: &[(usize, u64)]) -> bool {
-    let Some(latest) = charged.iter().map(|&(_, now)| now).max() else {
-        return false;
-    };
-    taken
-        .iter()
-        .filter_map(|t| t.reply.charge.as_ref())
-        .any(|c| c.logged_at() <= latest)
+    let latest = charged.iter().map(|&(_, now)| now).max();
+    slidingwindow_client::late(taken.iter().map(|t| &t.reply), latest)
 }
 
 /// Permits of a request that is not admitted go back into their leases (no call while the lease

@@ -325,14 +325,7 @@ impl Limiter {
             }
         }
         let latest = exact.iter().flatten().max().copied();
-        let late = latest.is_some_and(|now| {
-            leased
-                .iter()
-                .flatten()
-                .filter_map(|r| r.charge.as_ref())
-                .any(|c| c.logged_at() <= now)
-        });
-        if late {
+        if slidingwindow_client::late(leased.iter().flatten(), latest) {
             Box::pin(self.undo(keys, &done, &mut leased)).await;
             return Settled::Late;
         }
