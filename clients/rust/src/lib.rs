@@ -30,7 +30,7 @@ pub use inflight::{Reservation, Settlement, Slot};
 pub use lease::{
     Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take, late,
 };
-pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats};
+pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats, give_back_all};
 pub use limit::{
     Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, Now, logged_score, unix_ms,
 };

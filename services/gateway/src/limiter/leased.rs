@@ -85,13 +85,12 @@ impl Limiter {
     /// Permits taken for a request that is not admitted go back (into their live lease: no call).
     pub(super) async fn give_back(&self, keys: &Keys, taken: &mut [Option<LeaseReply>; 3]) {
         let Some(map) = &self.leases else { return };
-        for p in SHARED {
-            let charge = taken[p as usize].take().and_then(|r| r.charge);
-            if let (Some(key), Some(charge)) = (keys.get(p), charge)
-                && let Err(e) = map.give_back(key, charge).await
-            {
-                eprintln!("gateway: a lease's permit could not be given back: {e}");
-            }
+        let permits = SHARED.into_iter().filter_map(|p| {
+            let charge = taken[p as usize].take().and_then(|r| r.charge)?;
+            Some((map, keys.get(p)?, charge))
+        });
+        if let Err(e) = slidingwindow_client::give_back_all(permits).await {
+            eprintln!("gateway: a lease's permit could not be given back: {e}");
         }
     }
 }
