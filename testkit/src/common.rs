@@ -331,6 +331,15 @@ impl Server {
         Server::builder().start()
     }
 
+    /// A server as managed Redis and Valkey are: no module, and none loadable
+    /// (`enable-module-command no`): the clients' script path.
+    pub fn start_without_module() -> Server {
+        Server::builder()
+            .without_module()
+            .args(["--enable-module-command", "no"])
+            .start()
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

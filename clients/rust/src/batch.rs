@@ -98,16 +98,6 @@ impl Batch {
         self.route
     }
 
-    /// The replies to read (offset, count): a transaction's are MULTI's OK and one QUEUED per
-    /// call, then EXEC's array.
-    pub(crate) fn replies(&self) -> (usize, usize) {
-        if self.pipe.is_transaction() {
-            (self.len() + 1, 1)
-        } else {
-            (0, self.len())
-        }
-    }
-
     pub(crate) fn answers(&self, values: Vec<Value>) -> Result<Vec<Result<Answer, Error>>, Error> {
         let values = if self.pipe.is_transaction() {
             match values.into_iter().next_back() {
@@ -158,9 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn replies_are_read_where_they_are() {
-        assert_eq!(two_calls(true).replies(), (3, 1));
-        assert_eq!(two_calls(false).replies(), (0, 2));
+    fn an_empty_batch_goes_nowhere() {
         assert_eq!(Batch::transaction().route(), None);
     }
 

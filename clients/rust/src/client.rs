@@ -1,5 +1,6 @@
 //! The link to Redis, one type for one node (a connection manager) and a cluster: typed calls,
-//! batches, and one resend when the link is found down.
+//! batches, and one resend when the link is found down; each call on the module's commands or on
+//! the script (see [`crate::Backend`]).
 
 use crate::batch::{Answer, Batch};
 use crate::connect::{Options, Topology};
@@ -7,6 +8,7 @@ use crate::error::Error;
 use crate::limit::Now;
 use crate::reply::Reply;
 use crate::request::{Call, Check, CheckAll, Refund};
+use crate::script::{self, Backend, Path};
 use crate::sentinel::{SentinelLink, not_master};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
@@ -21,6 +23,7 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Client {
     link: Link,
+    path: Arc<Path>,
 }
 
 #[derive(Clone)]
@@ -77,7 +80,67 @@ impl Client {
                 options,
             )?)),
         };
-        Ok(Client { link })
+        Ok(Client {
+            link,
+            path: Arc::new(Path::new(options.backend)),
+        })
+    }
+
+    /// The backend the options asked for.
+    pub fn chosen_backend(&self) -> Backend {
+        self.path.chosen
+    }
+
+    /// The path calls take on this server: [`Backend::Module`] or [`Backend::Script`], asked of
+    /// the server now (every master in a cluster) and checked: a forced module the server does not
+    /// have, or a script it cannot load (`SCRIPT LOAD` refused), is [`Error::Config`]. On the
+    /// script path the script is loaded on every master.
+    pub async fn backend(&self) -> Result<Backend, Error> {
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg("slidingwindow.allow").arg("evalsha");
+        let known = script::known(
+            &self
+                .on_masters(&info, ResponsePolicy::CombineArrays)
+                .await?,
+            2,
+        )?;
+        let module = match self.path.chosen {
+            Backend::Script => false,
+            Backend::Module if !known[0] => {
+                return Err(Error::Config(
+                    "backend module: the server has no SLIDINGWINDOW.ALLOW (the module is not \
+                     loaded); load it, or use the script backend (auto or script)"
+                        .into(),
+                ));
+            }
+            _ => known[0],
+        };
+        if !module && !known[1] {
+            return Err(Error::Config(
+                "backend script: the server has no EVALSHA (renamed or disabled); allow EVALSHA \
+                 and SCRIPT, or load the module"
+                    .into(),
+            ));
+        }
+        if !module {
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(script::SCRIPT);
+            self.on_masters(&load, ResponsePolicy::AllSucceeded)
+                .await
+                .map_err(|e| match e {
+                    Error::Server(line) => Error::Config(format!(
+                        "backend script: SCRIPT LOAD answered {line}; allow SCRIPT and EVALSHA, or \
+                     load the module"
+                    )),
+                    e => e,
+                })?;
+        }
+        self.path.set(module);
+        Ok(if module {
+            Backend::Module
+        } else {
+            Backend::Script
+        })
     }
 
     pub fn is_cluster(&self) -> bool {
@@ -140,11 +203,101 @@ impl Client {
         let Some(route) = batch.route() else {
             return Ok(Vec::new());
         };
-        let (offset, count) = batch.replies();
-        let values = self
-            .twice(|| self.send_pipeline_once(batch.pipe(), offset, count, route))
-            .await?;
+        let pipe = batch.pipe();
+        let on_module = match self.module(route).await? {
+            true => self.pipeline_on_module(pipe, route).await?,
+            false => None,
+        };
+        let values = match on_module {
+            Some(values) => values,
+            None => self.eval_pipeline(pipe, route).await?,
+        };
         batch.answers(values)
+    }
+
+    /// Every reply to `pipe` (a transaction's OK and QUEUED lines too: a command refused when
+    /// queued shows only there).
+    async fn replies(&self, pipe: &Pipeline, route: Route) -> Result<Vec<Value>, Error> {
+        let count = pipe.len() + if pipe.is_transaction() { 2 } else { 0 };
+        self.twice(|| self.send_pipeline_once(pipe, count, route))
+            .await
+    }
+
+    /// A batch's replies from the module, the calls' (EXEC's array for a transaction); None when
+    /// its commands are unknown there and `Auto` moved to the script.
+    async fn pipeline_on_module(
+        &self,
+        pipe: &Pipeline,
+        route: Route,
+    ) -> Result<Option<Vec<Value>>, Error> {
+        let values = self.replies(pipe, route).await?;
+        match values.iter().find_map(unusable) {
+            Some(line) => {
+                self.not_module(&line)?;
+                Ok(None)
+            }
+            None => Ok(Some(calls_part(pipe, values))),
+        }
+    }
+
+    /// A batch's commands as the script (a transaction stays one), the calls' replies; the script
+    /// loaded on the node when it answers `NOSCRIPT`, and the calls that found none sent again.
+    async fn eval_pipeline(&self, pipe: &Pipeline, route: Route) -> Result<Vec<Value>, Error> {
+        let mut evals = redis::pipe();
+        if pipe.is_transaction() {
+            evals.atomic();
+        }
+        for cmd in pipe.cmd_iter() {
+            evals.add_command(match script::module_command(cmd) {
+                Some(name) => script::translate(cmd, &name)?,
+                None => cmd.clone(),
+            });
+        }
+        let send = || async {
+            let values = self.replies(&evals, route).await?;
+            match values.iter().find_map(unusable) {
+                Some(line) => Err(script_error(&line)),
+                None => Ok(calls_part(pipe, values)),
+            }
+        };
+        let values = send().await?;
+        if !values.iter().any(noscript) {
+            return Ok(values);
+        }
+        // None ran: as for one call, `Auto` asks again.
+        if values.iter().all(noscript)
+            && self.asks_again(route).await?
+            && let Some(values) = self.pipeline_on_module(pipe, route).await?
+        {
+            return Ok(values);
+        }
+        self.load(route).await?;
+        // A transaction found no script in any call (none ran): it is sent again whole. In a
+        // pipeline the calls that found it ran, and only the others are sent again.
+        if pipe.is_transaction() {
+            let values = send().await?;
+            return match values.iter().any(noscript) {
+                true => Err(unfixable()),
+                false => Ok(values),
+            };
+        }
+        let mut again = redis::pipe();
+        let missing: Vec<usize> = (0..values.len())
+            .filter(|&i| noscript(&values[i]))
+            .collect();
+        let cmds: Vec<&Cmd> = evals.cmd_iter().collect();
+        for &i in &missing {
+            again.add_command(cmds[i].clone());
+        }
+        let redone = self.replies(&again, route).await?;
+        let mut values = values;
+        for (i, v) in missing.into_iter().zip(redone) {
+            if noscript(&v) {
+                return Err(unfixable());
+            }
+            values[i] = v;
+        }
+        Ok(values)
     }
 
     /// Any command, sent to the node of `key`'s slot in a cluster; its raw reply (an error reply
@@ -179,6 +332,13 @@ impl Client {
     /// `zset` (there it saves nothing and only counts requests longer), or when that could not be
     /// checked (CONFIG unavailable); `None` on the compact storage.
     pub async fn precision_warning(&self, key: &[u8]) -> Option<String> {
+        if self.path.current() == Backend::Script {
+            return Some(
+                "the script path (no module) logs one sorted-set member per request: PRECISION \
+                 saves no memory there and only counts each request up to p ms longer"
+                    .into(),
+            );
+        }
         match self.storage(key).await {
             Ok(s) if s == "zset" => Some(
                 "slidingwindow.storage is zset: PRECISION saves no memory on the sorted-set \
@@ -193,16 +353,20 @@ impl Client {
         }
     }
 
-    /// A command without a key, sent to every master of a cluster (their array replies
-    /// concatenated) or to the one node; an error reply is `Error::Server`.
-    pub(crate) async fn on_masters(&self, cmd: &Cmd) -> Result<Value, Error> {
+    /// A command without a key, sent to every master of a cluster (their replies combined by
+    /// `policy`) or to the one node; an error reply is `Error::Server`.
+    pub(crate) async fn on_masters(
+        &self,
+        cmd: &Cmd,
+        policy: ResponsePolicy,
+    ) -> Result<Value, Error> {
         let value = self
             .twice(|| async {
                 Ok(match &self.link {
                     Link::Cluster(con) => {
                         let to = RoutingInfo::MultiNode((
                             MultipleNodeRoutingInfo::AllMasters,
-                            Some(ResponsePolicy::CombineArrays),
+                            Some(policy),
                         ));
                         con.clone().route_command(cmd.clone(), to).await?
                     }
@@ -216,8 +380,109 @@ impl Client {
         }
     }
 
+    /// A module command on the path in use (the module's, or the script's), anything else as it
+    /// is.
     async fn send(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
+        let Some(name) = script::module_command(cmd) else {
+            return self.raw(cmd, route).await;
+        };
+        if self.module(route).await?
+            && let Some(reply) = self.on_module(cmd, route).await?
+        {
+            return Ok(reply);
+        }
+        let eval = script::translate(cmd, &name)?;
+        let reply = self.raw(&eval, route).await;
+        match as_line(&reply) {
+            Some(line) if script::unusable(&line) => Err(script_error(&line)),
+            Some(line) if script::noscript(&line) => {
+                // A server without the script may be another server (restarted, failed over):
+                // `Auto` asks again.
+                if self.asks_again(route).await?
+                    && let Some(reply) = self.on_module(cmd, route).await?
+                {
+                    return Ok(reply);
+                }
+                self.load(route).await?;
+                let reply = self.raw(&eval, route).await;
+                match as_line(&reply) {
+                    Some(line) if script::noscript(&line) => Err(unfixable()),
+                    Some(line) if script::unusable(&line) => Err(script_error(&line)),
+                    _ => reply,
+                }
+            }
+            _ => reply,
+        }
+    }
+
+    async fn raw(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
         self.twice(|| self.send_once(cmd, route)).await
+    }
+
+    /// The module's reply; None when the command is unknown there and `Auto` moved to the script.
+    async fn on_module(&self, cmd: &Cmd, route: Route) -> Result<Option<Value>, Error> {
+        let reply = self.raw(cmd, route).await;
+        match as_line(&reply).filter(|l| script::unusable(l)) {
+            Some(line) => {
+                self.not_module(&line)?;
+                Ok(None)
+            }
+            None => reply.map(Some),
+        }
+    }
+
+    /// Under `Auto`, whether the node of `route` has the module, asked again; false otherwise.
+    async fn asks_again(&self, route: Route) -> Result<bool, Error> {
+        if self.path.chosen != Backend::Auto {
+            return Ok(false);
+        }
+        self.path.forget();
+        self.module(route).await
+    }
+
+    /// `SCRIPT LOAD` on the node of `route`; a refusal is a configuration error.
+    async fn load(&self, route: Route) -> Result<(), Error> {
+        let mut load = redis::cmd("SCRIPT");
+        load.arg("LOAD").arg(script::SCRIPT);
+        match self.raw(&load, route).await {
+            Ok(Value::ServerError(e)) => Err(Error::Config(format!(
+                "SCRIPT LOAD answered {}; allow SCRIPT and EVALSHA, or load the module",
+                crate::error::line(e.code(), e.details())
+            ))),
+            Err(Error::Server(line)) => Err(Error::Config(format!(
+                "SCRIPT LOAD answered {line}; allow SCRIPT and EVALSHA, or load the module"
+            ))),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether module commands go to the module: the chosen path, or under `Auto` what the node
+    /// of `route` answers to `COMMAND INFO slidingwindow.allow` (asked when not known).
+    pub(crate) async fn module(&self, route: Route) -> Result<bool, Error> {
+        match self.path.current() {
+            Backend::Module => return Ok(true),
+            Backend::Script => return Ok(false),
+            Backend::Auto => {}
+        }
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg("slidingwindow.allow");
+        let module = script::has_module(&self.raw(&info, route).await?)?;
+        self.path.set(module);
+        Ok(module)
+    }
+
+    /// A module command was unknown: under `Auto` the script path from now on, else a
+    /// configuration error.
+    fn not_module(&self, line: &str) -> Result<(), Error> {
+        if self.path.chosen != Backend::Auto {
+            return Err(Error::Config(format!(
+                "backend module: the server answered {line}; load the module, or use the script \
+                 backend (auto or script)"
+            )));
+        }
+        self.path.set(false);
+        Ok(())
     }
 
     async fn send_once(&self, cmd: &Cmd, route: Route) -> Result<Value, Error> {
@@ -238,13 +503,14 @@ impl Client {
         })
     }
 
+    /// The first `count` replies to `pipe`.
     async fn send_pipeline_once(
         &self,
         pipe: &Pipeline,
-        offset: usize,
         count: usize,
         route: Route,
     ) -> Result<Vec<Value>, Error> {
+        let offset = 0;
         Ok(match &self.link {
             Link::Single(con) => con.clone().req_packed_commands(pipe, offset, count).await?,
             Link::Cluster(con) => {
@@ -276,11 +542,69 @@ impl Client {
         send: impl Fn() -> F,
     ) -> Result<T, Error> {
         match send().await {
-            Err(e) if e.link_was_down() => send().await,
-            Err(e) if matches!(self.link, Link::Sentinel(_)) && not_master(&e) => send().await,
+            Err(e) if e.link_was_down() => {
+                self.path.forget();
+                send().await
+            }
+            Err(e) if matches!(self.link, Link::Sentinel(_)) && not_master(&e) => {
+                self.path.forget();
+                send().await
+            }
             reply => reply,
         }
     }
+}
+
+/// An error reply's line.
+fn as_line(reply: &Result<Value, Error>) -> Option<String> {
+    match reply {
+        Ok(Value::ServerError(e)) => Some(crate::error::line(e.code(), e.details())),
+        Err(Error::Server(line)) => Some(line.clone()),
+        _ => None,
+    }
+}
+
+fn value_line(v: &Value) -> Option<String> {
+    match v {
+        Value::ServerError(e) => Some(crate::error::line(e.code(), e.details())),
+        _ => None,
+    }
+}
+
+/// The replies that answer a batch's calls: for a transaction, `EXEC`'s (after MULTI's OK and
+/// one QUEUED a call).
+fn calls_part(pipe: &Pipeline, mut values: Vec<Value>) -> Vec<Value> {
+    if pipe.is_transaction() {
+        values.split_off(values.len().min(pipe.len() + 1))
+    } else {
+        values
+    }
+}
+
+/// A batch's reply (a transaction's `EXEC` included) that says the command cannot run here.
+fn unusable(v: &Value) -> Option<String> {
+    match v {
+        Value::Array(items) => items.iter().find_map(unusable),
+        v => value_line(v).filter(|l| script::unusable(l)),
+    }
+}
+
+/// A batch's reply that found no script (in a transaction: its `EXEC` array's).
+fn noscript(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => !items.is_empty() && items.iter().all(noscript),
+        v => value_line(v).is_some_and(|l| script::noscript(&l)),
+    }
+}
+
+fn script_error(line: &str) -> Error {
+    Error::Config(format!(
+        "backend script: the server answered {line}; allow EVALSHA and SCRIPT, or load the module"
+    ))
+}
+
+fn unfixable() -> Error {
+    Error::Config("NOSCRIPT after SCRIPT LOAD: the server does not keep the script".into())
 }
 
 /// A node's client, trusting the CA file for `rediss://` when one is given.

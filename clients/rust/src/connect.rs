@@ -3,6 +3,7 @@
 //! CA file that TLS (`rediss://`) trusts.
 
 use crate::error::Error;
+use crate::script::Backend;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -61,6 +62,8 @@ pub struct Options {
     /// PEM certificates that `rediss://` links trust instead of the system's roots (needs the
     /// crate's `tls` feature).
     pub ca_file: Option<PathBuf>,
+    /// The module's commands, the script, or whichever the server has (the default).
+    pub backend: Backend,
 }
 
 impl Options {
@@ -73,6 +76,7 @@ impl Options {
             cluster_retries: 1,
             cluster_max_retry_wait: Duration::from_millis(100),
             ca_file: None,
+            backend: Backend::Auto,
         }
     }
 
@@ -111,6 +115,7 @@ setters!(Options {
     connect_timeout: Duration,
     response_timeout: Duration,
     ca_file: Option<PathBuf>,
+    backend: Backend,
 });
 
 /// The CA file's certificates for the redis crate (None: the system's roots).

@@ -15,6 +15,11 @@ pub enum Error {
     Reply(String),
     /// The link: connecting, I/O, a timeout, the cluster's routing.
     Redis(redis::RedisError),
+    /// The server cannot run the contract as configured: neither the module's commands nor the
+    /// script can be run (an unknown command, a `NOSCRIPT` that `SCRIPT LOAD` does not fix, a
+    /// command refused to this user). Not Redis being away: nothing was decided, and retrying
+    /// will not help until the server or the client's backend is changed.
+    Config(String),
 }
 
 impl Error {
@@ -23,7 +28,7 @@ impl Error {
     /// error counts (a resend refused may follow a first attempt that ran).
     pub fn may_have_run(&self) -> bool {
         match self {
-            Error::Invalid(_) | Error::Server(_) => false,
+            Error::Invalid(_) | Error::Server(_) | Error::Config(_) => false,
             Error::Reply(_) => true,
             Error::Redis(e) => e.is_io_error(),
         }
@@ -69,6 +74,7 @@ impl fmt::Display for Error {
             Error::Server(text) => f.write_str(text),
             Error::Reply(what) => write!(f, "unexpected reply: {what}"),
             Error::Redis(e) => write!(f, "{e}"),
+            Error::Config(why) => write!(f, "configuration error: {why}"),
         }
     }
 }

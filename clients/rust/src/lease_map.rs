@@ -353,3 +353,20 @@ impl Inner {
 fn entry_bytes(key: &[u8], limits: &[Limit]) -> usize {
     2 * key.len() + Lease::object_bytes(limits.len()) + Lru::<Entry>::ENTRY_BYTES
 }
+
+/// A request that is not admitted gives each of its leased permits back ([`LeaseMap::give_back`]:
+/// each `(map, key, charge)`), so that it is charged to every key or to none. Every permit is
+/// tried; the first error is answered.
+pub async fn give_back_all<'a>(
+    permits: impl IntoIterator<Item = (&'a LeaseMap, &'a [u8], Charge)>,
+) -> Result<(), Error> {
+    let mut first = Ok(());
+    for (map, key, charge) in permits {
+        if let Err(e) = map.give_back(key, charge).await
+            && first.is_ok()
+        {
+            first = Err(e);
+        }
+    }
+    first
+}

@@ -17,6 +17,7 @@ mod lru;
 mod refusal;
 mod reply;
 mod request;
+mod script;
 mod sentinel;
 mod top;
 
@@ -27,9 +28,9 @@ pub use error::Error;
 pub use error_log::ErrorLog;
 pub use inflight::{Reservation, Settlement, Slot};
 pub use lease::{
-    Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take,
+    Charge, Clock, Lease, LeaseConfig, LeaseReply, Pending, RefundHook, Source, Stats, Take, late,
 };
-pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats};
+pub use lease_map::{LeaseMap, LeaseMapConfig, MapStats, give_back_all};
 pub use limit::{
     Limit, MAX_EXACT, MAX_KEYS, MAX_LIMITS, MAX_WINDOW_SECONDS, Now, logged_score, unix_ms,
 };
@@ -38,4 +39,5 @@ pub use lru::Lru;
 pub use redis;
 pub use reply::{Detail, LimitState, Reply, RetryAfter};
 pub use request::{Call, Check, CheckAll, Keyed, Refund};
+pub use script::{Backend, SCRIPT};
 pub use top::TopEntry;

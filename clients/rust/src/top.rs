@@ -3,6 +3,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use redis::Value;
+use redis::cluster_routing::{ResponsePolicy, Route, SlotAddr};
 use std::collections::HashMap;
 
 /// One key of `Client::top`: `refused` is never below the key's true refusals since the servers'
@@ -23,9 +24,16 @@ impl Client {
         if count == 0 {
             return Err(Error::Invalid("top's count must be at least 1".into()));
         }
+        if !self.module(Route::new(0, SlotAddr::Master)).await? {
+            return Err(Error::Invalid(
+                "SLIDINGWINDOW.TOP needs the module: the script path (a server without it) keeps \
+                 no summary of refused keys"
+                    .into(),
+            ));
+        }
         let mut cmd = redis::cmd("SLIDINGWINDOW.TOP");
         cmd.arg("COUNT").arg(count);
-        let entries = entries(self.on_masters(&cmd).await?)?;
+        let entries = entries(self.on_masters(&cmd, ResponsePolicy::CombineArrays).await?)?;
         Ok(merged(entries, count))
     }
 }

@@ -8,10 +8,10 @@ mod support;
 
 use common::{Server, call, error_line};
 use slidingwindow_client::{
-    Answer, Batch, Call, Check, CheckAll, Client, Detail, Error, Keyed, Lease, LeaseConfig,
-    LimitState, Now, Options, Refund, Reply, RetryAfter, Topology,
+    Answer, Backend, Batch, Call, Check, CheckAll, Client, Detail, Error, Keyed, Lease,
+    LeaseConfig, LimitState, Now, Options, Refund, Reply, RetryAfter, Topology,
 };
-use support::{client, counted, limit, logged, stat};
+use support::{client, limit, logged, stat};
 
 const T: u64 = 1_700_000_000_000;
 
@@ -181,12 +181,20 @@ async fn error_replies_are_kept_as_their_text() {
         .unwrap_err();
     assert!(text(e).starts_with("WRONGTYPE"));
 
+    // The module forced on a server without it: a configuration error naming the reply (tests/
+    // backend.rs: the script path).
     let plain = Server::builder().without_module().start();
-    let e = client(&plain)
+    let options = Options::from_urls(&[plain.url()], false).unwrap();
+    let e = Client::new(&options.backend(Backend::Module))
+        .unwrap()
         .allow(&Check::new(b"k", &one))
         .await
         .unwrap_err();
-    assert!(text(e).starts_with("ERR unknown command"));
+    assert!(!e.may_have_run());
+    match e {
+        Error::Config(why) => assert!(why.contains("ERR unknown command"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -290,7 +298,17 @@ fn errorstat(node: &Server, code: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_routes_every_call_to_its_slot() {
-    let cl = cluster::Cluster::start("zset");
+    routes_every_call(cluster::Cluster::start("zset"), "slidingwindow.allowall").await;
+}
+
+/// The same on a cluster without the module: the script, loaded on each master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_the_module_runs_the_script_on_every_master() {
+    routes_every_call(cluster::Cluster::start_without_module(), "evalsha").await;
+}
+
+/// `ran`: the command every master runs (the module's ALLOWALL, or the script's EVALSHA).
+async fn routes_every_call(cl: cluster::Cluster, ran: &str) {
     let seeds: Vec<String> = cl.nodes.iter().map(Server::url).collect();
     let options = Options::from_urls(&seeds, true).unwrap();
     assert!(matches!(options.topology, Topology::Cluster(_)));
@@ -343,7 +361,7 @@ async fn a_cluster_routes_every_call_to_its_slot() {
             0,
             "node {m} redirected a call"
         );
-        assert!(cluster::calls_of(&cl.nodes[m], "slidingwindow.allowall") > 0);
+        assert!(cluster::calls_of(&cl.nodes[m], ran) > 0, "node {m}: {ran}");
     }
     // Keys in different slots: the server's own error, as its text.
     let keys = [Keyed::new(b"{a}", &user), Keyed::new(b"{b}", &user)];
@@ -358,7 +376,11 @@ async fn a_cluster_routes_every_call_to_its_slot() {
     }
     assert_eq!(lease.close().await.unwrap(), 3);
     let owner = &cl.nodes[cl.master_of_slot(cl.keyslot("{hot}"))];
-    assert_eq!(counted(owner, "{hot}", 60), 7);
+    let members: u64 = redis::cmd("ZCARD")
+        .arg("{hot}")
+        .query(&mut owner.client())
+        .unwrap();
+    assert_eq!(members, 7);
     assert_eq!(lease.stats().lease_calls, 2);
 }
 

@@ -1,14 +1,14 @@
 //! The shared spec (`spec/cases.json`, made from the contract's model): every call through the
-//! crate's raw `command`, each reply and error exactly, on both storages.
+//! crate's raw `command`, each reply and error exactly, on both storages and on the script path
+//! (a server without the module).
 
 use testkit::common;
 mod support;
 
-use common::Server;
 use redis::Value;
 use serde_json::Value as Json;
-use slidingwindow_client::Error;
-use support::client;
+use slidingwindow_client::{Backend, Error};
+use support::{client, command_calls, paths};
 
 const SPEC: &str = include_str!("../../../spec/cases.json");
 
@@ -21,10 +21,9 @@ fn as_json(v: &Value) -> Json {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_case_on_both_storages() {
+async fn every_case_on_both_storages_and_the_script() {
     let spec: Json = serde_json::from_str(SPEC).unwrap();
-    for storage in ["zset", "compact"] {
-        let s = Server::builder().storage(storage).start();
+    for (storage, s) in paths(&["zset", "compact"]) {
         let c = client(&s);
         let mut calls = 0;
         for (i, case) in spec["cases"].as_array().unwrap().iter().enumerate() {
@@ -56,5 +55,9 @@ async fn every_case_on_both_storages() {
             }
         }
         assert!(calls > 400, "{storage}: {calls}");
+        let script = storage == "script";
+        assert_eq!(c.backend().await.unwrap() == Backend::Script, script);
+        let evals = command_calls(&s).get("evalsha").copied().unwrap_or(0);
+        assert_eq!(evals >= calls, script, "{storage}: {evals} EVALSHA");
     }
 }

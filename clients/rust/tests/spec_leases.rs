@@ -1,8 +1,10 @@
 //! The shared lease scenarios (`spec/leases.json`, issue 38), each replayed with the crate's
-//! lease object on the module path, on both storages: `LeaseConfig::new(size, duration_ms)` with
+//! lease object on the module path, on both storages, and on the script path (a server without
+//! the module): `LeaseConfig::new(size, duration_ms)` with
 //! `Clock::Own` reading a time the test sets to `t0 + at` at each step (no `when_busy`, no
 //! `precision`, no `synced_within`; far leases never start, the server is on loopback). Calls are
-//! counted from `INFO commandstats` once the object's own tasks have settled.
+//! counted once the object's own tasks have settled: from `INFO commandstats` on the module, from
+//! the slow log (every command logged) on the script, whose `EVALSHA` names the command it runs.
 //!
 //! Every step is checked exactly (allowed, count, remaining, retry_after_ms, reset_after_ms,
 //! calls; a close's `returned`) except the checks listed in [`DIFFERENCES`], where the crate's
@@ -47,7 +49,9 @@ mod support;
 use common::Server;
 use redis::Value;
 use serde_json::Value as Json;
-use slidingwindow_client::{Clock, Error, Lease, LeaseConfig, Limit, Reply, RetryAfter};
+use slidingwindow_client::{
+    Backend, Client, Clock, Error, Lease, LeaseConfig, Limit, Reply, RetryAfter,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,7 +125,41 @@ fn spec() -> Json {
     serde_json::from_str(&text).expect("spec/leases.json")
 }
 
-/// The counted commands' calls between two readings of `INFO commandstats`.
+/// The module's commands the server ran, by name (`slidingwindow.allow`): from `INFO commandstats`,
+/// or on the script path from the slow log's `EVALSHA sha numkeys key... command ...`.
+fn calls_of(s: &Server, script: bool) -> BTreeMap<String, u64> {
+    if !script {
+        return command_calls(s);
+    }
+    let log: Value = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(&mut s.client())
+        .expect("SLOWLOG GET");
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).to_ascii_lowercase(),
+        _ => String::new(),
+    };
+    let mut out = BTreeMap::new();
+    let Value::Array(entries) = log else {
+        panic!("SLOWLOG GET answered {log:?}")
+    };
+    for e in entries {
+        let Value::Array(fields) = e else { continue };
+        let Some(Value::Array(args)) = fields.get(3) else {
+            continue;
+        };
+        if args.first().map(text).as_deref() != Some("evalsha") {
+            continue;
+        }
+        let numkeys: usize = text(&args[2]).parse().expect("numkeys");
+        let command = text(&args[3 + numkeys]);
+        *out.entry(format!("slidingwindow.{command}")).or_insert(0) += 1;
+    }
+    out
+}
+
+/// The counted commands' calls between two readings of [`calls_of`].
 fn calls_between(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Json {
     let n = |m: &BTreeMap<String, u64>, name: &str| {
         m.get(&format!("slidingwindow.{name}"))
@@ -144,13 +182,19 @@ fn calls_between(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) 
 /// every call it counts as sent since `sent` (`stats().calls`) has been executed, and two
 /// readings 2 ms apart agree (it sends some from tasks of its own: a lease asked for ahead, a
 /// replaced lease's refund). Panics after 5 s.
-async fn settled(s: &Server, lease: &Lease, before: &BTreeMap<String, u64>, sent: u64) -> Json {
+async fn settled(
+    s: &Server,
+    script: bool,
+    lease: &Lease,
+    before: &BTreeMap<String, u64>,
+    sent: u64,
+) -> Json {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut last = None;
     loop {
         // Lets the object's tasks run (a current-thread runtime) before each reading.
         tokio::time::sleep(Duration::from_millis(2)).await;
-        let calls = calls_between(before, &command_calls(s));
+        let calls = calls_between(before, &calls_of(s, script));
         let executed: u64 = COUNTED.iter().map(|&c| calls[c].as_u64().unwrap()).sum();
         let now = (calls, lease.stats().calls - sent);
         if executed == now.1 && last.as_ref() == Some(&now) {
@@ -188,7 +232,7 @@ fn ints(v: &Value) -> Json {
 }
 
 /// A raw call of another client, `{t}` replaced by `tag`.
-fn raw(s: &Server, argv: &Json, tag: &str) -> Json {
+async fn raw(c: &Client, argv: &Json, tag: &str) -> Json {
     let argv: Vec<String> = argv
         .as_array()
         .unwrap()
@@ -199,7 +243,7 @@ fn raw(s: &Server, argv: &Json, tag: &str) -> Json {
     for w in &argv[1..] {
         cmd.arg(w);
     }
-    ints(&cmd.query(&mut s.client()).expect("a raw call"))
+    ints(&c.command(&cmd, tag.as_bytes()).await.expect("a raw call"))
 }
 
 /// One step's checks, by name: what the spec wants and what the crate answered.
@@ -233,9 +277,20 @@ async fn every_lease_scenario() {
     let mut failures = Vec::new();
     let mut skipped = Vec::new();
     let mut made = 0;
-    for storage in ["zset", "compact"] {
-        let s = Server::builder().storage(storage).start();
-        let c = client(&s);
+    let servers = [
+        ("zset", Server::builder().storage("zset").start()),
+        ("compact", Server::builder().storage("compact").start()),
+        ("script", Server::start_without_module()),
+    ];
+    for (storage, s) in &servers {
+        let script = *storage == "script";
+        let c = client(s);
+        if script {
+            // Every command in the slow log, and no NOSCRIPT in it: the script is loaded first.
+            s.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+            s.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+            assert_eq!(c.backend().await.unwrap(), Backend::Script);
+        }
         for (i, sc) in scenarios.iter().enumerate() {
             let name = sc["name"].as_str().unwrap();
             let tag = format!("{{rs{}-{storage}-{i}}}", std::process::id());
@@ -265,24 +320,24 @@ async fn every_lease_scenario() {
             let lease = lease.unwrap_or_else(|e| panic!("{storage}: {name}: {e}"));
             for (j, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
                 time.store(t0 + step["at"].as_u64().unwrap(), Ordering::Relaxed);
-                let before = command_calls(&s);
+                let before = calls_of(s, script);
                 let sent = lease.stats().calls;
                 let (got, calls) = match step["op"].as_str().unwrap() {
                     "allow" => {
                         let r = lease.allow().await.unwrap();
                         (
                             five(&r.reply),
-                            Some(settled(&s, &lease, &before, sent).await),
+                            Some(settled(s, script, &lease, &before, sent).await),
                         )
                     }
                     "close" => {
                         let n = lease.close().await.unwrap();
                         (
                             Json::from(n),
-                            Some(settled(&s, &lease, &before, sent).await),
+                            Some(settled(s, script, &lease, &before, sent).await),
                         )
                     }
-                    "call" => (raw(&s, &step["argv"], &tag), None),
+                    "call" => (raw(&c, &step["argv"], &tag).await, None),
                     op => panic!("{name}: unknown op {op}"),
                 };
                 let listed = DIFFERENCES.iter().find(|(n, k, ..)| *n == name && *k == j);
@@ -310,7 +365,7 @@ async fn every_lease_scenario() {
             made += 1;
         }
     }
-    assert_eq!(made, 2 * scenarios.len());
+    assert_eq!(made, servers.len() * scenarios.len());
     println!("not checked ({}):\n{}", skipped.len(), skipped.join("\n"));
     assert!(
         failures.is_empty(),

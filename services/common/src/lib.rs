@@ -1,7 +1,9 @@
 //! What both services share: stopping on a signal, reading a duration flag, the syntax of the
-//! rate-limit headers (IETF httpapi RateLimit draft), the address a healthcheck dials, and the
-//! Prometheus text of `/metrics`.
+//! rate-limit headers (IETF httpapi RateLimit draft), the address a healthcheck dials, the
+//! Prometheus text of `/metrics`, and the backend (module or script) with its configuration
+//! errors.
 
+pub mod backend;
 pub mod duration;
 pub mod headers;
 pub mod prometheus;

@@ -2,6 +2,7 @@
 //! environment variable (a flag given wins): here when it maps one to one, else in env.rs.
 
 use clap::{Parser, ValueEnum};
+use slidingwindow_client::Backend;
 use slidingwindow_service::duration::parse_duration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -84,9 +85,15 @@ pub struct Cli {
     /// How often Redis is pinged for the health status.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub health_interval: Duration,
-    /// When Redis is unreachable or answers an error.
+    /// When Redis is unreachable or answers an error. A configuration error (a server that can
+    /// run neither the module's commands nor the script) answers OVER_LIMIT whatever this says.
     #[arg(long, value_enum, default_value_t = OnRedisError::Open)]
     pub on_redis_error: OnRedisError,
+    /// The module's commands, the Lua script (any Redis or Valkey: managed ones cannot load
+    /// modules), or auto: the module where the server has it, else the script. `module` refuses
+    /// to start on a server without it.
+    #[arg(long, value_name = "auto|module|script", env = "SLIDINGWINDOW_BACKEND", default_value = "auto", value_parser = slidingwindow_service::backend::parse)]
+    pub backend: Backend,
     /// Add RateLimit-Policy, RateLimit (and Retry-After when refused) to response_headers_to_add.
     #[arg(long)]
     pub response_headers: bool,
@@ -172,6 +179,10 @@ mod tests {
         assert_eq!(cli.on_redis_error, OnRedisError::Closed);
         assert_eq!(cli.reload_interval, Duration::from_millis(250));
         assert_eq!(cli.limit_reset_header, "RateLimit-Reset");
+        assert_eq!(cli.backend, Backend::Auto);
+        let script = Cli::try_parse_from(["e", "--config", "c", "--backend", "script"]);
+        assert_eq!(script.unwrap().backend, Backend::Script);
+        assert!(Cli::try_parse_from(["e", "--config", "c", "--backend", "lua"]).is_err());
         assert!(!cli.response_headers && cli.validate().is_ok());
         assert!(Cli::try_parse_from(["e", "--config", "c", "--listen", "nope"]).is_err());
         assert!(Cli::try_parse_from(["e", "--config", "c", "--near-limit-ratio", "2"]).is_err());

@@ -1,7 +1,8 @@
 //! grpc.health.v1.Health: SERVING while a config is loaded (always, once started: a bad reload
-//! keeps the last good one) and Redis answers, NOT_SERVING from SIGTERM on. Redis is pinged every
-//! `--health-interval`; a request that finds Redis failing (or answering again) changes the
-//! status at once.
+//! keeps the last good one) and Redis answers with a backend that runs (no configuration error
+//! since the last answered call), NOT_SERVING from SIGTERM on. Redis is pinged every
+//! `--health-interval` (and, after a configuration error, asked whether it can run the calls
+//! now); a request that finds Redis failing (or answering again) changes the status at once.
 
 use crate::service::Shared;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::SERVICE_NAME;
@@ -28,6 +29,9 @@ pub async fn run(shared: Arc<Shared>, reporter: HealthReporter, interval: Durati
             Ok(Ok(()))
         );
         shared.redis_up.store(up, Ordering::Relaxed);
+        if up {
+            shared.misconfigured.recheck(shared.store.client()).await;
+        }
         report(&shared, &reporter, &mut reported).await;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
@@ -42,8 +46,7 @@ pub async fn report(
     reporter: &HealthReporter,
     reported: &mut Option<ServingStatus>,
 ) {
-    let serving =
-        shared.redis_up.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed);
+    let serving = shared.serving();
     let status = if serving {
         ServingStatus::Serving
     } else {

@@ -19,7 +19,6 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::UInt64Value;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 pub fn api(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -41,7 +40,7 @@ async fn render_metrics(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn healthcheck(State(shared): State<Arc<Shared>>) -> Response {
-    if shared.redis_up.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed) {
+    if shared.serving() {
         (StatusCode::OK, "OK").into_response()
     } else {
         StatusCode::INTERNAL_SERVER_ERROR.into_response()

@@ -181,24 +181,22 @@ pub async fn close(maps: Vec<LeaseMap>) -> Result<u64, Error> {
 /// Whether a permit's lease ended at or before the `now` of a call that charged the same request
 /// (`charged`: descriptor, `now`): handed out too late for that request.
 pub fn late(taken: &[Taken], charged: &[(usize, u64)]) -> bool {
-    let Some(latest) = charged.iter().map(|&(_, now)| now).max() else {
-        return false;
-    };
-    taken
-        .iter()
-        .filter_map(|t| t.reply.charge.as_ref())
-        .any(|c| c.logged_at() <= latest)
+    let latest = charged.iter().map(|&(_, now)| now).max();
+    slidingwindow_client::late(taken.iter().map(|t| &t.reply), latest)
 }
 
 /// Permits of a request that is not admitted go back into their leases (no call while the lease
 /// is live), so that a request is charged to every descriptor or to none.
-pub async fn give_back(actions: &[Action], taken: Vec<Taken>) {
-    for t in taken {
-        let (Some(charge), Action::Count { key, .. }) = (t.reply.charge, &actions[t.index]) else {
-            continue;
-        };
-        if let Err(e) = t.map.give_back(key, charge).await {
-            eprintln!("envoy-ratelimit: a lease's permit could not be given back: {e}");
+pub async fn give_back(actions: &[Action], mut taken: Vec<Taken>) {
+    let mut permits = Vec::with_capacity(taken.len());
+    for t in &mut taken {
+        if let (Action::Count { key, .. }, Some(charge)) =
+            (&actions[t.index], t.reply.charge.take())
+        {
+            permits.push((&t.map, key.as_slice(), charge));
         }
+    }
+    if let Err(e) = slidingwindow_client::give_back_all(permits).await {
+        eprintln!("envoy-ratelimit: a lease's permit could not be given back: {e}");
     }
 }

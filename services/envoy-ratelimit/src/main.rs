@@ -96,7 +96,9 @@ fn redis_options(cli: &cli::Cli) -> Result<Options, slidingwindow_client::Error>
         }
         None => Options::from_urls(&cli.redis, cli.cluster)?,
     };
-    Ok(options.ca_file(cli.redis_ca_file.clone()))
+    Ok(options
+        .ca_file(cli.redis_ca_file.clone())
+        .backend(cli.backend))
 }
 
 async fn run(
@@ -114,9 +116,11 @@ async fn run(
             reset: cli.limit_reset_header.clone(),
         }),
     };
+    let store = store::Store::new(redis_options(&cli)?)?;
+    slidingwindow_service::backend::start("envoy-ratelimit", store.client()).await?;
     let shared = Arc::new(service::Shared::new(
         config,
-        store::Store::new(redis_options(&cli)?)?,
+        store,
         metrics,
         cli.on_redis_error,
         forms,

@@ -72,6 +72,8 @@ pub struct Metrics {
     pub config_load_success: AtomicU64,
     pub config_load_error: AtomicU64,
     pub redis_errors: AtomicU64,
+    /// Calls that met a configuration error (neither the module nor the script runs).
+    pub redis_config_errors: AtomicU64,
     pub service_errors: AtomicU64,
     pub total_requests: AtomicU64,
     pub response_time: Histogram,
@@ -231,6 +233,7 @@ impl Metrics {
         let _ = writeln!(out, "# TYPE {errors} counter");
         for (err_type, value) in [
             ("redis_error", &self.redis_errors),
+            ("redis_config_error", &self.redis_config_errors),
             ("service_error", &self.service_errors),
         ] {
             let _ = writeln!(out, "{errors}{{err_type=\"{err_type}\"}} {}", load(value));

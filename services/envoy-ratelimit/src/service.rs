@@ -11,6 +11,7 @@ use crate::store::{Outcome, Seen, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use slidingwindow_client::{ErrorLog, MapStats};
+use slidingwindow_service::backend::Misconfigured;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -30,6 +31,8 @@ pub struct Shared {
     pub redis_up: AtomicBool,
     /// SIGTERM was received.
     pub stopping: AtomicBool,
+    /// The last call met a configuration error (neither the module nor the script runs).
+    pub misconfigured: Misconfigured,
     /// Wakes the health task when `redis_up` or `stopping` changes.
     pub health_changed: Notify,
 }
@@ -54,6 +57,7 @@ impl Shared {
             failures: ErrorLog::new("envoy-ratelimit", "redis"),
             redis_up: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            misconfigured: Misconfigured::new("envoy-ratelimit"),
             health_changed: Notify::new(),
         })
     }
@@ -116,6 +120,13 @@ impl Shared {
             Ok(n) => eprintln!("envoy-ratelimit: leases closed, {n} unused permits given back"),
             Err(e) => eprintln!("envoy-ratelimit: leases closed, a refund failed: {e}"),
         }
+    }
+
+    /// What the health checks answer: Redis answers, with a backend that runs, and no SIGTERM.
+    pub fn serving(&self) -> bool {
+        self.redis_up.load(Ordering::Relaxed)
+            && !self.misconfigured.is_on()
+            && !self.stopping.load(Ordering::Relaxed)
     }
 
     pub fn set_redis_up(&self, up: bool) {
@@ -184,10 +195,16 @@ impl Shared {
                 Err(e) => Err(e),
             };
         }
+        // A configuration error answers as closed, whatever `--on-redis-error` says.
+        let mut on_error = self.on_error;
         let outcome = match result {
             Ok(mut o) => {
                 if o.round_trips > 0 {
                     self.failures.succeeded();
+                    if self.misconfigured.is_on() {
+                        self.misconfigured.answered();
+                        self.health_changed.notify_one();
+                    }
                     self.set_redis_up(true);
                 }
                 for t in &taken {
@@ -210,18 +227,28 @@ impl Shared {
             }
             Err(e) => {
                 leases::give_back(&actions, taken).await;
-                let action = match self.on_error {
-                    OnRedisError::Open => "answering OK",
-                    OnRedisError::Closed => "answering OVER_LIMIT",
-                };
-                self.failures.failed(action, &e);
-                self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
-                self.set_redis_up(false);
-                None
+                if self.misconfigured.found(
+                    &e,
+                    "answering OVER_LIMIT and NOT_SERVING",
+                    &self.metrics.redis_config_errors,
+                ) {
+                    self.health_changed.notify_one();
+                    on_error = OnRedisError::Closed;
+                    None
+                } else {
+                    let action = match self.on_error {
+                        OnRedisError::Open => "answering OK",
+                        OnRedisError::Closed => "answering OVER_LIMIT",
+                    };
+                    self.failures.failed(action, &e);
+                    self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    self.set_redis_up(false);
+                    None
+                }
             }
         };
         self.count(&actions, outcome.as_ref());
-        let (rows, refused) = response::rows(&actions, outcome.as_ref(), self.on_error);
+        let (rows, refused) = response::rows(&actions, outcome.as_ref(), on_error);
         let forms = if outcome.is_some() {
             self.forms.clone()
         } else {

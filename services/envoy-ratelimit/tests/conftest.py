@@ -1,7 +1,8 @@
-"""The envoy-ratelimit binary on a free loopback port against a real redis-server with the module
-(from the repository's harness, slidingwindow_testkit, installed by `make test-envoy`), and a
-gRPC client that is not Rust: Envoy's own protos from the envoy-data-plane package (betterproto2),
-RateLimitServiceSyncStub over grpcio.
+"""The envoy-ratelimit binary on a free loopback port against a real redis-server with the module,
+and every test again against one without it (the service's script path; tests of what only the
+module has take `module_only`): servers from the repository's harness (slidingwindow_testkit,
+installed by `make test-envoy`), and a gRPC client that is not Rust: Envoy's own protos from the
+envoy-data-plane package (betterproto2), RateLimitServiceSyncStub over grpcio.
 
 Service: $ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make
 test-envoy` builds it).
@@ -97,6 +98,30 @@ class Service:
         return err
 
 
+SCRIPT = (REPO / "clients/lua/slidingwindow.lua").read_text()
+
+
+def logged(r, k: str, window: int, max_: int) -> int:
+    """Requests in the key's window (leased permits included, logged at their lease's end), by
+    PEEK at the server's clock at a cost no call fits, so that it only reads: the module's, or
+    the same call through the Lua script on a server without it."""
+    args = [window, max_, "*", "COST", max_ + 1]
+    try:
+        return r.execute_command("SLIDINGWINDOW.PEEK", k, *args)[1]
+    except redis.ResponseError as e:
+        if "unknown command" not in str(e):
+            raise
+        return r.eval(SCRIPT, 1, k, "peek", "0" * 16, *args)[1]
+
+
+@pytest.fixture
+def module_only(request) -> None:
+    """Skips the test on the server without the module: it reads what only the module has."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec and callspec.params.get("redis_server") == "script":
+        pytest.skip("needs the module (its commands by name, configs, CONVERT or INFO)")
+
+
 def descriptor(entries, **fields) -> RateLimitDescriptor:
     return RateLimitDescriptor(
         entries=[RateLimitDescriptorEntry(key=k, value=v) for k, v in entries], **fields
@@ -109,11 +134,33 @@ def write_config(directory: Path, text: str, name: str = "config.yaml") -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def redis_server():
-    s = Server()
+@pytest.fixture(scope="session", params=["module", "script"])
+def redis_server(request):
+    """The shared server: with the module, and (each test again) without it, as managed Redis
+    and Valkey are (`enable-module-command no`: the service's script path). A test of what
+    needs the module asks for `module_server` instead."""
+    if request.param == "module":
+        s = Server()
+    else:
+        s = Server(with_module=False, extra=["--enable-module-command", "no"])
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def plain_server():
+    """A server as managed Redis and Valkey are: no module, none loadable (the script path)."""
+    s = Server(with_module=False, extra=["--enable-module-command", "no"])
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def plain(plain_server) -> redis.Redis:
+    """The shared server without the module, emptied for each test."""
+    c = plain_server.client()
+    c.flushall()
+    return c
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Two services on one config and one Redis with the module's defaults (`slidingwindow.lateness
 0`), on both storages, exact and leased (issue 35 item 1): every call is on Redis's clock, so the
-busiest second of the scores the key logged never holds more than the limit.
+busiest second of the scores the key logged never holds more than the limit. The same on a
+server without the module (`script`), the services started without a backend flag.
 
 The scores are read while the load runs: a poller reads the key every 50 ms in one MULTI with
 Redis's TIME (a compact key converted to a sorted set and back inside it). A member scored `s`
@@ -95,14 +96,18 @@ def busiest(times: list[int], window_ms: int) -> int:
     return most
 
 
-def two_services(start, r, storage: str, text: str, label: str) -> tuple[list[int], list, str, list[str]]:
-    """Two services on `text` under 8 threads each for 6 s on one value, on `storage`: checks
-    that the load is above the limit, that no second holds more than it, that every admission
-    is logged and that the fleet admits at least 75% of it. Answers the logged scores, the polls,
-    a report line and the services' stderr."""
-    r.config_set("slidingwindow.storage", storage)
+def two_services(start, r, storage: str, text: str, label: str,
+                 url: str | None = None) -> tuple[list[int], list, str, list[str]]:
+    """Two services on `text` under 8 threads each for 6 s on one value, on `storage` (`script`:
+    `r` is a server without the module, at `url`): checks that the load is above the limit, that
+    no second holds more than it, that every admission is logged and that the fleet admits at
+    least 75% of it. Answers the logged scores, the polls, a report line and the services'
+    stderr."""
+    script = storage == "script"
+    if not script:
+        r.config_set("slidingwindow.storage", storage)
     try:
-        services = [start(text), start(text)]
+        services = [start(text, redis_url=url), start(text, redis_url=url)]
         k = key(("user", "alice"))
         poller = Poller(r, k, storage == "compact")
         seconds = 6.0
@@ -123,7 +128,10 @@ def two_services(start, r, storage: str, text: str, label: str) -> tuple[list[in
         polls = poller.finish()
         times = logged_scores(polls, 1000)
     finally:
-        r.config_set("slidingwindow.storage", "zset")
+        if not script:
+            r.config_set("slidingwindow.storage", "zset")
+    if script:
+        assert all("envoy-ratelimit: backend script (auto: " in e for e in errs), errs
     answers = [a for got, failures in results for a in got]
     assert all(failures == [] for _, failures in results)
     admitted = sum(1 for *_, resp in answers if resp.overall_code == OK)
@@ -144,6 +152,12 @@ def two_services(start, r, storage: str, text: str, label: str) -> tuple[list[in
 
 @pytest.mark.parametrize("storage", ["zset", "compact"])
 @pytest.mark.parametrize("leased", [False, True], ids=["exact", "leased"])
-def test_two_services_on_a_default_server_never_admit_more_than_the_limit(start, r, storage, leased):
+def test_two_services_on_a_default_server_never_admit_more_than_the_limit(module_only, start, r, storage, leased):
     assert r.config_get("slidingwindow.lateness") == {"slidingwindow.lateness": "0"}
     two_services(start, r, storage, TWO % (LEASED if leased else ""), "leased" if leased else "exact")
+
+
+@pytest.mark.parametrize("leased", [False, True], ids=["exact", "leased"])
+def test_two_services_without_the_module_never_admit_more_than_the_limit(start, plain, plain_server, leased):
+    two_services(start, plain, "script", TWO % (LEASED if leased else ""), "leased" if leased else "exact",
+                 url=plain_server.url)

@@ -17,7 +17,7 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitServiceSyncStub,
 )
 
-from conftest import Service, descriptor, write_config
+from conftest import Service, descriptor, logged, write_config
 from slidingwindow_testkit import wait_for
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
@@ -27,10 +27,6 @@ def key(*entries: tuple[str, str]) -> str:
     return "ratelimit:{d}:" + ":".join(f"{k}={v}" for k, v in entries)
 
 
-def logged(r, k: str, window: int, max_: int) -> int:
-    """Requests in the key's window (leased permits included, logged at their lease's end), by
-    SLIDINGWINDOW.PEEK at the server's clock at a cost no call fits, so that it only reads."""
-    return r.execute_command("SLIDINGWINDOW.PEEK", k, window, max_, "*", "COST", max_ + 1)[1]
 
 
 def calls(r) -> dict[str, int]:
@@ -110,7 +106,7 @@ descriptors:
 BUSY = leased("minute", 1000000, 50, 1000, 100000)
 
 
-def test_a_busy_leased_descriptor_costs_fewer_calls_than_requests(start, r):
+def test_a_busy_leased_descriptor_costs_fewer_calls_than_requests(module_only, start, r):
     """Far from its max, every request admitted: the leased descriptor's requests make fewer
     Redis calls than requests; a request with a non-leased descriptor too still makes one
     ALLOWALL for it (the leased one's permit from memory at the same now)."""
@@ -140,7 +136,7 @@ def test_a_busy_leased_descriptor_costs_fewer_calls_than_requests(start, r):
         assert user.code == OK
 
 
-def test_lease_statistics_are_in_metrics(start, r):
+def test_lease_statistics_are_in_metrics(module_only, start, r):
     """/metrics has each lease spec's counters: its lease calls are the module's ALLOW calls,
     every one granted far from the max, and the permits from memory are the admissions that made
     no ALLOWALL, all of them in the log."""
@@ -222,7 +218,7 @@ def test_unused_permits_go_back_on_shutdown(tmp_path, redis_server, r):
     assert logged(r, k, 60, 1000) == 60
 
 
-def test_unused_permits_go_back_at_the_leases_end(start, r):
+def test_unused_permits_go_back_at_the_leases_end(module_only, start, r):
     s = start(LONG % 1000)
     k = key(("hot", "x"))
     ask_n(s, 60)
@@ -236,7 +232,7 @@ def test_unused_permits_go_back_at_the_leases_end(start, r):
     assert logged(r, k, 60, 1000) == 70
 
 
-def test_a_reload_changes_then_removes_the_lease(tmp_path, redis_server, r):
+def test_a_reload_changes_then_removes_the_lease(module_only, tmp_path, redis_server, r):
     config = write_config(tmp_path, LONG % 60000)
     s = Service(config, redis_server.url, "--reload-interval", "50ms")
     k = key(("hot", "x"))

@@ -22,7 +22,7 @@ P = 100
 
 
 @pytest.mark.parametrize("leased", [False, True], ids=["exact", "leased"])
-def test_two_services_with_precision_admit_per_the_limit_on_few_scores(start, r, leased):
+def test_two_services_with_precision_admit_per_the_limit_on_few_scores(module_only, start, r, leased):
     text = TWO % (", precision: 100" + (LEASED if leased else ""))
     label = f"{'leased' if leased else 'exact'} precision {P}"
     times, polls, report, errs = two_services(start, r, "compact", text, label)
@@ -46,7 +46,7 @@ descriptors:
 
 
 @pytest.mark.parametrize("storage", ["zset", "compact"])
-def test_a_refused_request_gives_back_its_charge_at_the_rounded_score(start, r, storage):
+def test_a_refused_request_gives_back_its_charge_at_the_rounded_score(module_only, start, r, storage):
     r.config_set("slidingwindow.storage", storage)
     try:
         s = start(UNDO)
@@ -102,7 +102,7 @@ PRECISE = TWO
 WARNING = "envoy-ratelimit: warning: precision in the config: slidingwindow.storage is zset"
 
 
-def test_precision_on_a_zset_server_is_warned_about_at_start_and_on_reload(tmp_path, redis_server, r):
+def test_precision_on_a_zset_server_is_warned_about_at_start_and_on_reload(module_only, tmp_path, redis_server, r):
     assert r.config_get("slidingwindow.storage") == {"slidingwindow.storage": "zset"}
     err = start_and_close(tmp_path, redis_server, PRECISE % ", precision: 1000")
     assert err.count(WARNING) == 1, err

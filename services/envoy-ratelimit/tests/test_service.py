@@ -12,7 +12,7 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitResponseRateLimitUnit as Unit,
 )
 
-from conftest import descriptor
+from conftest import descriptor, logged
 from slidingwindow_testkit import Server, wait_for
 
 OK, OVER = Code.OK, Code.OVER_LIMIT
@@ -43,10 +43,6 @@ def ms(d: timedelta | None) -> int | None:
     return None if d is None else round(d / timedelta(milliseconds=1))
 
 
-def logged(r, k: str, window: int, max_: int) -> int:
-    """Requests in the window, by SLIDINGWINDOW.PEEK at the server's clock (at a cost no call
-    could pay, so its count is the log's as it is, not after a previewed admission)."""
-    return r.execute_command("SLIDINGWINDOW.PEEK", k, window, max_, "*", "COST", max_ + 1)[1]
 
 
 def now_ms() -> int:
@@ -348,7 +344,7 @@ def calls(r) -> dict[str, int]:
     return {k.removeprefix("cmdstat_"): v["calls"] for k, v in r.info("commandstats").items()}
 
 
-def test_one_allowall_per_request(start, r):
+def test_one_allowall_per_request(module_only, start, r):
     """Two counted descriptors, admitted or refused: one SLIDINGWINDOW.ALLOWALL ... DETAIL, no
     MULTI, no PEEK."""
     s = start(CONFIG)

@@ -2,6 +2,7 @@
 
 use axum::http::{HeaderName, Uri};
 use clap::{Parser, ValueEnum};
+use slidingwindow_client::Backend;
 use slidingwindow_service::duration::{number_and_unit, parse_duration};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -122,9 +123,16 @@ pub struct Config {
     /// Forward admitted requests to this http:// base URL; without it they get `200 ok`.
     #[arg(long, value_name = "URL")]
     pub upstream: Option<Uri>,
-    /// When Redis is unreachable or answers an error: let requests through, or answer 503.
+    /// When Redis is unreachable or answers an error: let requests through, or answer 503. A
+    /// configuration error (a server that can run neither the module's commands nor the script)
+    /// answers 503 whatever this says.
     #[arg(long, value_enum, default_value_t = OnRedisError::Open)]
     pub on_redis_error: OnRedisError,
+    /// The module's commands, the Lua script (any Redis or Valkey: managed ones cannot load
+    /// modules), or auto: the module where the server has it, else the script. `module` refuses
+    /// to start on a server without it.
+    #[arg(long, value_name = "auto|module|script", env = "GATEWAY_BACKEND", default_value = "auto", value_parser = slidingwindow_service::backend::parse)]
+    pub backend: Backend,
     /// Answer an identity's requests with 429 from memory, without calling Redis, until its last
     /// refusal's retry_after_ms has passed.
     #[arg(long, value_enum, default_value_t = Switch::On)]

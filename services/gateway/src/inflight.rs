@@ -10,7 +10,7 @@ use crate::metrics::Metrics;
 use crate::wrap::{Answer, Check, Inner};
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{HeaderName, Request, StatusCode};
-use slidingwindow_client::{Client, ErrorLog, Options, Slot};
+use slidingwindow_client::{Client, Error, ErrorLog, Options, Slot};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -104,7 +104,8 @@ impl Inflight {
         }
         let options = Options::from_urls(&cfg.redis, cfg.cluster)?
             .connect_timeout(Duration::from_secs(1))
-            .response_timeout(Duration::from_secs(1));
+            .response_timeout(Duration::from_secs(1))
+            .backend(cfg.backend);
         Ok(Some(Inflight {
             client: Client::new(&options)?,
             limits,
@@ -144,6 +145,12 @@ impl Inflight {
                 Ok(_) => {
                     self.log.succeeded();
                     return Taken::Full(scope);
+                }
+                // Neither the module nor the script runs: never unlimited.
+                Err(e @ Error::Config(_)) => {
+                    Metrics::add(&self.metrics.redis_config_errors, 1);
+                    self.log.failed("answering 503", &e);
+                    return Taken::Unavailable;
                 }
                 Err(e) => {
                     return match self.on_error {

@@ -46,6 +46,21 @@ async fn main() -> ExitCode {
     }
 }
 
+async fn healthy(limiter: Option<Arc<limiter::Limiter>>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(l) = limiter {
+        l.misconfigured.recheck(l.client()).await;
+        if l.misconfigured.is_on() {
+            return (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "the Redis backend cannot run the calls (see the log)",
+            )
+                .into_response();
+        }
+    }
+    "ok".into_response()
+}
+
 async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
     let target = upstream::Upstream::new(cfg.upstream.clone(), cfg.upstream_timeout);
     let metrics = Arc::new(metrics::Metrics::new(cfg.metrics_top));
@@ -61,7 +76,8 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
     if cfg.limits.is_empty() && cfg.tenant_limits.is_empty() && cfg.global_limits.is_empty() {
         eprintln!("gateway: no --limit given: requests are not rate limited");
     } else {
-        let l = Arc::new(limiter::Limiter::new(&cfg)?);
+        let l = Arc::new(limiter::Limiter::new(&cfg, metrics.clone())?);
+        slidingwindow_service::backend::start("gateway", l.client()).await?;
         if let Some(p) = cfg.precision
             && let Some(w) = l.client().precision_warning(limiter::GLOBAL_KEY).await
         {
@@ -86,8 +102,10 @@ async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     // Added after the in-flight and rate-limit layers, which wrap only the routes before them.
+    // 503 while the last call met a configuration error (the server asked again at each check).
     if let Some(path) = &cfg.health_path {
-        app = app.route(path, axum::routing::get(|| async { "ok" }));
+        let checked = limiter.clone();
+        app = app.route(path, axum::routing::get(move || healthy(checked.clone())));
     }
     let listener = TcpListener::bind(cfg.listen).await?;
     // Tests and scripts read the address (the port may have been 0) from this first line.

@@ -23,6 +23,8 @@ pub struct Metrics {
     pub settle_overruns: AtomicU64,
     /// Responses without a valid --settle-header: the reservation kept.
     pub settle_kept: AtomicU64,
+    /// Calls that met a configuration error (neither the module nor the script runs).
+    pub redis_config_errors: AtomicU64,
     top: TopRefused,
 }
 
@@ -94,6 +96,11 @@ impl Metrics {
                 "gateway_settle_kept_total",
                 "Responses without a valid settle header: the reservation kept",
                 &self.settle_kept,
+            ),
+            (
+                "gateway_redis_config_errors_total",
+                "Calls that met a configuration error: neither the module nor the script runs",
+                &self.redis_config_errors,
             ),
         ] {
             counter(&mut out, name, help, load(a));

@@ -10,8 +10,9 @@
 //! clients saw; the identities' windows are counted on them. Scenarios: three gateways, 400 in any 2 s leased
 //! 10 for 50 ms: one global limit; one tenant limit with per-identity limits; one global limit
 //! with a gateway killed with SIGKILL half-way through. Two gateways, 200 in any 1 s (issue 35's
-//! trial): exact, and leased 20 for 100 ms. With `FLEET_HISTOGRAM=1` each run also prints its
-//! admissions per 250 ms.
+//! trial): exact, and leased 20 for 100 ms; the pair also on a server without the module
+//! (`script`: the gateways' own choice, the Lua script). With `FLEET_HISTOGRAM=1` each run also
+//! prints its admissions per 250 ms.
 
 use testkit::common;
 mod support;
@@ -200,8 +201,12 @@ fn admissions(logs: &[PathBuf]) -> Vec<(u64, String)> {
 fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Shape { max, window_ms, .. } = shape;
-    // The module's defaults: lateness 0.
-    let redis = Server::builder().storage(storage).start();
+    // The module's defaults: lateness 0; or no module at all.
+    let script = storage == "script";
+    let redis = match script {
+        true => Server::start_without_module(),
+        false => Server::builder().storage(storage).start(),
+    };
     let tag = format!("{}-{}", std::process::id(), unix_ms());
     let logs: Vec<PathBuf> = (0..shape.gateways)
         .map(|i| std::env::temp_dir().join(format!("fleet-{tag}-{i}.log")))
@@ -284,9 +289,24 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
         let status = g.terminate();
         assert!(status.success(), "gateway {i}: {status:?}\n{}", g.log());
     }
-    // Leases granted: each adds `size` requests in one admitted call.
+    // Leases granted: each adds `size` requests in one admitted call (the module counts them; the
+    // script path's gateways say so in their start-up line).
     let size = shape.lease.map_or(1, |(size, _)| size);
-    let leases = (stat(&redis, "admitted_requests") - stat(&redis, "admitted")) / (size - 1).max(1);
+    let leases = match script {
+        true => {
+            for g in &gateways {
+                assert!(
+                    g.log().contains("gateway: backend script (auto: "),
+                    "{}",
+                    g.log()
+                );
+            }
+            None
+        }
+        false => {
+            Some((stat(&redis, "admitted_requests") - stat(&redis, "admitted")) / (size - 1).max(1))
+        }
+    };
     let lines = admissions(&logs);
     for path in &logs {
         let _ = std::fs::remove_file(path);
@@ -299,7 +319,7 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     let mut report = format!(
         "fleet {scenario:?} {shape:?} on {storage}: {} logged of {allowed} allowed in {run_ms} \
          ms ({:.1}%), busiest {window_ms} ms window of the logged scores {most} of {max}; \
-         {leases} leases; at most {distinct} distinct scores at once; answers {counts:?}",
+         {leases:?} leases (the module's count); at most {distinct} distinct scores at once; answers {counts:?}",
         times.len(),
         100.0 * times.len() as f64 / allowed as f64
     );
@@ -311,7 +331,9 @@ fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     assert!(times.len() as u64 >= counts.admitted, "{report}");
     assert!(lines.len() as u64 >= counts.admitted, "{report}");
     assert!(most as u64 <= max, "over-admitted: {report}");
-    assert_eq!(leases > 0, shape.lease.is_some(), "leased: {report}");
+    if let Some(leases) = leases {
+        assert_eq!(leases > 0, shape.lease.is_some(), "leased: {report}");
+    }
     if let Some(p) = shape.precision {
         assert!(times.iter().all(|t| t % p == 0), "not rounded: {report}");
         // The contract's bound: (W + lease) / p + 2, whatever the rate.
@@ -407,6 +429,16 @@ fn two_gateways_with_precision_compact() {
 #[test]
 fn two_leased_gateways_with_precision_compact() {
     fleet("compact", Scenario::Global, PAIR_LEASED_PRECISE);
+}
+
+#[test]
+fn two_exact_gateways_without_the_module() {
+    fleet("script", Scenario::Global, PAIR);
+}
+
+#[test]
+fn two_leased_gateways_without_the_module() {
+    fleet("script", Scenario::Global, PAIR_LEASED);
 }
 
 #[test]

@@ -14,8 +14,22 @@ use support::*;
 
 #[test]
 fn a_burst_gets_exactly_max_then_429_with_retry_after() {
-    let redis = Server::start();
+    burst(
+        Server::start(),
+        "module (auto: the server has the slidingwindow module)",
+    );
+}
+
+/// The same on a server without the module, the gateway started with no backend flag.
+#[test]
+fn a_burst_without_the_module_gets_exactly_max_then_429() {
+    burst(Server::start_without_module(), "script (auto: ");
+}
+
+/// `backend`: what the gateway's start-up line says after `gateway: backend `.
+fn burst(redis: Server, backend: &str) {
     let gw = Gateway::start(&redis, &["--limit", "5/60s"]);
+    gw.assert_logged(&format!("gateway: backend {backend}"));
     for left in (0..5).rev() {
         let r = gw.get(Some("alice"));
         assert_eq!(r.status, 200, "{r:?}");

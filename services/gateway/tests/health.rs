@@ -65,3 +65,70 @@ fn the_health_path_answers_past_the_limit_and_healthcheck_follows_it() {
     let missing = healthcheck(&["--listen", &addr], &[]);
     assert_eq!(missing.status.code(), Some(2), "{missing:?}");
 }
+
+/// A server that loses the script path (its scripts flushed, SCRIPT refused to the gateway's
+/// user): a configuration error, not Redis away. 503 whatever `--on-redis-error` says (open here),
+/// the health path 503, `/metrics` counts it, the log says what to do; once the server can run
+/// the script again the health path and requests are served.
+#[test]
+fn a_lost_script_path_is_a_configuration_error() {
+    let redis = Server::start_without_module();
+    let gw = Gateway::cli(
+        &redis,
+        "--limit 5/60s --health-path /healthz --metrics-listen 127.0.0.1:0",
+    );
+    assert_eq!(gw.get(Some("a")).status, 200);
+    redis.cli(&["SCRIPT", "FLUSH"]);
+    redis.cli(&["ACL", "SETUSER", "default", "-script"]);
+    let r = gw.get(Some("a"));
+    assert_eq!(r.status, 503, "{r:?}");
+    let health = gw.get_path("/healthz", None);
+    assert_eq!(health.status, 503, "{health:?}");
+    let metrics = gw.metrics();
+    assert_eq!(
+        sample(&metrics, "gateway_redis_config_errors_total"),
+        Some(1),
+        "{metrics}"
+    );
+    gw.assert_logged("configuration error: SCRIPT LOAD answered NOPERM");
+    gw.assert_logged("allow SCRIPT and EVALSHA, or load the module");
+    redis.cli(&["ACL", "SETUSER", "default", "+script"]);
+    let health = gw.get_path("/healthz", None);
+    assert_eq!((health.status, health.body.as_str()), (200, "ok"));
+    assert_eq!(gw.get(Some("a")).status, 200);
+    assert_eq!(zcard(&redis, "rl:{a}"), 2);
+}
+
+/// `--backend module` (or GATEWAY_BACKEND=module) on a server without the module: the gateway
+/// exits at start, saying so.
+#[test]
+fn the_module_backend_without_the_module_refuses_to_start() {
+    let redis = Server::start_without_module();
+    let url = redis.url();
+    for (flag, env) in [(Some("module"), None), (None, Some("module"))] {
+        let mut cmd = Command::new(binary());
+        cmd.args([
+            "--redis",
+            &url,
+            "--limit",
+            "5/60s",
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        cmd.env_remove("GATEWAY_BACKEND");
+        if let Some(b) = flag {
+            cmd.args(["--backend", b]);
+        }
+        if let Some(b) = env {
+            cmd.env("GATEWAY_BACKEND", b);
+        }
+        let out = cmd.output().expect("run the gateway");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert!(
+            stderr.contains("gateway: configuration error: backend module: the server has no SLIDINGWINDOW.ALLOW"),
+            "{stderr}"
+        );
+    }
+}

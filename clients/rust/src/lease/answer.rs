@@ -96,6 +96,23 @@ pub(super) enum ChargeKind {
     Exact { at_ms: u64 },
 }
 
+/// Settling a request charged partly from leases and partly by exact calls: whether one of its
+/// `permits` was handed out too late for it, its lease having ended (its permits logged) at or
+/// before `exact_now_ms`, the latest `now` of the request's exact calls (None: no exact call).
+/// Such a request is undone and decided again by exact calls alone.
+pub fn late<'a>(
+    permits: impl IntoIterator<Item = &'a LeaseReply>,
+    exact_now_ms: Option<u64>,
+) -> bool {
+    let Some(now) = exact_now_ms else {
+        return false;
+    };
+    permits
+        .into_iter()
+        .filter_map(|r| r.charge.as_ref())
+        .any(|c| c.logged_at() <= now)
+}
+
 /// The answer to one request: the same typed reply as a plain ALLOW.
 #[derive(Debug)]
 pub struct LeaseReply {
@@ -111,4 +128,44 @@ pub struct LeaseReply {
     pub source: Source,
     /// Set when admitted.
     pub charge: Option<Charge>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reply::RetryAfter;
+
+    fn permit(logged_ms: u64) -> LeaseReply {
+        LeaseReply {
+            reply: Reply {
+                allowed: true,
+                count: 1,
+                remaining: 0,
+                retry_after: RetryAfter::Ms(0),
+                reset_after_ms: 0,
+                limit: 0,
+                detail: None,
+            },
+            at_ms: 0,
+            source: Source::Memory,
+            charge: Some(Charge {
+                kind: ChargeKind::Lease { id: 1, logged_ms },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_permit_is_late_for_an_exact_call_at_or_after_its_leases_end() {
+        let permits = [permit(100), permit(200)];
+        assert!(!late(&permits, None));
+        assert!(!late(&permits, Some(99)));
+        assert!(late(&permits, Some(100)));
+        assert!(late(&permits[1..], Some(200)));
+        assert!(!late(&permits[1..], Some(199)));
+        let refused = LeaseReply {
+            charge: None,
+            ..permit(0)
+        };
+        assert!(!late([&refused], Some(1)));
+    }
 }

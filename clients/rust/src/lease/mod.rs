@@ -45,7 +45,7 @@ mod round;
 mod stats;
 mod target;
 
-pub use answer::{Charge, LeaseReply, Pending, Source, Take};
+pub use answer::{Charge, LeaseReply, Pending, Source, Take, late};
 use answer::{ChargeKind, NEXT_GRANT};
 pub use config::{Clock, LeaseConfig, RefundHook};
 use far::{Far, MAX_ROUNDS};

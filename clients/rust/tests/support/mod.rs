@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use crate::common::Server;
-use slidingwindow_client::{Client, Limit, Options};
+use slidingwindow_client::{Backend, Client, Limit, Options};
 #[allow(unused_imports)]
 pub use testkit::probe::{command_calls, most_in_window, stat};
 
@@ -15,6 +15,24 @@ pub fn client(s: &Server) -> Client {
 pub fn client_at(url: &str) -> Client {
     let options = Options::from_urls(&[url.to_string()], false).expect("options");
     Client::new(&options).expect("client")
+}
+
+/// A client of `s` on `backend`.
+pub fn client_on(s: &Server, backend: Backend) -> Client {
+    let options = Options::from_urls(&[s.url()], false).expect("options");
+    Client::new(&options.backend(backend)).expect("client")
+}
+
+/// The two paths a test runs on: a server with the module (storage `zset` or `compact`), and
+/// one that cannot load it (`enable-module-command no`, no module) for the script, each with a
+/// client choosing its backend itself; the path's name.
+pub fn paths(storages: &[&'static str]) -> Vec<(&'static str, Server)> {
+    let mut out: Vec<(&'static str, Server)> = storages
+        .iter()
+        .map(|&st| (st, Server::builder().storage(st).start()))
+        .collect();
+    out.push(("script", Server::start_without_module()));
+    out
 }
 
 pub fn limit(window_s: u64, max: u64) -> Limit {

@@ -57,7 +57,7 @@ impl Limiter {
         parts: &[Part],
         deadline: Instant,
     ) -> Result<(Reply, u64), Verdict> {
-        let call = self.call(keys, parts).map_err(|e| self.failed(&e))?;
+        let call = self.call(keys, parts).map_err(|e| self.error(&e))?;
         let client = self.client.clone();
         let mut call = Box::pin(async move { client.call(&call).await });
         let reply = match tokio::time::timeout_at(deadline.into(), &mut call).await {
@@ -89,12 +89,12 @@ impl Limiter {
         };
         match reply {
             Ok(mut r) => {
-                self.log.succeeded();
+                self.answered();
                 // DETAIL was asked for: the reply parser checked it is there.
                 let now_ms = r.detail.take().map_or(0, |d| d.now_ms);
                 Ok((r, now_ms))
             }
-            Err(e) => Err(self.failed(&e)),
+            Err(e) => Err(self.error(&e)),
         }
     }
 

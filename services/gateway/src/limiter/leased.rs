@@ -53,7 +53,7 @@ impl Limiter {
                 Attempt::Taken(taken) => return Ok(taken),
                 Attempt::Failed(mut taken, e) => {
                     Box::pin(self.give_back(keys, &mut taken)).await;
-                    return Err(self.failed(&e));
+                    return Err(self.error(&e));
                 }
                 Attempt::Refused(mut taken, p, r) => {
                     Box::pin(self.give_back(keys, &mut taken)).await;
@@ -70,7 +70,7 @@ impl Limiter {
                 Ok(Ok(true)) => {}
                 // Refused (or too late to use): this key goes in the exact call.
                 Ok(Ok(false)) => exact[p as usize] = true,
-                Ok(Err(e)) => return Err(self.failed(&e)),
+                Ok(Err(e)) => return Err(self.error(&e)),
                 Err(_) => {
                     return Err(self.failed(&format_args!("no lease within {REQUEST_DEADLINE:?}")));
                 }
@@ -85,13 +85,12 @@ impl Limiter {
     /// Permits taken for a request that is not admitted go back (into their live lease: no call).
     pub(super) async fn give_back(&self, keys: &Keys, taken: &mut [Option<LeaseReply>; 3]) {
         let Some(map) = &self.leases else { return };
-        for p in SHARED {
-            let charge = taken[p as usize].take().and_then(|r| r.charge);
-            if let (Some(key), Some(charge)) = (keys.get(p), charge)
-                && let Err(e) = map.give_back(key, charge).await
-            {
-                eprintln!("gateway: a lease's permit could not be given back: {e}");
-            }
+        let permits = SHARED.into_iter().filter_map(|p| {
+            let charge = taken[p as usize].take().and_then(|r| r.charge)?;
+            Some((map, keys.get(p)?, charge))
+        });
+        if let Err(e) = slidingwindow_client::give_back_all(permits).await {
+            eprintln!("gateway: a lease's permit could not be given back: {e}");
         }
     }
 }

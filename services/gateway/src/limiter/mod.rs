@@ -13,10 +13,12 @@ use crate::abandoned::Abandoned;
 use crate::admissions::AdmissionLog;
 use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
+use crate::metrics::Metrics;
 use slidingwindow_client::{
     Charge as Permit, Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply,
     Options, Pending,
 };
+use slidingwindow_service::backend::Misconfigured;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -111,6 +113,9 @@ pub struct Limiter {
     deny: Option<Arc<DenyCache>>,
     on_error: OnRedisError,
     log: ErrorLog,
+    /// The last call met a configuration error: the health path answers 503.
+    pub misconfigured: Misconfigured,
+    metrics: Arc<Metrics>,
     abandoned: Arc<Abandoned>,
     admissions: Option<AdmissionLog>,
     tasks: Arc<Tasks>,
@@ -125,7 +130,7 @@ struct Tasks {
 
 impl Limiter {
     /// Never waits for Redis: connections are made on first use and remade after failures.
-    pub fn new(cfg: &Config) -> Result<Limiter, Box<dyn std::error::Error>> {
+    pub fn new(cfg: &Config, metrics: Arc<Metrics>) -> Result<Limiter, Box<dyn std::error::Error>> {
         let named = |prefix: &str, limits: &[Limit]| {
             limits
                 .iter()
@@ -147,7 +152,8 @@ impl Limiter {
         limits.extend(named("g", &cfg.global_limits));
         let options = Options::from_urls(&cfg.redis, cfg.cluster)?
             .connect_timeout(CONNECT_TIMEOUT)
-            .response_timeout(REPLY_WAIT);
+            .response_timeout(REPLY_WAIT)
+            .backend(cfg.backend);
         let client = Client::new(&options)?;
         let deny = (cfg.deny_cache == Switch::On).then(|| {
             let bytes = usize::try_from(cfg.deny_cache_bytes).unwrap_or(usize::MAX);
@@ -196,6 +202,8 @@ impl Limiter {
             deny,
             on_error: cfg.on_redis_error,
             log: ErrorLog::new("gateway", "redis"),
+            misconfigured: Misconfigured::new("gateway"),
+            metrics,
             abandoned: Arc::default(),
             admissions,
             tasks: Arc::default(),
@@ -317,14 +325,7 @@ impl Limiter {
             }
         }
         let latest = exact.iter().flatten().max().copied();
-        let late = latest.is_some_and(|now| {
-            leased
-                .iter()
-                .flatten()
-                .filter_map(|r| r.charge.as_ref())
-                .any(|c| c.logged_at() <= now)
-        });
-        if late {
+        if slidingwindow_client::late(leased.iter().flatten(), latest) {
             Box::pin(self.undo(keys, &done, &mut leased)).await;
             return Settled::Late;
         }
@@ -454,6 +455,24 @@ impl Limiter {
         }
     }
 
+    /// A call's error: a configuration error answers 503 whatever `--on-redis-error` says.
+    fn error(&self, e: &Error) -> Verdict {
+        let action = "answering 503 and 503 on the health path";
+        match self
+            .misconfigured
+            .found(e, action, &self.metrics.redis_config_errors)
+        {
+            true => Verdict::Unavailable,
+            false => self.failed(e),
+        }
+    }
+
+    /// A call was answered.
+    fn answered(&self) {
+        self.log.succeeded();
+        self.misconfigured.answered();
+    }
+
     fn failed(&self, err: &dyn std::fmt::Display) -> Verdict {
         match self.on_error {
             OnRedisError::Open => {
@@ -548,7 +567,7 @@ mod tests {
     fn limiter(args: &[&str]) -> Limiter {
         let cfg = Config::try_parse_from([&["gw"], args].concat()).unwrap();
         cfg.validate().unwrap();
-        Limiter::new(&cfg).unwrap()
+        Limiter::new(&cfg, Arc::default()).unwrap()
     }
 
     fn text(cmd: &slidingwindow_client::redis::Cmd) -> Vec<String> {

@@ -53,7 +53,7 @@ impl Limiter {
             .await
         {
             Ok(r) => {
-                self.log.succeeded();
+                self.answered();
                 let d = Decision::from(&r.reply);
                 if r.allowed() {
                     Verdict::Reserved(d, Box::new(r))
@@ -61,7 +61,7 @@ impl Limiter {
                     Verdict::Refuse(d)
                 }
             }
-            Err(e) => self.failed(&e),
+            Err(e) => self.error(&e),
         }
     }
 

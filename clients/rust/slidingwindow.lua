@@ -1,0 +1,1 @@
+../go/slidingwindow.lua
