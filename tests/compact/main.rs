@@ -2,7 +2,8 @@
 //! same calls, and its keyspace events and WATCH (`replies`); a few bytes a request, lazy free and
 //! defrag (`memory`); persistence and movement: RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME, a
 //! replica (`persistence`); CONVERT both ways and APPLY (`commands`); corrupt payloads refused, the
-//! golden RDB of encoding 1 and the DUMP fixtures of earlier layouts (`encoding`). Replication,
+//! golden RDB of encoding 1 and the DUMP fixtures of earlier layouts (`encoding`); counts past
+//! 2^32 and up to 2^53 on one timestamp, and DUMPs that cost distinct timestamps (`counts`). Replication,
 //! kill -9 and the cluster run in the `faults`, `concurrency`, `hostile` and `cluster` suites once
 //! per storage.
 
@@ -19,6 +20,7 @@ use rng::Rng;
 use std::time::Duration;
 
 mod commands;
+mod counts;
 mod encoding;
 mod memory;
 mod persistence;
