@@ -1,5 +1,5 @@
-//! The encoding: corrupt DUMP payloads refused, the golden RDB of encoding 1, and the DUMP
-//! fixtures of earlier layouts restored to the same logs.
+//! The encoding: corrupt DUMP payloads refused, the golden RDBs of encodings 1 and 2, and the
+//! DUMP fixtures of earlier layouts restored to the same logs.
 
 use super::*;
 
@@ -174,6 +174,70 @@ fn the_golden_rdb_loads_to_the_same_logs() {
         }
         assert_eq!(scores(&mut c, key), model.scores, "{key}");
     }
+}
+
+/// The golden RDB of encoding 2 (runs): the keys of the first one, written again, and a counted
+/// key past 2^32 on one timestamp.
+const GOLDEN_V2: &str = "tests/fixtures/compact-v2.rdb";
+
+/// The counted key of the golden RDB of encoding 2: (now, calls of COST 10^7).
+const GOLDEN_COUNTED: [(u64, u64); 3] = [(T0, 430), (T0 + 1, 1), (T0 + 5000, 3)];
+
+#[test]
+#[ignore = "writes tests/fixtures/compact-v2.rdb: only when the golden file must be made anew"]
+fn write_the_golden_v2_rdb() {
+    let (s, mut c) = compact_client();
+    ok(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "slidingwindow.max-members-per-call",
+            "10000000",
+        ],
+    );
+    for (key, w, max, now, cost) in golden_calls() {
+        sw5(&mut c, &format!("ALLOW {key} {w} {max} {now} COST {cost}"));
+    }
+    for (now, calls) in GOLDEN_COUNTED {
+        for _ in 0..calls {
+            let line = format!("ALLOW golden:counted 3600 {MAX_TS} {now} COST 10000000");
+            assert_eq!(sw5(&mut c, &line)[0], 1);
+        }
+    }
+    for (key, _) in golden_models() {
+        assert_eq!(q::<i64>(&mut c, &["PERSIST", key]), 1, "PERSIST {key}");
+    }
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "golden:counted"]), 1);
+    ok(&mut c, &["SAVE"]);
+    std::fs::copy(s.dir().join("dump.rdb"), GOLDEN_V2).unwrap();
+}
+
+#[test]
+fn the_golden_v2_rdb_loads_to_the_same_logs() {
+    let s = Server::builder()
+        .args(["--dbfilename", "golden.rdb"])
+        .start();
+    std::fs::copy(GOLDEN_V2, s.dir().join("golden.rdb")).expect(GOLDEN_V2);
+    let mut c = s.client();
+    ok(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
+    let models = golden_models();
+    let keys: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(keys as usize, models.len() + 1);
+    for (key, model) in models {
+        assert_eq!(kind(&mut c, key), "swcompact", "{key}");
+        assert_eq!(scores(&mut c, key), model.scores, "{key}");
+    }
+    // The counted key: 4.3 * 10^9 on T0, 10^7 a ms later, 3 * 10^7 five seconds later.
+    assert_eq!(pexpiretime(&mut c, "golden:counted"), -1);
+    // (window, in requests at T0 + 5000)
+    for (w, want) in [(1, 30_000_000), (5, 40_000_000), (3600, 4_340_000_000)] {
+        let line = format!("PEEK golden:counted {w} {MAX_TS} {} COST 1", T0 + 5000);
+        assert_eq!(sw5(&mut c, &line)[1], want + 1, "window {w}");
+    }
+    // A DUMP in runs: a few bytes.
+    let dump: Vec<u8> = q(&mut c, &["DUMP", "golden:counted"]);
+    assert!(dump.len() <= 64, "{} bytes", dump.len());
 }
 
 const DUMPS: &str = "tests/fixtures/compact-v1-dumps.txt";
