@@ -134,8 +134,13 @@ fn counted_bytes(con: &mut Connection, key: &str, runs: &[(u64, u64)]) -> Result
 fn timed(con: &mut Connection, cmd: &mut redis::Cmd) -> Result<(redis::Value, u64)> {
     redis::cmd("SLOWLOG").arg("RESET").exec(con)?;
     let v: redis::Value = cmd.query(con)?;
-    let log: Vec<(u64, u64, u64)> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(con)?;
-    Ok((v, log.first().map_or(0, |e| e.2)))
+    // Each entry: id, time, duration (µs), arguments, client address, client name.
+    let log: Vec<Vec<redis::Value>> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(con)?;
+    let us = match log.first().and_then(|e| e.get(2)) {
+        Some(redis::Value::Int(us)) => u64::try_from(*us).unwrap_or(0),
+        _ => return Err("SLOWLOG GET: no duration".into()),
+    };
+    Ok((v, us))
 }
 
 /// Counted keys (issue 54): `DUMP` bytes and time and `RESTORE` time beside `MEMORY USAGE`.

@@ -4,7 +4,7 @@
 //! slots and counts together.
 //!
 //! Two forms: plain (a slot per request) and counted (a slot per distinct timestamp, with its
-//! count beside it in the fewest bytes, 1 to 7, the block's largest count needs). A block is
+//! count beside it in the fewest bytes, 1 to 6, the block's largest count needs). A block is
 //! laid out in whichever takes fewer bytes; a plain block that fills up is re-laid counted when
 //! that is smaller, and an append on a counted block's newest timestamp bumps its count. So
 //! equal timestamps cost one slot together, however many.
@@ -71,7 +71,7 @@ pub fn fits(len: usize, span: u64) -> bool {
     len * width_for(span) <= BLOCK_BYTES
 }
 
-/// The fewest bytes (1 to 7) a count up to `most` needs.
+/// The fewest bytes a count up to `most` needs (1 to 6 for counts up to `MAX_LEN`).
 fn count_width(most: usize) -> usize {
     width_for(most as u64)
 }
