@@ -261,22 +261,12 @@ fn a_dump_costs_the_distinct_timestamps() {
 /// restarted from it holds the same count and the same DUMP.
 #[test]
 fn counts_past_2_to_the_32_through_the_aof() {
-    let mut s = Server::builder()
-        .storage("compact")
-        .aof_always()
-        .args(["--aof-use-rdb-preamble", "no"])
-        .start();
+    let mut s = aof_server();
     let mut c = s.client();
     four_point_three_billion(&mut c, "k");
     sw5(&mut c, &format!("ALLOW k 3600 {MAX} {} COST 3", T0 + 1000));
     let dump: Vec<u8> = q(&mut c, &["DUMP", "k"]);
-    let rewrites = info_u64(&s, "persistence", "aof_rewrites");
-    let started: String = q(&mut c, &["BGREWRITEAOF"]);
-    assert_eq!(started, "Background append only file rewriting started");
-    wait_until(Duration::from_secs(60), "the AOF rewrite", || {
-        info_u64(&s, "persistence", "aof_rewrites") > rewrites
-            && info_u64(&s, "persistence", "aof_rewrite_in_progress") == 0
-    });
+    rewrite_aof(&s, &mut c);
     s.restart();
     let mut c = s.client();
     assert_eq!(count(&mut c, "k", 3600, T0 + 1000), 4_300_000_004);

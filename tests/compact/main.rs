@@ -33,6 +33,27 @@ fn compact_server() -> Server {
     Server::builder().storage("compact").start()
 }
 
+/// A compact server that appends every write to its AOF, rewritten without the RDB preamble
+/// (compact logs as `APPLY` batches).
+fn aof_server() -> Server {
+    Server::builder()
+        .storage("compact")
+        .aof_always()
+        .args(["--aof-use-rdb-preamble", "no"])
+        .start()
+}
+
+/// Runs `BGREWRITEAOF` on `s` and waits until it is done.
+fn rewrite_aof(s: &Server, c: &mut Connection) {
+    let rewrites = info_u64(s, "persistence", "aof_rewrites");
+    let started: String = q(c, &["BGREWRITEAOF"]);
+    assert_eq!(started, "Background append only file rewriting started");
+    wait_until(Duration::from_secs(60), "the AOF rewrite", || {
+        info_u64(s, "persistence", "aof_rewrites") > rewrites
+            && info_u64(s, "persistence", "aof_rewrite_in_progress") == 0
+    });
+}
+
 /// [`compact_server`] and a connection to it.
 fn compact_client() -> (Server, Connection) {
     let s = compact_server();
