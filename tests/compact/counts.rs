@@ -10,15 +10,7 @@ const MAX: u64 = 1 << 53;
 
 /// The reproduction: 430 calls of COST 10^7 on one timestamp.
 fn four_point_three_billion(c: &mut Connection, key: &str) {
-    ok(
-        c,
-        &[
-            "CONFIG",
-            "SET",
-            "slidingwindow.max-members-per-call",
-            "10000000",
-        ],
-    );
+    wide_calls(c);
     let mut pipe = redis::pipe();
     for _ in 0..430 {
         pipe.cmd("SLIDINGWINDOW.ALLOW")
@@ -207,15 +199,7 @@ fn counts_near_2_to_the_53() {
 #[test]
 fn a_dump_costs_the_distinct_timestamps() {
     let (_s, mut c) = compact_client();
-    ok(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "slidingwindow.max-members-per-call",
-            "10000000",
-        ],
-    );
+    wide_calls(&mut c);
     for i in 0..10 {
         let line = format!("ALLOW counted 3600 {MAX} {} COST 10000000", T0 + i * 1000);
         assert_eq!(sw5(&mut c, &line)[0], 1);

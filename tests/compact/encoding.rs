@@ -146,14 +146,20 @@ fn write_the_golden_rdb() {
     std::fs::copy(s.dir().join("dump.rdb"), GOLDEN).unwrap();
 }
 
-#[test]
-fn the_golden_rdb_loads_to_the_same_logs() {
+/// A server that loaded the golden RDB at `path`, and a connection to it.
+fn golden_server(path: &str) -> (Server, Connection) {
     let s = Server::builder()
         .args(["--dbfilename", "golden.rdb"])
         .start();
-    std::fs::copy(GOLDEN, s.dir().join("golden.rdb")).expect("tests/fixtures/compact-v1.rdb");
+    std::fs::copy(path, s.dir().join("golden.rdb")).expect(path);
     let mut c = s.client();
     ok(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
+    (s, c)
+}
+
+#[test]
+fn the_golden_rdb_loads_to_the_same_logs() {
+    let (_s, mut c) = golden_server(GOLDEN);
     let models = golden_models();
     let keys: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(keys as usize, models.len());
@@ -187,15 +193,7 @@ const GOLDEN_COUNTED: [(u64, u64); 3] = [(T0, 430), (T0 + 1, 1), (T0 + 5000, 3)]
 #[ignore = "writes tests/fixtures/compact-v2.rdb: only when the golden file must be made anew"]
 fn write_the_golden_v2_rdb() {
     let (s, mut c) = compact_client();
-    ok(
-        &mut c,
-        &[
-            "CONFIG",
-            "SET",
-            "slidingwindow.max-members-per-call",
-            "10000000",
-        ],
-    );
+    wide_calls(&mut c);
     for (key, w, max, now, cost) in golden_calls() {
         sw5(&mut c, &format!("ALLOW {key} {w} {max} {now} COST {cost}"));
     }
@@ -215,12 +213,7 @@ fn write_the_golden_v2_rdb() {
 
 #[test]
 fn the_golden_v2_rdb_loads_to_the_same_logs() {
-    let s = Server::builder()
-        .args(["--dbfilename", "golden.rdb"])
-        .start();
-    std::fs::copy(GOLDEN_V2, s.dir().join("golden.rdb")).expect(GOLDEN_V2);
-    let mut c = s.client();
-    ok(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
+    let (_s, mut c) = golden_server(GOLDEN_V2);
     let models = golden_models();
     let keys: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(keys as usize, models.len() + 1);

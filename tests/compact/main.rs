@@ -54,6 +54,11 @@ fn rewrite_aof(s: &Server, c: &mut Connection) {
     });
 }
 
+/// Lets one call add up to 10^7 requests (the highest `max-members-per-call`).
+fn wide_calls(c: &mut Connection) {
+    kit::config_set(c, "slidingwindow.max-members-per-call", "10000000");
+}
+
 /// [`compact_server`] and a connection to it.
 fn compact_client() -> (Server, Connection) {
     let s = compact_server();
