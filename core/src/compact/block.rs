@@ -37,7 +37,7 @@ pub const BLOCK_BYTES: usize = 4096;
 pub const BLOCK_BYTES: usize = 32;
 
 /// Requests a block holds at most (and so one slot's count): its length is 48 bits, so that the
-/// block stays 48 bytes; a count above it (up to 2^53, the most a key logs) takes 32 blocks.
+/// block stays 48 bytes; a count above it (up to 2^53, the most a key logs) takes up to 33 blocks.
 pub const MAX_LEN: usize = (1 << 48) - 1;
 
 /// The bit of `Block::low` that marks an open block (the low bits take at most 56, 6 bits).

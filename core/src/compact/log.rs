@@ -82,7 +82,7 @@ fn sealed(mut block: Block) -> Block {
     block
 }
 
-/// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`; 32 at 2^53).
+/// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`; 33 at 2^53).
 fn runs_of(ts: u64, n: u64) -> Vec<Block> {
     let full = (n / MAX_LEN as u64) as usize;
     let rest = (n % MAX_LEN as u64) as usize;
