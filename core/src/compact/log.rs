@@ -198,7 +198,12 @@ impl RunBuilder {
     pub fn finish(mut self) -> CompactLog {
         let total = self.len + self.blocks.iter().map(|b| b.len() as u64).sum::<u64>();
         if total as usize <= super::small::MAX_LEN {
+            // Few requests (in blocks already where blocks are tiny, under the fuzzer): the
+            // one-by-one builder, for its small form.
             let mut builder = Builder::default();
+            for ts in self.blocks.iter().flat_map(Block::values) {
+                builder.push(ts);
+            }
             for (ts, n) in self.run {
                 for _ in 0..n {
                     builder.push(ts);
