@@ -189,6 +189,9 @@ fn counts_near_2_to_the_53() {
         assert_eq!(q::<i64>(&mut c, &["EXISTS", "bad"]), 0, "{what}");
     }
     restore_runs(&mut c, "top", &[(T0, MAX)]).expect("2^53 exactly");
+    // 2^53 on one timestamp: 33 blocks of 2^48 - 1 and their index.
+    let memory: u64 = q(&mut c, &["MEMORY", "USAGE", "top"]);
+    assert!(memory <= 4096, "2^53 on one timestamp in {memory} bytes");
     let line = format!("PEEK top 3600 {MAX} {T0}");
     assert_eq!(sw5(&mut c, &line)[..2], [0, MAX as i64]);
     assert!(s.info_field("server", "redis_version").is_some());
