@@ -1,6 +1,7 @@
 //! Memory (issue 36), run alone with `make bench-memory` (`BENCH_MEMORY=1`): the compact log's
 //! bytes per request on eight arrival patterns of 1M requests against the information bound
-//! log2 C(W+N-1, N) bits (N timestamps over a span of W ms), and bytes per key over 100,000 keys
+//! log2 C(W+N-1, N) bits (N timestamps over a span of W ms) and beside its `DUMP`'s; counted
+//! keys' `DUMP` and `RESTORE` (10^8 and 2^33 requests on 10 and 10,000 timestamps); bytes per key over 100,000 keys
 //! of 1, 5 and 20 requests a second apart (window 1 h) for the compact log, the sorted set, an
 //! `INCRBY`+`EXPIRE` counter and redis-cell's GCRA (`CL.THROTTLE`, where it is built); then
 //! `coarse`'s stream. Prints markdown tables.
@@ -80,8 +81,9 @@ fn pipeline(con: &mut Connection, cmds: &[Vec<String>]) -> Result<()> {
     Ok(())
 }
 
-/// `MEMORY USAGE` of a compact key holding `ts`, written as `APPLY` batches of 512 pairs.
-fn log_bytes(con: &mut Connection, key: &str, ts: &[u64]) -> Result<u64> {
+/// `MEMORY USAGE` and `DUMP` bytes of a compact key holding `ts`, written as `APPLY` batches
+/// of 512 pairs.
+fn log_bytes(con: &mut Connection, key: &str, ts: &[u64]) -> Result<(u64, usize)> {
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for &t in ts {
         match runs.last_mut() {
@@ -89,23 +91,92 @@ fn log_bytes(con: &mut Connection, key: &str, ts: &[u64]) -> Result<u64> {
             _ => runs.push((t, 1)),
         }
     }
-    let cmds: Vec<Vec<String>> = runs
-        .chunks(512)
-        .map(|chunk| {
-            let pairs: Vec<String> = chunk.iter().map(|(t, n)| format!("{t} {n}")).collect();
-            vec![
-                "SLIDINGWINDOW.APPLY".into(),
-                key.into(),
-                format!("-1 0 {}", pairs.join(" ")),
-            ]
-        })
-        .collect();
+    let sizes = counted_bytes(con, key, &runs)?;
+    redis::cmd("DEL").arg(key).exec(con)?;
+    Ok(sizes)
+}
+
+/// Writes `runs` into the compact key `key` as `APPLY` batches of at most 512 pairs and
+/// `APPLY`'s 10^7 timestamps; its `MEMORY USAGE` and `DUMP` bytes.
+fn counted_bytes(con: &mut Connection, key: &str, runs: &[(u64, u64)]) -> Result<(u64, usize)> {
+    const MOST: u64 = 10_000_000;
+    let (mut cmds, mut pairs, mut added) = (Vec::new(), Vec::new(), 0u64);
+    let batch = |pairs: &mut Vec<String>| {
+        vec![
+            "SLIDINGWINDOW.APPLY".to_string(),
+            key.to_string(),
+            format!("-1 0 {}", std::mem::take(pairs).join(" ")),
+        ]
+    };
+    for &(t, mut n) in runs {
+        while n > 0 {
+            if pairs.len() == 512 || added == MOST {
+                cmds.push(batch(&mut pairs));
+                added = 0;
+            }
+            let take = n.min(MOST - added);
+            pairs.push(format!("{t} {take}"));
+            (added, n) = (added + take, n - take);
+        }
+    }
+    if !pairs.is_empty() {
+        cmds.push(batch(&mut pairs));
+    }
     pipeline(con, &cmds)?;
     let bytes: u64 = redis::cmd("MEMORY")
         .arg(&["USAGE", key, "SAMPLES", "0"][..])
         .query(con)?;
-    redis::cmd("DEL").arg(key).exec(con)?;
-    Ok(bytes)
+    let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(con)?;
+    Ok((bytes, dump.len()))
+}
+
+/// The server's own time for its last command, from `SLOWLOG` (µs).
+fn timed(con: &mut Connection, cmd: &mut redis::Cmd) -> Result<(redis::Value, u64)> {
+    redis::cmd("SLOWLOG").arg("RESET").exec(con)?;
+    let v: redis::Value = cmd.query(con)?;
+    // Each entry: id, time, duration (µs), arguments, client address, client name.
+    let log: Vec<Vec<redis::Value>> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(con)?;
+    let us = match log.first().and_then(|e| e.get(2)) {
+        Some(redis::Value::Int(us)) => u64::try_from(*us).unwrap_or(0),
+        _ => return Err("SLOWLOG GET: no duration".into()),
+    };
+    Ok((v, us))
+}
+
+/// Counted keys (issue 54): `DUMP` bytes and time and `RESTORE` time beside `MEMORY USAGE`.
+fn counted(con: &mut Connection) -> Result<()> {
+    println!("\n## Counted compact keys: DUMP and RESTORE (issue 54)\n");
+    println!("| requests | timestamps | `MEMORY USAGE` | `DUMP` | `DUMP` time | `RESTORE` time |");
+    println!("|---|---|---|---|---|---|");
+    redis::cmd("CONFIG")
+        .arg(&["SET", "slowlog-log-slower-than", "0"][..])
+        .exec(con)?;
+    for total in [100_000_000u64, 1 << 33] {
+        for k in [10u64, 10_000] {
+            let runs: Vec<(u64, u64)> = (0..k)
+                .map(|i| (T0 + i * 100, total / k + u64::from(i < total % k)))
+                .collect();
+            let (memory, _) = counted_bytes(con, "counted", &runs)?;
+            let (dump, dump_us) = timed(con, redis::cmd("DUMP").arg("counted"))?;
+            let redis::Value::BulkString(dump) = dump else {
+                return Err("DUMP answered no payload".into());
+            };
+            let restore = redis::cmd("RESTORE")
+                .arg("restored")
+                .arg(0)
+                .arg(&dump[..])
+                .to_owned();
+            let (_, restore_us) = timed(con, &mut restore.clone())?;
+            println!(
+                "| {total} | {k} | {memory} B | {} B | {dump_us} µs | {restore_us} µs |",
+                dump.len()
+            );
+            redis::cmd("DEL")
+                .arg(&["counted", "restored"][..])
+                .exec(con)?;
+        }
+    }
+    Ok(())
 }
 
 fn used_memory(con: &mut Connection) -> Result<f64> {
@@ -193,15 +264,20 @@ pub fn run(main: &Server, cell: Option<&Server>) -> Result<()> {
         .arg(&["SET", "slidingwindow.storage", "compact"][..])
         .exec(&mut con)?;
     println!("## Bytes per request, 1M-request compact logs (`MEMORY USAGE`)\n");
-    println!("| arrivals | compact | bound | ratio |");
-    println!("|---|---|---|---|");
+    println!("| arrivals | compact | bound | ratio | `DUMP` |");
+    println!("|---|---|---|---|---|");
     for (name, ts) in patterns() {
         let w = ts.last().unwrap_or(&T0) - ts.first().unwrap_or(&T0) + 1;
-        let bytes = log_bytes(&mut con, "pattern", &ts)?;
+        let (bytes, dump) = log_bytes(&mut con, "pattern", &ts)?;
         let per = bytes as f64 / ts.len() as f64;
         let b = bound(w, ts.len() as u64);
-        println!("| {name} | {per:.2} | {b:.2} | {:.1} |", per / b);
+        let dump = dump as f64 / ts.len() as f64;
+        println!(
+            "| {name} | {per:.2} | {b:.2} | {:.1} | {dump:.2} |",
+            per / b
+        );
     }
+    counted(&mut con)?;
 
     println!("\n## Bytes per key, {KEYS} keys, requests 1 s apart, window 1 h (`used_memory`)\n");
     // First runs grow the client's buffers and what the server and module allocate once.

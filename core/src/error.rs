@@ -4,6 +4,9 @@ use std::fmt;
 
 /// Largest value any numeric argument may take: integers up to 2^53 are exact as sorted-set scores.
 pub const MAX_EXACT: u64 = 1 << 53;
+
+/// Members a sorted set holds at most, as Redis documents it: 2^32 - 1.
+pub const MAX_ZSET_MEMBERS: u64 = u32::MAX as u64;
 /// Largest `window` in seconds such that `window * 1000 <= 2^53`.
 pub const MAX_WINDOW_SECONDS: u64 = MAX_EXACT / 1000;
 /// Default of the most members one admitted call may add: 100,000 inserts take ~0.15 s; a
@@ -77,6 +80,9 @@ pub enum Error {
     BadStorage(String),
     /// A sorted set to convert holds a score that is no ms timestamp in `0..=2^53`.
     NotATimestamp(String),
+    /// `SLIDINGWINDOW.CONVERT` to `zset` of a compact log of more requests than a sorted set
+    /// holds members (`MAX_ZSET_MEMBERS`); holds the log's length.
+    TooLargeForZset(u64),
     /// Malformed arguments of the internal `SLIDINGWINDOW.APPLY`.
     BadApply(&'static str),
     /// The server refused a low-level operation; should never happen.
@@ -194,6 +200,10 @@ impl fmt::Display for Error {
                 f,
                 "ERR the sorted set holds a score that is not a timestamp in ms (an integer between 0 and {MAX_EXACT}): {score}"
             ),
+            Error::TooLargeForZset(len) => write!(
+                f,
+                "ERR the compact log holds {len} requests, more than a sorted set holds ({MAX_ZSET_MEMBERS} members, one a request)"
+            ),
             Error::BadApply(what) => write!(f, "ERR SLIDINGWINDOW.APPLY: {what}"),
             Error::Server(what) => write!(f, "ERR slidingwindow: the server refused {what}"),
             Error::Panic => write!(
@@ -310,6 +320,10 @@ mod tests {
             (
                 Error::NotATimestamp("1.5".into()),
                 "ERR the sorted set holds a score that is not a timestamp in ms (an integer between 0 and 9007199254740992): 1.5",
+            ),
+            (
+                Error::TooLargeForZset(4_300_000_000),
+                "ERR the compact log holds 4300000000 requests, more than a sorted set holds (4294967295 members, one a request)",
             ),
             (Error::BadApply("cutoff"), "ERR SLIDINGWINDOW.APPLY: cutoff"),
             (

@@ -7,7 +7,7 @@
 pub mod compact;
 pub mod zset;
 
-use crate::core::error::Error;
+use crate::core::error::{Error, MAX_ZSET_MEMBERS};
 use crate::core::window::Log;
 use crate::ffi::{Class, Ctx, Key, Kind, Mode, RString};
 use compact::CompactStore;
@@ -85,8 +85,11 @@ impl<'a> Opened<'a> {
             // Unlinking the key frees its value: the log goes on as a copy.
             Some(Storage::Compact) => key.native::<CompactLog>().cloned().unwrap_or_default(),
         };
-        // Everything is read and checked; from here on the key changes, and `fx` records it.
         let len = log.len();
+        if target == Storage::Zset && len > MAX_ZSET_MEMBERS {
+            return Err(Error::TooLargeForZset(len));
+        }
+        // Everything is read and checked; from here on the key changes, and `fx` records it.
         let ttl = key.expire_at();
         key.unlink()?;
         fx.replaced = Some(key.name());

@@ -268,11 +268,13 @@ fn lzf(input: &[u8], len: usize) -> Option<Vec<u8>> {
     (out.len() == len).then_some(out)
 }
 
-/// The timestamps of a compact log's DUMP payload, per its encoding 1: type 7, the module id,
-/// the count (opcode 2), the buffer of varint deltas (opcode 5), EOF (opcode 0).
+/// The timestamps of a compact log's DUMP payload: type 7, the module id (its low 10 bits the
+/// encoding), the count (opcode 2), the buffer of varints (opcode 5), EOF (opcode 0). Encoding 1:
+/// `count` timestamps, each a distance from the one before; encoding 2: `count` distinct ones,
+/// a copied one followed by 0 and its extra copies.
 pub fn compact_timestamps(dump: &[u8]) -> Option<Vec<u64>> {
     let mut at = 1;
-    rdb_len(dump, &mut at)?; // the module id
+    let encoding = rdb_len(dump, &mut at)? & 0x3ff;
     let (2, count) = (rdb_len(dump, &mut at)?, rdb_len(dump, &mut at)?) else {
         return None;
     };
@@ -289,17 +291,33 @@ pub fn compact_timestamps(dump: &[u8]) -> Option<Vec<u64>> {
         let len = usize::try_from(rdb_len(dump, &mut at)?).ok()?;
         dump.get(at..at + len)?.to_vec()
     };
-    let (mut out, mut ts, mut v, mut shift) = (Vec::new(), 0u64, 0u64, 0);
+    let mut varints = Vec::new();
+    let (mut v, mut shift) = (0u64, 0);
     for &b in &buf {
         v |= u64::from(b & 0x7f) << shift;
         shift += 7;
         if b & 0x80 == 0 {
-            ts += v;
-            out.push(ts);
+            varints.push(v);
             (v, shift) = (0, 0);
         }
     }
-    (out.len() as u64 == count).then_some(out)
+    let (mut out, mut ts, mut distinct) = (Vec::new(), 0u64, 0u64);
+    let mut it = varints.into_iter();
+    while let Some(v) = it.next() {
+        if encoding == 2 && !out.is_empty() && v == 0 {
+            out.extend(std::iter::repeat_n(ts, usize::try_from(it.next()?).ok()?));
+            continue;
+        }
+        ts += v;
+        out.push(ts);
+        distinct += 1;
+    }
+    let found = if encoding == 2 {
+        distinct
+    } else {
+        out.len() as u64
+    };
+    (found == count).then_some(out)
 }
 
 /// Every member of the sorted set at `key` with its score, oldest first.

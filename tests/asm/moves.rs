@@ -255,3 +255,38 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     assert_eq!(scores(&mut src.client(), key), m.scores);
     setup.cluster.assert_replicas_match();
 }
+
+/// A compact key past 2^32 requests on one timestamp moves whole: its count and its DUMP on the
+/// target, its replica in step (issue 54).
+#[test]
+fn counts_past_2_to_the_32_move_whole() {
+    let Some(setup) = Setup::start_for("counts_past_2_to_the_32_move_whole") else {
+        return;
+    };
+    setup.storage("compact");
+    let (src, dst) = setup.nodes();
+    let key = setup.names("counted:", 1).remove(0);
+    let mut c = src.client();
+    kit::config_set(&mut c, "slidingwindow.max-members-per-call", "10000000");
+    let max = 1u64 << 53;
+    let mut p = redis::pipe();
+    for now in std::iter::repeat_n(T0, 430).chain([T0 + 1000]) {
+        p.cmd("SLIDINGWINDOW.ALLOW")
+            .arg(&key)
+            .arg(3600)
+            .arg(max)
+            .arg(now)
+            .arg("COST")
+            .arg(10_000_000)
+            .ignore();
+    }
+    let () = p.query(&mut c).expect("a counted key");
+    let dump: Vec<u8> = q(&mut c, &["DUMP", &key]);
+    setup.migrate();
+    setup.wait_export(&["success"]);
+    let mut d = dst.client();
+    let line = format!("PEEK {key} 3600 {max} {}", T0 + 1000);
+    assert_eq!(kit::sw5(&mut d, &line)[1], 4_310_000_001);
+    assert_eq!(q::<Vec<u8>>(&mut d, &["DUMP", &key]), dump);
+    setup.cluster.assert_replicas_match();
+}

@@ -1,5 +1,5 @@
-//! The encoding: corrupt DUMP payloads refused, the golden RDB of encoding 1, and the DUMP
-//! fixtures of earlier layouts restored to the same logs.
+//! The encoding: corrupt DUMP payloads refused, the golden RDBs of encodings 1 and 2, and the
+//! DUMP fixtures of earlier layouts restored to the same logs.
 
 use super::*;
 
@@ -20,12 +20,17 @@ fn crc64(bytes: &[u8]) -> u64 {
 }
 
 /// A DUMP payload with `body` (type, module id, value) under a correct checksum.
-fn payload(body: &[u8], rdb_version: &[u8]) -> Vec<u8> {
+pub(super) fn payload(body: &[u8], rdb_version: &[u8]) -> Vec<u8> {
     let mut p = body.to_vec();
     p.extend_from_slice(rdb_version);
     let crc = crc64(&p);
     p.extend_from_slice(&crc.to_le_bytes());
     p
+}
+
+/// `RESTORE key 0 payload`.
+pub(super) fn restore_payload(c: &mut Connection, key: &str, p: &[u8]) -> redis::RedisResult<()> {
+    redis::cmd("RESTORE").arg(key).arg(0).arg(p).query::<()>(c)
 }
 
 /// A payload whose checksum is right but whose log is not: refused, and the server carries on.
@@ -42,21 +47,15 @@ fn corrupt_restore_payloads_are_refused() {
     );
     // type 7, then the module id (0x81 + 8 bytes), the count (opcode 2), the buffer (opcode 5).
     let (head, value) = body.split_at(10);
-    assert_eq!(value[..2], [2, 3], "count 3");
+    assert_eq!(value[..2], [2, 2], "2 distinct timestamps");
     assert_eq!(value[2], 5, "a string buffer follows");
     let version = &trailer[..2];
-    let restore = |c: &mut Connection, p: &[u8]| {
-        redis::cmd("RESTORE")
-            .arg("bad")
-            .arg(0)
-            .arg(p)
-            .query::<()>(c)
-    };
+    let restore = |c: &mut Connection, p: &[u8]| restore_payload(c, "bad", p);
     // (what is wrong, the value after the module id)
     let mut cases: Vec<(&str, Vec<u8>)> = vec![
         ("count 0", [&[2u8, 0][..], &value[2..]].concat()),
-        ("count 4", [&[2u8, 4][..], &value[2..]].concat()),
-        ("count 2", [&[2u8, 2][..], &value[2..]].concat()),
+        ("count 3", [&[2u8, 3][..], &value[2..]].concat()),
+        ("count 1", [&[2u8, 1][..], &value[2..]].concat()),
         ("no buffer", [&value[..2], &[0u8][..]].concat()),
         ("truncated", value[..value.len() - 3].to_vec()),
     ];
@@ -84,7 +83,7 @@ fn corrupt_restore_payloads_are_refused() {
     wait_until(Duration::from_secs(10), "the refusal in the log", || {
         std::fs::read_to_string(s.log_path())
             .unwrap_or_default()
-            .contains("encoding version 2 is newer than this module knows (1)")
+            .contains("encoding version 3 is newer than this module knows (2)")
     });
     // And the original still restores.
     let ok = restore(&mut c, &payload(body, version));
@@ -147,14 +146,20 @@ fn write_the_golden_rdb() {
     std::fs::copy(s.dir().join("dump.rdb"), GOLDEN).unwrap();
 }
 
-#[test]
-fn the_golden_rdb_loads_to_the_same_logs() {
+/// A server that loaded the golden RDB at `path`, and a connection to it.
+fn golden_server(path: &str) -> (Server, Connection) {
     let s = Server::builder()
         .args(["--dbfilename", "golden.rdb"])
         .start();
-    std::fs::copy(GOLDEN, s.dir().join("golden.rdb")).expect("tests/fixtures/compact-v1.rdb");
+    std::fs::copy(path, s.dir().join("golden.rdb")).expect(path);
     let mut c = s.client();
     ok(&mut c, &["DEBUG", "RELOAD", "NOSAVE"]);
+    (s, c)
+}
+
+#[test]
+fn the_golden_rdb_loads_to_the_same_logs() {
+    let (_s, mut c) = golden_server(GOLDEN);
     let models = golden_models();
     let keys: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(keys as usize, models.len());
@@ -175,6 +180,57 @@ fn the_golden_rdb_loads_to_the_same_logs() {
         }
         assert_eq!(scores(&mut c, key), model.scores, "{key}");
     }
+}
+
+/// The golden RDB of encoding 2 (runs): the keys of the first one, written again, and a counted
+/// key past 2^32 on one timestamp.
+const GOLDEN_V2: &str = "tests/fixtures/compact-v2.rdb";
+
+/// The counted key of the golden RDB of encoding 2: (now, calls of COST 10^7).
+const GOLDEN_COUNTED: [(u64, u64); 3] = [(T0, 430), (T0 + 1, 1), (T0 + 5000, 3)];
+
+#[test]
+#[ignore = "writes tests/fixtures/compact-v2.rdb: only when the golden file must be made anew"]
+fn write_the_golden_v2_rdb() {
+    let (s, mut c) = compact_client();
+    wide_calls(&mut c);
+    for (key, w, max, now, cost) in golden_calls() {
+        sw5(&mut c, &format!("ALLOW {key} {w} {max} {now} COST {cost}"));
+    }
+    for (now, calls) in GOLDEN_COUNTED {
+        for _ in 0..calls {
+            let line = format!("ALLOW golden:counted 3600 {MAX_TS} {now} COST 10000000");
+            assert_eq!(sw5(&mut c, &line)[0], 1);
+        }
+    }
+    for (key, _) in golden_models() {
+        assert_eq!(q::<i64>(&mut c, &["PERSIST", key]), 1, "PERSIST {key}");
+    }
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "golden:counted"]), 1);
+    ok(&mut c, &["SAVE"]);
+    std::fs::copy(s.dir().join("dump.rdb"), GOLDEN_V2).unwrap();
+}
+
+#[test]
+fn the_golden_v2_rdb_loads_to_the_same_logs() {
+    let (_s, mut c) = golden_server(GOLDEN_V2);
+    let models = golden_models();
+    let keys: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(keys as usize, models.len() + 1);
+    for (key, model) in models {
+        assert_eq!(kind(&mut c, key), "swcompact", "{key}");
+        assert_eq!(scores(&mut c, key), model.scores, "{key}");
+    }
+    // The counted key: 4.3 * 10^9 on T0, 10^7 a ms later, 3 * 10^7 five seconds later.
+    assert_eq!(pexpiretime(&mut c, "golden:counted"), -1);
+    // (window, in requests at T0 + 5000)
+    for (w, want) in [(1, 30_000_000), (5, 40_000_000), (3600, 4_340_000_000)] {
+        let line = format!("PEEK golden:counted {w} {MAX_TS} {} COST 1", T0 + 5000);
+        assert_eq!(sw5(&mut c, &line)[1], want + 1, "window {w}");
+    }
+    // A DUMP in runs: a few bytes.
+    let dump: Vec<u8> = q(&mut c, &["DUMP", "golden:counted"]);
+    assert!(dump.len() <= 64, "{} bytes", dump.len());
 }
 
 const DUMPS: &str = "tests/fixtures/compact-v1-dumps.txt";

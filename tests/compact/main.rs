@@ -2,7 +2,8 @@
 //! same calls, and its keyspace events and WATCH (`replies`); a few bytes a request, lazy free and
 //! defrag (`memory`); persistence and movement: RDB, AOF rewrite, DUMP/RESTORE, COPY, RENAME, a
 //! replica (`persistence`); CONVERT both ways and APPLY (`commands`); corrupt payloads refused, the
-//! golden RDB of encoding 1 and the DUMP fixtures of earlier layouts (`encoding`). Replication,
+//! golden RDB of encoding 1 and the DUMP fixtures of earlier layouts (`encoding`); counts past
+//! 2^32 and up to 2^53 on one timestamp, and DUMPs that cost distinct timestamps (`counts`). Replication,
 //! kill -9 and the cluster run in the `faults`, `concurrency`, `hostile` and `cluster` suites once
 //! per storage.
 
@@ -19,6 +20,7 @@ use rng::Rng;
 use std::time::Duration;
 
 mod commands;
+mod counts;
 mod encoding;
 mod memory;
 mod persistence;
@@ -29,6 +31,32 @@ const MAX_TS: u64 = 1 << 53;
 
 fn compact_server() -> Server {
     Server::builder().storage("compact").start()
+}
+
+/// A compact server that appends every write to its AOF, rewritten without the RDB preamble
+/// (compact logs as `APPLY` batches).
+fn aof_server() -> Server {
+    Server::builder()
+        .storage("compact")
+        .aof_always()
+        .args(["--aof-use-rdb-preamble", "no"])
+        .start()
+}
+
+/// Runs `BGREWRITEAOF` on `s` and waits until it is done.
+fn rewrite_aof(s: &Server, c: &mut Connection) {
+    let rewrites = info_u64(s, "persistence", "aof_rewrites");
+    let started: String = q(c, &["BGREWRITEAOF"]);
+    assert_eq!(started, "Background append only file rewriting started");
+    wait_until(Duration::from_secs(60), "the AOF rewrite", || {
+        info_u64(s, "persistence", "aof_rewrites") > rewrites
+            && info_u64(s, "persistence", "aof_rewrite_in_progress") == 0
+    });
+}
+
+/// Lets one call add up to 10^7 requests (the highest `max-members-per-call`).
+fn wide_calls(c: &mut Connection) {
+    kit::config_set(c, "slidingwindow.max-members-per-call", "10000000");
 }
 
 /// [`compact_server`] and a connection to it.

@@ -19,11 +19,7 @@ fn state(s: &Server, keys: &[&str]) -> (String, Vec<Seen>) {
 #[test]
 fn persists_and_moves_with_every_mechanism() {
     let keys = ["p0", "p1", "p2", "p3", "p4"];
-    let mut s = Server::builder()
-        .storage("compact")
-        .aof_always()
-        .args(["--aof-use-rdb-preamble", "no"])
-        .start();
+    let mut s = aof_server();
     let mut c = s.client();
     traffic(&mut c, &keys, 7, 3000);
     for k in keys {
@@ -36,13 +32,7 @@ fn persists_and_moves_with_every_mechanism() {
     assert_eq!(state(&s, &keys), before, "DEBUG RELOAD");
 
     // An AOF rewrite without the RDB preamble writes the logs as APPLY commands.
-    let rewrites = info_u64(&s, "persistence", "aof_rewrites");
-    let started: String = q(&mut c, &["BGREWRITEAOF"]);
-    assert_eq!(started, "Background append only file rewriting started");
-    wait_until(Duration::from_secs(30), "the AOF rewrite", || {
-        info_u64(&s, "persistence", "aof_rewrites") > rewrites
-            && info_u64(&s, "persistence", "aof_rewrite_in_progress") == 0
-    });
+    rewrite_aof(&s, &mut c);
     let base = std::fs::read_dir(s.dir().join("appendonlydir"))
         .unwrap()
         .filter_map(|e| e.ok())

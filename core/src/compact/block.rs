@@ -4,7 +4,7 @@
 //! slots and counts together.
 //!
 //! Two forms: plain (a slot per request) and counted (a slot per distinct timestamp, with its
-//! count beside it in the fewest bytes, 1 to 4, the block's largest count needs). A block is
+//! count beside it in the fewest bytes, 1 to 6, the block's largest count needs). A block is
 //! laid out in whichever takes fewer bytes; a plain block that fills up is re-laid counted when
 //! that is smaller, and an append on a counted block's newest timestamp bumps its count. So
 //! equal timestamps cost one slot together, however many.
@@ -36,8 +36,12 @@ pub const BLOCK_BYTES: usize = 4096;
 #[cfg(fuzzing)]
 pub const BLOCK_BYTES: usize = 32;
 
-/// Requests a block holds at most (and so one slot's count).
-pub const MAX_LEN: usize = u32::MAX as usize;
+/// Requests a block holds at most (and so one slot's count): its length is 48 bits, so that the
+/// block stays 48 bytes; a count above it (up to 2^53, the most a key logs) takes up to 33 blocks.
+pub const MAX_LEN: usize = (1 << 48) - 1;
+
+/// The bit of `Block::low` that marks an open block (the low bits take at most 56, 6 bits).
+const OPEN: u8 = 0x80;
 
 /// Offsets below this fit a slot of `width` bytes (1 to 7).
 fn reach(width: usize) -> u64 {
@@ -67,9 +71,9 @@ pub fn fits(len: usize, span: u64) -> bool {
     len * width_for(span) <= BLOCK_BYTES
 }
 
-/// The fewest bytes (1 to 4) a count up to `most` needs.
+/// The fewest bytes a count up to `most` needs (1 to 6 for counts up to `MAX_LEN`).
 fn count_width(most: usize) -> usize {
-    width_for(most as u64).min(4)
+    width_for(most as u64)
 }
 
 /// Bytes of the smaller form for `len` requests in `runs` distinct timestamps of `width` bytes,
@@ -91,8 +95,8 @@ pub fn fits_runs(len: usize, runs: usize, span: u64, most: usize) -> bool {
 }
 
 /// Runs of equal timestamps in sorted `ts`.
-fn runs(ts: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
-    let mut out: Vec<(u64, u32)> = Vec::new();
+fn runs(ts: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
     for t in ts {
         match out.last_mut() {
             Some((v, n)) if *v == t => *n += 1,
@@ -103,7 +107,7 @@ fn runs(ts: impl Iterator<Item = u64>) -> Vec<(u64, u32)> {
 }
 
 /// The length and the largest count of `runs`.
-fn totals(runs: &[(u64, u32)]) -> (usize, usize) {
+fn totals(runs: &[(u64, u64)]) -> (usize, usize) {
     runs.iter().fold((0, 0), |(len, most), (_, n)| {
         (len + *n as usize, most.max(*n as usize))
     })
@@ -120,17 +124,19 @@ pub struct Block {
     first: u64,
     base: u64,
     buf: Box<[u8]>,
+    /// Requests: `len_hi << 32 | len`.
     len: u32,
+    len_hi: u16,
     start: u16,
     slots: u16,
     width: u8,
     cw: u8,
     /// Sealed (see `bits`): the slots encoded (0: the byte form), their low bits and count bits.
+    /// Bit 7 of `low` (`OPEN`): taken out of the sealed form to be edited in bytes, to be sealed
+    /// again (`seal`).
     ef_n: u16,
     low: u8,
     cb: u8,
-    /// Open: taken out of the sealed form to be edited in bytes, to be sealed again (`seal`).
-    open: bool,
 }
 
 /// A zeroed buffer of `bytes`.
@@ -189,7 +195,7 @@ impl Block {
     /// A block holding `runs` (sorted, from `lo`, fitting `BLOCK_BYTES` at `width` with counts
     /// of `cw` bytes, 0 for the plain form), with `spare` more slots of room (within the same
     /// bound).
-    fn laid(runs: &[(u64, u32)], lo: u64, width: usize, spare: usize, cw: usize) -> Block {
+    fn laid(runs: &[(u64, u64)], lo: u64, width: usize, spare: usize, cw: usize) -> Block {
         let (len, _) = totals(runs);
         let counted = cw > 0;
         let slots = if counted { runs.len() } else { len };
@@ -219,6 +225,7 @@ impl Block {
             base: lo,
             buf,
             len: len as u32,
+            len_hi: (len >> 32) as u16,
             start: 0,
             slots: slots as u16,
             width: width as u8,
@@ -226,13 +233,12 @@ impl Block {
             ef_n: 0,
             low: 0,
             cb: 0,
-            open: false,
         }
     }
 
     /// A block holding `runs` in its smaller form with `spare` slots of room, or None when it
     /// does not fit.
-    pub fn best(runs: &[(u64, u32)], width: Option<usize>, spare: usize) -> Option<Block> {
+    pub fn best(runs: &[(u64, u64)], width: Option<usize>, spare: usize) -> Option<Block> {
         let (Some(lo), Some(hi)) = (runs.first(), runs.last()) else {
             return Some(Block::laid(&[], 0, 1, spare, 0));
         };
@@ -257,16 +263,21 @@ impl Block {
     pub fn run(ts: u64, n: usize) -> Block {
         let n = n.min(MAX_LEN);
         let (_, cw) = form_bytes(n, 1, 1, n);
-        Block::laid(&[(ts, n as u32)], ts, 1, 0, cw)
+        Block::laid(&[(ts, n as u64)], ts, 1, 0, cw)
     }
 
     #[inline]
     pub fn len(&self) -> usize {
-        self.len as usize
+        (u64::from(self.len_hi) << 32 | u64::from(self.len)) as usize
+    }
+
+    /// Sets the length (at most `MAX_LEN`).
+    fn set_len(&mut self, n: usize) {
+        (self.len, self.len_hi) = (n as u32, (n >> 32) as u16);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len == 0 && self.len_hi == 0
     }
 
     pub fn w(&self) -> usize {
@@ -291,7 +302,7 @@ impl Block {
     fn ef(&self) -> Ef {
         Ef {
             n: usize::from(self.ef_n),
-            low: u32::from(self.low),
+            low: u32::from(self.low & !OPEN),
             cb: u32::from(self.cb),
         }
     }
@@ -542,15 +553,15 @@ impl Block {
 
     /// The block's runs (equal neighbours merged) with `n` copies of `ts` inserted at request
     /// `p` and requests `a..b` left out (of the block before the insertion): O(slots).
-    pub fn runs_with(&self, p: usize, ts: u64, n: usize, a: usize, b: usize) -> Vec<(u64, u32)> {
-        fn push(out: &mut Vec<(u64, u32)>, t: u64, k: usize) {
+    pub fn runs_with(&self, p: usize, ts: u64, n: usize, a: usize, b: usize) -> Vec<(u64, u64)> {
+        fn push(out: &mut Vec<(u64, u64)>, t: u64, k: usize) {
             match out.last_mut() {
                 _ if k == 0 => {}
-                Some((v, c)) if *v == t => *c += k as u32,
-                _ => out.push((t, k as u32)),
+                Some((v, c)) if *v == t => *c += k as u64,
+                _ => out.push((t, k as u64)),
             }
         }
-        let mut out: Vec<(u64, u32)> = Vec::with_capacity(self.slots() + 2);
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(self.slots() + 2);
         let mut at = 0;
         let mut inserted = n == 0;
         for (t, c) in self.decoded() {
@@ -575,7 +586,7 @@ impl Block {
     }
 
     /// Its runs, equal neighbours merged: O(slots).
-    pub fn slot_runs(&self) -> Vec<(u64, u32)> {
+    pub fn slot_runs(&self) -> Vec<(u64, u64)> {
         self.runs_with(0, 0, 0, 0, 0)
     }
 
@@ -616,11 +627,14 @@ impl Block {
         let (len, slots, w) = (self.len(), self.slots(), self.w());
         let start = usize::from(self.start);
         assert!(
-            !self.open || (!self.sealed() && len > 0),
+            !self.is_open() || (!self.sealed() && len > 0),
             "open: sealed or empty"
         );
+        // Its slots, not its requests: a count may be 2^48.
+        let decoded = self.decoded();
+        let ordered = decoded.windows(2).all(|v| v[0].0 <= v[1].0);
+        let total: u64 = decoded.iter().map(|s| s.1).sum();
         if self.sealed() {
-            let values: Vec<u64> = self.values().collect();
             assert!(self.bytes() <= BLOCK_BYTES, "too big");
             assert!(start + slots <= usize::from(self.ef_n), "overflows");
             assert!(slots * 4 >= usize::from(self.ef_n) * 3, "loose");
@@ -631,9 +645,9 @@ impl Block {
             } else {
                 assert_eq!(slots, len, "plain slots");
             }
-            assert_eq!(values.len(), len, "values");
-            assert!(values.windows(2).all(|v| v[0] <= v[1]), "order");
-            assert_eq!(Some(&self.first), values.first(), "first");
+            assert_eq!(total, len as u64, "values");
+            assert!(ordered, "order");
+            assert_eq!(Some(self.first), decoded.first().map(|s| s.0), "first");
             assert_eq!(self.get(len - 1), self.last(), "last");
             return;
         }
@@ -641,7 +655,7 @@ impl Block {
         assert!(start + slots <= self.cap(), "overflows");
         assert!((1..=7).contains(&w), "width {w}");
         if self.counted() {
-            assert!((1..=4).contains(&self.cw()), "count width");
+            assert!((1..=7).contains(&self.cw()), "count width");
             assert!((0..slots).all(|s| self.count_at(s) >= 1), "a zero count");
             assert_eq!(self.sum(0, slots), len, "counts");
         } else {
@@ -651,12 +665,8 @@ impl Block {
             assert_eq!(self.first, self.get(0), "first");
             assert!(self.base <= self.first, "base");
             assert!(width_for(self.last() - self.base) <= w, "width");
-            assert!(
-                self.values()
-                    .zip(self.values().skip(1))
-                    .all(|(a, b)| a <= b)
-            );
-            assert_eq!(self.values().count(), len, "values");
+            assert!(ordered, "order");
+            assert_eq!(total, len as u64, "values");
         }
         let width = self.kept_width();
         let per = self.cw();
@@ -677,6 +687,28 @@ impl Block {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 48-bit length and the open flag inside `low` keep a block at 48 bytes.
+    #[test]
+    fn a_block_is_48_bytes() {
+        assert_eq!(size_of::<Block>(), 48);
+        let mut block = Block::run(7, MAX_LEN);
+        assert_eq!(
+            (block.len(), block.slots(), block.values().next()),
+            (MAX_LEN, 1, Some(7))
+        );
+        block.remove(0, MAX_LEN - 3);
+        block.check();
+        assert_eq!(block.len(), 3);
+        assert!(block.insert(3, 7, MAX_LEN - 3));
+        assert!(!block.insert(0, 7, 1));
+        block.check();
+        // Two blocks whose counts add up past a block's: no merge.
+        let half = Block::run(7, MAX_LEN / 2 + 1);
+        assert!(Block::merged(&half, &half, BLOCK_BYTES).is_none());
+        let both = Block::merged(&half, &Block::run(7, MAX_LEN / 2), BLOCK_BYTES);
+        assert_eq!(both.map(|b| b.len()), Some(MAX_LEN));
+    }
 
     #[test]
     fn buffers_fill_size_classes() {

@@ -60,7 +60,7 @@ impl Item for Block {
 
 /// Blocks holding `runs` (sorted timestamps and their counts): the fewest equal shares of the
 /// runs that each fit a block, so that a split leaves room on both sides.
-fn pack(runs: &[(u64, u32)]) -> Vec<Block> {
+fn pack(runs: &[(u64, u64)]) -> Vec<Block> {
     let mut k = 1;
     while k < runs.len() {
         let share = runs.len().div_ceil(k);
@@ -73,9 +73,7 @@ fn pack(runs: &[(u64, u32)]) -> Vec<Block> {
         }
         k += 1;
     }
-    runs.iter()
-        .filter_map(|r| Block::best(std::slice::from_ref(r), None, 0))
-        .collect()
+    runs.iter().flat_map(|&(ts, n)| runs_of(ts, n)).collect()
 }
 
 /// `block` in the sealed form (when that is smaller).
@@ -84,7 +82,7 @@ fn sealed(mut block: Block) -> Block {
     block
 }
 
-/// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`).
+/// `n` copies of `ts` as full counted blocks (one, up to `MAX_LEN`; 33 at 2^53).
 fn runs_of(ts: u64, n: u64) -> Vec<Block> {
     let full = (n / MAX_LEN as u64) as usize;
     let rest = (n % MAX_LEN as u64) as usize;
@@ -147,6 +145,81 @@ impl Builder {
         }
         Blocks {
             tree: Tree::from_vec(self.blocks),
+        }
+    }
+}
+
+/// Builds a log from sorted runs of equal timestamps in one pass, O(runs): each block as full as
+/// its width and form allow (a count above a block's `MAX_LEN` in full blocks of its own), then
+/// the tree over them bottom-up. A log of few requests goes through `Builder`, for its small form.
+#[derive(Default)]
+pub struct RunBuilder {
+    blocks: Vec<Block>,
+    run: Vec<(u64, u64)>,
+    /// Requests in `run`, and the most on one timestamp.
+    len: u64,
+    most: u64,
+}
+
+impl RunBuilder {
+    /// Appends `n` (at least 1) copies of `ts`, after every timestamp pushed before.
+    pub fn push(&mut self, ts: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if n > MAX_LEN as u64 {
+            self.flush();
+            self.blocks.extend(runs_of(ts, n).into_iter().map(sealed));
+            return;
+        }
+        if let Some(&(lo, _)) = self.run.first()
+            && !fits_runs(
+                (self.len + n) as usize,
+                self.run.len() + 1,
+                ts.saturating_sub(lo),
+                self.most.max(n) as usize,
+            )
+        {
+            self.flush();
+        }
+        self.run.push((ts, n));
+        self.len += n;
+        self.most = self.most.max(n);
+    }
+
+    fn flush(&mut self) {
+        if let Some(block) = Block::best(&self.run, None, 0) {
+            self.blocks.push(sealed(block));
+        }
+        self.run.clear();
+        (self.len, self.most) = (0, 0);
+    }
+
+    pub fn finish(mut self) -> CompactLog {
+        let total = self.len + self.blocks.iter().map(|b| b.len() as u64).sum::<u64>();
+        if total as usize <= super::small::MAX_LEN {
+            // Few requests (in blocks already where blocks are tiny, under the fuzzer): the
+            // one-by-one builder, for its small form.
+            let mut builder = Builder::default();
+            for ts in self.blocks.iter().flat_map(Block::values) {
+                builder.push(ts);
+            }
+            for (ts, n) in self.run {
+                for _ in 0..n {
+                    builder.push(ts);
+                }
+            }
+            return builder.finish();
+        }
+        if !self.run.is_empty()
+            && let Some(block) = Block::best(&self.run, None, 0)
+        {
+            self.blocks.push(block);
+        }
+        CompactLog {
+            repr: Repr::Blocks(Box::new(Blocks {
+                tree: Tree::from_vec(self.blocks),
+            })),
         }
     }
 }
@@ -600,7 +673,7 @@ pub struct Runs<'a> {
     small: std::vec::IntoIter<(u64, u64)>,
     blocks: Option<Iter<'a, Block>>,
     /// The current block's runs, decoded in one pass.
-    block: std::vec::IntoIter<(u64, u32)>,
+    block: std::vec::IntoIter<(u64, u64)>,
 }
 
 impl Iterator for Runs<'_> {
@@ -623,7 +696,7 @@ impl Iterator for Runs<'_> {
             if run.is_some_and(|(t, _)| t != ts) {
                 return run;
             }
-            run = Some((ts, run.map_or(0, |(_, m)| m) + u64::from(n)));
+            run = Some((ts, run.map_or(0, |(_, m)| m) + n));
             self.block.next();
         }
     }
@@ -689,11 +762,13 @@ impl CompactLog {
                     assert_eq!(i + 1, blocks.len(), "block {i} of {} empty", blocks.len());
                 }
             }
-            let values: Vec<u64> = b.iter().collect();
-            assert!(values.windows(2).all(|w| w[0] <= w[1]), "out of order");
-            assert_eq!(values.len() as u64, b.len());
+            // Its runs, not its requests: a count may be 2^53.
+            let runs: Vec<(u64, u64)> = self.runs().collect();
+            assert!(runs.windows(2).all(|w| w[0].0 < w[1].0), "out of order");
+            assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), b.len());
             assert!(
-                b.len() as usize > BACK_TO_SMALL || Small::fit(&values).is_none(),
+                b.len() as usize > BACK_TO_SMALL
+                    || Small::fit(&b.iter().collect::<Vec<_>>()).is_none(),
                 "a short log in blocks"
             );
         }
@@ -930,6 +1005,84 @@ mod tests {
         assert!(log.is_empty());
         assert_eq!(log.newest(), None);
         assert_eq!(log.refund(MAX_TS, 1), 0);
+    }
+
+    /// Counts around 2^32 and up to 2^53 on one timestamp, across blocks (tiny under the
+    /// fuzzing cfg): adds beside it, trims of older timestamps, refunds, merges; nothing wraps.
+    #[test]
+    fn counts_never_wrap() {
+        let t = 1_700_000_000_000u64;
+        let big = MAX_LEN as u64;
+        // (copies of `t`, added in calls of)
+        for (total, step) in [
+            ((1u64 << 32) - 1, 1u64 << 31),
+            (1 << 32, 1 << 30),
+            ((1 << 32) + 1, 10_000_000),
+            (4_300_000_000, 10_000_000),
+            (big + 1, big / 2 + 1),
+            (MAX_TS - 1, 1 << 52),
+            (MAX_TS, big),
+        ] {
+            let mut log = CompactLog::default();
+            log.add(t - 5, 3);
+            let mut left = total;
+            while left > 0 {
+                let n = left.min(step);
+                log.add(t, n);
+                left -= n;
+            }
+            log.add(t + 1, 2);
+            log.check();
+            let want = |log: &CompactLog, ts: &[(u64, u64)]| {
+                assert_eq!(log.runs().collect::<Vec<_>>(), ts, "{total}");
+                assert_eq!(log.len(), ts.iter().map(|r| r.1).sum::<u64>(), "{total}");
+            };
+            want(&log, &[(t - 5, 3), (t, total), (t + 1, 2)]);
+            assert_eq!(log.count_through(t as f64), total + 3);
+            assert_eq!(log.kth_oldest(total + 3), Some(t));
+            assert_eq!(log.kth_oldest(total + 4), Some(t + 1));
+            // A refund of the newer timestamps and one of `t`'s: the rest of `t` stays.
+            assert_eq!(log.refund(MAX_TS, 3), 3);
+            log.check();
+            want(&log, &[(t - 5, 3), (t, total - 1)]);
+            // A trim of the older one, and refunds that cut `t`'s blocks down to one request.
+            assert_eq!(log.trim((t - 1) as i64), 3);
+            log.check();
+            want(&log, &[(t, total - 1)]);
+            if total > 2 {
+                assert_eq!(log.refund(t, total - 2), total - 2);
+                log.check();
+                want(&log, &[(t, 1)]);
+            }
+            let left = log.len();
+            assert_eq!(log.trim(t as i64), left);
+            assert!(log.is_empty());
+        }
+    }
+
+    /// Blocks of `MAX_LEN` copies merge (after a cut) only into a block that holds their sum.
+    #[test]
+    fn a_merge_near_the_block_limit_keeps_every_count() {
+        let t = 1u64 << 40;
+        let big = MAX_LEN as u64;
+        let mut log = CompactLog::default();
+        for i in 0..200u64 {
+            log.add(t + i, 1);
+        }
+        log.add(t + 500, big);
+        log.add(t + 500, big);
+        log.add(t + 501, 5);
+        log.check();
+        // A cut through the small blocks leaves them to merge beside the full ones.
+        assert_eq!(log.trim((t + 150) as i64), 151);
+        assert_eq!(log.refund(MAX_TS, 5), 5);
+        log.check();
+        let mut want: Vec<(u64, u64)> = (151..200u64).map(|i| (t + i, 1)).collect();
+        want.push((t + 500, 2 * big));
+        assert_eq!(log.runs().collect::<Vec<_>>(), want);
+        assert_eq!(log.refund(MAX_TS, big + 7), big + 7);
+        log.check();
+        assert_eq!(log.len(), 49 + big - 7);
     }
 
     #[test]

@@ -25,9 +25,9 @@ impl Block {
     /// append takes the next slot.
     #[inline]
     pub fn insert(&mut self, p: usize, ts: u64, n: usize) -> bool {
-        if self.open {
+        if self.is_open() {
             let done = self.insert_bytes(p, ts, n);
-            self.open = !self.sealed() && !self.is_empty();
+            self.set_open(!self.sealed() && !self.is_empty());
             return done;
         }
         self.insert_bytes(p, ts, n)
@@ -50,7 +50,7 @@ impl Block {
             let c = self.read_count(i);
             if self.slot(self.slots() - 1) == ts && self.count_fits(c + n) {
                 self.set_count(i, c + n);
-                self.len += n as u32;
+                self.set_len(self.len() + n);
                 return true;
             }
         }
@@ -62,7 +62,8 @@ impl Block {
             if n <= 2 && !self.counted() && self.buf.len() >= n {
                 (self.first, self.base, self.start, self.width) = (ts, ts, 0, 1);
                 self.fill(0, n, 0);
-                (self.slots, self.len) = (n as u16, n as u32);
+                self.slots = n as u16;
+                self.set_len(n);
             } else {
                 *self = Block::run(ts, n);
             }
@@ -132,7 +133,7 @@ impl Block {
                 && self.len() + n <= MAX_LEN
             {
                 self.set_count(start + s, c + n);
-                self.len += n as u32;
+                self.set_len(self.len() + n);
                 return true;
             }
         }
@@ -149,7 +150,7 @@ impl Block {
             self.fill(end * w, 1, ts - self.base);
             self.set_count(end, n);
             self.slots += 1;
-            self.len += n as u32;
+            self.set_len(self.len() + n);
             return true;
         }
         false
@@ -192,7 +193,7 @@ impl Block {
             self.start = 0;
         }
         self.fill((usize::from(self.start) + p) * w, n, ts - self.base);
-        self.len = (len + n) as u32;
+        self.set_len(len + n);
         self.slots = (len + n) as u16;
         self.first = self.first.min(ts);
     }
@@ -202,9 +203,9 @@ impl Block {
     /// inside); then re-lays the block if its buffer is larger than its live slots need (see the
     /// top of this file).
     pub fn remove(&mut self, a: usize, b: usize) {
-        let open = self.open;
+        let open = self.is_open();
         self.remove_bytes(a, b);
-        self.open = open && !self.sealed() && !self.is_empty();
+        self.set_open(open && !self.sealed() && !self.is_empty());
     }
 
     /// `remove`, whatever the block's flag.
@@ -221,7 +222,7 @@ impl Block {
                 self.start = (start + b) as u16;
             }
             self.slots -= (b - a) as u16;
-            self.len = (len - (b - a)) as u32;
+            self.set_len(len - (b - a));
         } else if !self.counted() && !self.sealed() {
             let w = self.w();
             if a <= len - b {
@@ -233,8 +234,8 @@ impl Block {
                 self.buf
                     .copy_within((start + b) * w..(start + len) * w, (start + a) * w);
             }
-            self.len = (len - (b - a)) as u32;
-            self.slots = self.len as u16;
+            self.set_len(len - (b - a));
+            self.slots = self.len() as u16;
         } else if a == 0 {
             let (s, before) = self.locate(b - 1);
             let c = self.count_at(s);
@@ -247,14 +248,14 @@ impl Block {
             };
             self.start = (start + drop) as u16;
             self.slots -= drop as u16;
-            self.len = (len - b) as u32;
+            self.set_len(len - b);
         } else if b == len {
             let (s, before) = self.locate(a);
             if before < a {
                 self.set_count(start + s, a - before);
             }
             self.slots = (s + usize::from(before < a)) as u16;
-            self.len = a as u32;
+            self.set_len(a);
         } else {
             let runs = self.runs_with(0, 0, 0, a, b);
             let width = width_for(runs.last().map_or(0, |r| r.0) - self.first);
@@ -266,7 +267,7 @@ impl Block {
                 self.seal();
             }
         }
-        if self.len > 0 {
+        if !self.is_empty() {
             self.first = self.slot(0);
         }
         if self.sealed() {

@@ -11,7 +11,7 @@ impl Block {
     /// three quarters of the slots it encodes, encoded again from its live slots (so each
     /// re-encoding follows removals of a quarter of its slots or more).
     pub(super) fn settle_sealed(&mut self) {
-        if self.len == 0 {
+        if self.is_empty() {
             *self = Block::laid(&[], self.first, 1, 1, 0);
         } else if self.slots() * 4 < usize::from(self.ef_n) * 3
             && let Some(mut block) = Block::best(&self.slot_runs(), None, 0)
@@ -38,7 +38,7 @@ impl Block {
     /// or over its distinct timestamps with their counts (counted), whichever is smaller, when
     /// that takes a smaller buffer than the byte form. O(block).
     pub fn seal(&mut self) {
-        self.open = false;
+        self.set_open(false);
         if self.sealed() || self.is_empty() {
             return;
         }
@@ -75,6 +75,7 @@ impl Block {
             base: first,
             buf,
             len: len as u32,
+            len_hi: (len >> 32) as u16,
             start: 0,
             slots: ef.n as u16,
             width: self.width,
@@ -82,7 +83,6 @@ impl Block {
             ef_n: ef.n as u16,
             low: ef.low as u8,
             cb: ef.cb as u8,
-            open: false,
         };
     }
 
@@ -99,11 +99,20 @@ impl Block {
     /// (when that fits: else it stays sealed).
     pub fn open(&mut self) {
         self.unseal();
-        self.open = !self.sealed() && !self.is_empty();
+        self.set_open(!self.sealed() && !self.is_empty());
     }
 
     /// Whether the block is open (see `open`).
     pub fn is_open(&self) -> bool {
-        self.open
+        self.low & super::OPEN != 0
+    }
+
+    /// Marks the block open or not.
+    pub(super) fn set_open(&mut self, open: bool) {
+        self.low = if open {
+            self.low | super::OPEN
+        } else {
+            self.low & !super::OPEN
+        };
     }
 }
