@@ -112,17 +112,11 @@ impl Limiter {
             if !charged.is_empty()
                 && let Err(e) = self
                     .client
-                    .refund_all(&charged, 1, self.logged(now_ms))
+                    .refund_logged(&charged, 1, now_ms, self.precision)
                     .await
             {
                 eprintln!("gateway: refund failed: {e}");
             }
         }
-    }
-
-    /// The `AT` of a refund of what an exact call decided at `now_ms` logged: that `now` rounded
-    /// up to the `--precision`.
-    pub(super) fn logged(&self, now_ms: u64) -> Now {
-        Now::Ms(logged_score(now_ms, self.precision))
     }
 }
