@@ -186,9 +186,34 @@ impl Client {
         n: u64,
         at: Now,
     ) -> Result<u64, Error> {
+        self.refund_each(keys.iter().map(|k| Refund::new(k.as_ref(), n).at(at)))
+            .await
+    }
+
+    /// The refund of an ALLOWALL admitted at `now_ms` (DETAIL's `now`) with `precision`:
+    /// [`Refund::logged`] on each key in one pipeline. How many were taken back in all.
+    pub async fn refund_logged<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        n: u64,
+        now_ms: u64,
+        precision: Option<u64>,
+    ) -> Result<u64, Error> {
+        self.refund_each(
+            keys.iter()
+                .map(|k| Refund::logged(k.as_ref(), n, now_ms, precision)),
+        )
+        .await
+    }
+
+    /// `refunds` in one pipeline: how many were taken back in all.
+    async fn refund_each<'a>(
+        &self,
+        refunds: impl Iterator<Item = Refund<'a>>,
+    ) -> Result<u64, Error> {
         let mut batch = Batch::pipeline();
-        for key in keys {
-            batch.refund(&Refund::new(key.as_ref(), n).at(at))?;
+        for r in refunds {
+            batch.refund(&r)?;
         }
         let mut removed = 0;
         for answer in self.exec(&batch).await? {

@@ -227,6 +227,12 @@ impl<'a> Refund<'a> {
         self
     }
 
+    /// The refund of `n` a call admitted at `now_ms` (DETAIL's `now`): `AT` the score it logged
+    /// them at, `now_ms` rounded up to the call's `precision` ([`logged_score`]).
+    pub fn logged(key: &'a [u8], n: u64, now_ms: u64, precision: Option<u64>) -> Refund<'a> {
+        Refund::new(key, n).at(Now::Ms(logged_score(now_ms, precision)))
+    }
+
     pub(crate) fn command(&self) -> Result<(Cmd, Route), Error> {
         if !(1..=MAX_EXACT).contains(&self.n) {
             return Err(Error::Invalid(format!(
@@ -517,6 +523,19 @@ mod tests {
         assert_eq!(route, Route::with_key(b"k", SlotAddr::Master));
         let (cmd, _) = Refund::new(b"k", 1).command().unwrap();
         assert_eq!(text(&cmd), "SLIDINGWINDOW.REFUND k 1");
+        // At the score the call logged: its `now` rounded up to the precision.
+        for (now_ms, precision, at) in [
+            (1234, None, 1234),
+            (1234, Some(1), 1234),
+            (1234, Some(100), 1300),
+            (1300, Some(100), 1300),
+            (0, Some(100), 0),
+        ] {
+            let (cmd, _) = Refund::logged(b"k", 3, now_ms, precision)
+                .command()
+                .unwrap();
+            assert_eq!(text(&cmd), format!("SLIDINGWINDOW.REFUND k 3 AT {at}"));
+        }
         let (cmd, _) = Refund::new(b"k", 1).at(Now::Server).command().unwrap();
         assert_eq!(text(&cmd), "SLIDINGWINDOW.REFUND k 1 AT *");
         for bad in [

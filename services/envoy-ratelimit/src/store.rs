@@ -10,7 +10,7 @@ use crate::metrics::Metrics;
 use crate::plan::{self, Action, Mode};
 use slidingwindow_client::{
     Answer, Batch, Call, Check, CheckAll, Client, Error, Keyed, Limit, LimitState, MAX_EXACT, Now,
-    Options, Refund, Reply, RetryAfter, logged_score,
+    Options, Refund, Reply, RetryAfter,
 };
 use std::time::{Duration, Instant};
 
@@ -409,8 +409,7 @@ fn refunds(batch: &mut Batch, actions: &[Action], charged: &[(usize, u64)]) -> R
             key, cost, limit, ..
         } = &actions[m]
         {
-            let at = Now::Ms(logged_score(now, limit.precision));
-            batch.refund(&Refund::new(key, clamp(*cost)).at(at))?;
+            batch.refund(&Refund::logged(key, clamp(*cost), now, limit.precision))?;
         }
     }
     Ok(())

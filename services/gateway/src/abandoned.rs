@@ -1,9 +1,9 @@
 //! Calls a request stopped waiting for. Their command may still run (a stalled Redis runs it
 //! when it resumes), so the call goes on in the background; if the late reply says admitted,
-//! the charge is refunded at the call's own `now`. Refused calls logged nothing. A call whose
+//! the charge is refunded at the score the call logged. Refused calls logged nothing. A call whose
 //! reply never comes (the link broke) cannot be told apart and is only counted.
 
-use slidingwindow_client::{Client, Now};
+use slidingwindow_client::Client;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,9 +22,8 @@ pub struct Abandoned {
 
 /// How an abandoned call ended.
 pub enum Outcome {
-    /// Admitted: these keys were charged at this score (the call's `now`, rounded up to the
-    /// `--precision`).
-    Admitted(Vec<Vec<u8>>, u64),
+    /// Admitted: these keys were charged by a call with this `now` (DETAIL's) and `--precision`.
+    Admitted(Vec<Vec<u8>>, u64, Option<u64>),
     /// Refused, or answered with an error: nothing was logged.
     NotCharged,
     /// No reply (the link broke, or none came within the reply wait).
@@ -47,8 +46,8 @@ impl Abandoned {
         let this = self.clone();
         tokio::spawn(async move {
             match call.await {
-                Outcome::Admitted(keys, now_ms) => {
-                    match client.refund_all(&keys, 1, Now::Ms(now_ms)).await {
+                Outcome::Admitted(keys, now_ms, precision) => {
+                    match client.refund_logged(&keys, 1, now_ms, precision).await {
                         Ok(_) => this.refunded.fetch_add(1, Ordering::Relaxed),
                         Err(e) => {
                             eprintln!("gateway: refund of an abandoned call failed: {e}");

@@ -3,9 +3,7 @@
 
 use super::{Decision, Keys, Limiter, Part, REQUEST_DEADLINE, Verdict};
 use crate::abandoned::Outcome;
-use slidingwindow_client::{
-    Call, Check, CheckAll, Error, Keyed, LeaseReply, Now, Reply, logged_score,
-};
+use slidingwindow_client::{Call, Check, CheckAll, Error, Keyed, LeaseReply, Now, Reply};
 use std::time::Instant;
 
 impl Limiter {
@@ -71,9 +69,7 @@ impl Limiter {
                 self.abandoned.watch(self.client.clone(), async move {
                     match call.await {
                         Ok(r) if r.allowed => match r.detail {
-                            Some(d) => {
-                                Outcome::Admitted(charged, logged_score(d.now_ms, precision))
-                            }
+                            Some(d) => Outcome::Admitted(charged, d.now_ms, precision),
                             None => Outcome::Unknown,
                         },
                         Ok(_) => Outcome::NotCharged,
@@ -112,17 +108,11 @@ impl Limiter {
             if !charged.is_empty()
                 && let Err(e) = self
                     .client
-                    .refund_all(&charged, 1, self.logged(now_ms))
+                    .refund_logged(&charged, 1, now_ms, self.precision)
                     .await
             {
                 eprintln!("gateway: refund failed: {e}");
             }
         }
-    }
-
-    /// The `AT` of a refund of what an exact call decided at `now_ms` logged: that `now` rounded
-    /// up to the `--precision`.
-    pub(super) fn logged(&self, now_ms: u64) -> Now {
-        Now::Ms(logged_score(now_ms, self.precision))
     }
 }

@@ -403,7 +403,10 @@ impl Limiter {
                 .collect();
             let names: Vec<&[u8]> = charged.iter().map(|&(k, _)| k).collect();
             if let Some(&(_, now_ms)) = charged.first()
-                && let Err(e) = self.client.refund_all(&names, 1, self.logged(now_ms)).await
+                && let Err(e) = self
+                    .client
+                    .refund_logged(&names, 1, now_ms, self.precision)
+                    .await
             {
                 eprintln!("gateway: refund failed: {e}");
             }
