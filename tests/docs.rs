@@ -1,11 +1,13 @@
 //! `COMMAND DOCS` declares every argument, so `HELP` and the interactive hints of redis-cli /
 //! valkey-cli show the syntax: checked on the reply itself, in `HELP`, and in a real cli driven
-//! through a pseudo-terminal.
+//! through a pseudo-terminal. `COMMAND DOCS`, `COMMAND INFO` and docs/commands.md are checked
+//! against the command table (src/cmd/commands.json).
 
 use testkit::common;
 
 use common::{STARTUP_DEADLINE, Server, wait_until};
 use redis::Value;
+use serde_json::Value as Json;
 use std::io::{Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -13,6 +15,58 @@ use std::thread::JoinHandle;
 
 /// The syntax the clis print after the command name.
 const SYNTAX: &str = "key window max now|* [COST cost] [LIMIT window max [LIMIT window max ...]] [LEASE ms] [PRECISION p] [DETAIL]";
+
+/// The command table: src/cmd/commands.json's commands, their argument groups spliced in by
+/// build.rs.
+fn table() -> Vec<Json> {
+    let text = include_str!(concat!(env!("OUT_DIR"), "/commands.json"));
+    serde_json::from_str(text).expect("build.rs writes the commands as a JSON list")
+}
+
+fn field<'a>(v: &'a Json, name: &str) -> &'a str {
+    v[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string `{name}` in {v}"))
+}
+
+fn arguments(v: &Json) -> &[Json] {
+    v["arguments"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn flag(v: &Json, name: &str) -> bool {
+    v[name].as_bool().unwrap_or(false)
+}
+
+/// An argument list as the clis print it (`key [key ...]`, `[COST cost]`, `now|*`).
+fn syntax(args: &[Json]) -> String {
+    let words: Vec<String> = args.iter().map(syntax_of).collect();
+    words.join(" ")
+}
+
+fn syntax_of(a: &Json) -> String {
+    let token = a["token"].as_str();
+    let mut one = match field(a, "type") {
+        "pure-token" => token.unwrap_or_default().to_string(),
+        "oneof" => {
+            let choices: Vec<String> = arguments(a).iter().map(syntax_of).collect();
+            choices.join("|")
+        }
+        "block" => syntax(arguments(a)),
+        _ => field(a, "name").to_string(),
+    };
+    if let Some(t) = token
+        && field(a, "type") != "pure-token"
+    {
+        one = format!("{t} {one}");
+    }
+    if flag(a, "multiple") {
+        one = format!("{one} [{one} ...]");
+    }
+    if flag(a, "optional") {
+        one = format!("[{one}]");
+    }
+    one
+}
 
 /// A reply as one line: arrays in brackets, status replies (the flags) with a leading `+`.
 fn render(v: &Value) -> String {
@@ -39,6 +93,43 @@ impl Docs {
         Docs {
             display_text: s.version().redis_at_least(7, 2),
         }
+    }
+
+    /// A table's argument list as `COMMAND DOCS` answers it.
+    fn table_args(&self, args: &[Json]) -> String {
+        let args: Vec<String> = args.iter().map(|a| self.table_arg(a)).collect();
+        format!("[{}]", args.join(" "))
+    }
+
+    fn table_arg(&self, a: &Json) -> String {
+        let (name, ty) = (field(a, "name"), field(a, "type"));
+        let mut out = format!("[name {name} type {ty}");
+        if self.display_text && ty != "oneof" && ty != "block" {
+            out += &format!(" display_text {name}");
+        }
+        if ty == "key" {
+            out += " key_spec_index 0";
+        }
+        if let Some(t) = a["token"].as_str() {
+            out += &format!(" token {t}");
+        }
+        let mut flags = Vec::new();
+        if flag(a, "optional") {
+            flags.push("+optional");
+        }
+        if flag(a, "multiple") {
+            flags.push("+multiple");
+            if a["token"].is_string() {
+                flags.push("+multiple_token");
+            }
+        }
+        if !flags.is_empty() {
+            out += &format!(" flags [{}]", flags.join(" "));
+        }
+        if a["arguments"].is_array() {
+            out += &format!(" arguments {}", self.table_args(arguments(a)));
+        }
+        out + "]"
     }
 
     /// One argument.
@@ -132,6 +223,123 @@ fn command_docs_declare_every_argument() {
             s.version()
         );
     }
+}
+
+/// Every command of the table answers `COMMAND DOCS` with its summary, complexity and arguments,
+/// and `COMMAND INFO` with its arity, flags, ACL categories (where the server takes them) and key
+/// access.
+#[test]
+fn command_docs_and_info_are_the_table() {
+    let s = Server::start();
+    let d = Docs::of(&s);
+    let categories = s.version().redis_at_least(7, 2);
+    let mut c = s.client();
+    for command in table() {
+        let name = field(&command, "name");
+        let docs = render(&common::call(&mut c, &["COMMAND", "DOCS", name]));
+        assert_eq!(
+            docs,
+            format!(
+                "[{name} [summary {} since 1.0.0 group module complexity {} module slidingwindow \
+                 arguments {}]]",
+                field(&command, "summary"),
+                field(&command, "complexity"),
+                d.table_args(arguments(&command)),
+            ),
+            "COMMAND DOCS {name} on {:?}",
+            s.version()
+        );
+        let Value::Array(info) = common::call(&mut c, &["COMMAND", "INFO", name]) else {
+            panic!("COMMAND INFO {name}: not an array");
+        };
+        let Some(Value::Array(info)) = info.first() else {
+            panic!("COMMAND INFO {name}: {info:?}");
+        };
+        let arity = command["arity"].as_i64().expect("an integer arity");
+        assert_eq!(render(&info[1]), arity.to_string(), "arity of {name}");
+        let counted = field(&command, "keys") == "counted";
+        let mut flags: Vec<String> = field(&command, "flags")
+            .split_whitespace()
+            .map(|f| format!("+{}", f.replace('-', "")))
+            .chain(["+module".to_string()])
+            .chain(counted.then(|| "+movablekeys".to_string()))
+            .collect();
+        flags.sort();
+        let mut shown: Vec<String> = render(&info[2])
+            .trim_matches(['[', ']'])
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        shown.sort();
+        assert_eq!(shown, flags, "flags of {name}");
+        let acl: Vec<String> = match categories {
+            true => field(&command, "acl")
+                .split_whitespace()
+                .map(|c| format!("+@{c}"))
+                .collect(),
+            false => Vec::new(),
+        };
+        let shown = render(&info[6]);
+        let shown: Vec<&str> = shown
+            .trim_matches(['[', ']'])
+            .split_whitespace()
+            .filter(|c| *c != "+@slidingwindow")
+            .collect();
+        assert_eq!(shown, acl, "ACL categories of {name}");
+        let key_specs = render(&info[8]);
+        let access = match (field(&command, "keys"), field(&command, "access")) {
+            ("none", _) => "[]",
+            (_, "read") => "flags [+RO +access]",
+            (_, "update") => "flags [+RW +access +update]",
+            (keys, access) => panic!("{name}: keys {keys}, access {access}"),
+        };
+        assert!(
+            key_specs.contains(access),
+            "key specs of {name}: {key_specs}"
+        );
+    }
+}
+
+/// docs/commands.md lists every command of the table with its syntax, arity and summary, as
+/// `command_list` prints them.
+#[test]
+fn the_command_reference_lists_the_table() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md"))
+        .expect("docs/commands.md");
+    let list = command_list();
+    assert!(
+        doc.contains(&list),
+        "docs/commands.md should hold the command list:\n\n{list}"
+    );
+}
+
+/// The markdown table of the commands: syntax, arity, summary.
+fn command_list() -> String {
+    let mut out = String::from("| Command | Arity | Summary |\n|---|---|---|\n");
+    for command in table() {
+        let line = format!(
+            "{} {}",
+            field(&command, "name").to_uppercase(),
+            syntax(arguments(&command))
+        );
+        out += &format!(
+            "| `{}` | {} | {} |\n",
+            line.trim_end().replace('|', "\\|"),
+            command["arity"],
+            field(&command, "summary")
+        );
+    }
+    out
+}
+
+/// The clis' hint of ALLOW is the table's syntax.
+#[test]
+fn the_syntax_is_the_table_s() {
+    let allow = table()
+        .into_iter()
+        .find(|c| field(c, "name") == "slidingwindow.allow")
+        .expect("ALLOW in the table");
+    assert_eq!(syntax(arguments(&allow)), SYNTAX);
 }
 
 /// `COMMAND DOCS` of ALLOWALL, PEEKALL and REFUND list every argument; `COMMAND GETKEYS` finds

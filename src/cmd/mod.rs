@@ -8,23 +8,24 @@ pub mod config;
 mod convert;
 #[cfg(feature = "panic-test")]
 mod debug;
-mod docs;
 mod peek;
 mod peekall;
 mod refund;
 mod request;
 mod stats;
+mod table;
 mod top;
 
 use crate::core::error::Error;
 use crate::core::reply::{Detail, Reply};
 use crate::core::top::Entry;
 use crate::core::window::Outcome;
-use crate::ffi::{Access, Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
+use crate::ffi::{Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
 use crate::store::Changes;
 use crate::store::compact::log::CompactLog;
 use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use table::Command;
 
 /// What a command answers when it succeeds.
 pub enum Answer {
@@ -100,28 +101,64 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Coun
     }
 }
 
-/// A `Handler` for each command body, with the INFO counter of its answered calls.
+/// A `Handler` for each command body, with the INFO counter of its answered calls, and
+/// `spec_of`, which joins a command of the table to its handler by name.
 macro_rules! handlers {
-    ($($name:ident => $body:path, $calls:expr;)*) => {$(
-        struct $name;
-        impl Handler for $name {
-            fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
-                run(ctx, argv, $body, $calls);
+    ($($name:ident = $command:literal => $body:path, $calls:expr;)*) => {
+        $(
+            struct $name;
+            impl Handler for $name {
+                fn call<'a>(ctx: Ctx<'a>, argv: Argv<'a>) {
+                    run(ctx, argv, $body, $calls);
+                }
+            }
+        )*
+
+        /// The command to register for `entry`: its data and its handler; `None` for a name
+        /// no handler answers to.
+        fn spec_of(entry: &'static Command) -> Option<Spec> {
+            match entry.name.to_bytes() {
+                $($command => Some(spec::<$name>(entry)),)*
+                _ => None,
             }
         }
-    )*};
+
+        /// The names the handlers answer to.
+        #[cfg(test)]
+        const HANDLED: &[&[u8]] = &[$($command),*];
+    };
 }
 
 handlers! {
-    Allow => allow::run, Some(&stats::ALLOW_CALLS);
-    Peek => peek::run, Some(&stats::PEEK_CALLS);
-    AllowAll => allowall::run, Some(&stats::ALLOW_CALLS);
-    PeekAll => peekall::run, Some(&stats::PEEK_CALLS);
-    Refund => refund::run, Some(&stats::REFUND_CALLS);
-    Convert => convert::run, None;
-    Apply => apply::run, None;
-    Top => top::run, None;
-    TopReset => top::reset, None;
+    Allow = b"slidingwindow.allow" => allow::run, Some(&stats::ALLOW_CALLS);
+    Peek = b"slidingwindow.peek" => peek::run, Some(&stats::PEEK_CALLS);
+    AllowAll = b"slidingwindow.allowall" => allowall::run, Some(&stats::ALLOW_CALLS);
+    PeekAll = b"slidingwindow.peekall" => peekall::run, Some(&stats::PEEK_CALLS);
+    Refund = b"slidingwindow.refund" => refund::run, Some(&stats::REFUND_CALLS);
+    Convert = b"slidingwindow.convert" => convert::run, None;
+    Apply = b"slidingwindow.apply" => apply::run, None;
+    Top = b"slidingwindow.top" => top::run, None;
+    TopReset = b"slidingwindow.topreset" => top::reset, None;
+}
+
+/// `entry` with `H` as its handler: counted keys take the callback that answers key-position
+/// requests.
+fn spec<H: Handler>(entry: &'static Command) -> Spec {
+    Spec {
+        name: entry.name,
+        handler: match entry.keys {
+            Keys::Counted => counted_handler::<H>(),
+            Keys::One | Keys::None => handler::<H>(),
+        },
+        flags: entry.flags,
+        access: entry.access,
+        keys: entry.keys,
+        summary: entry.summary,
+        complexity: entry.complexity,
+        arity: entry.arity,
+        args: entry.args,
+        acl: entry.acl,
+    }
 }
 
 /// Commands whose effects the module replicates as themselves, or calls in place.
@@ -135,8 +172,8 @@ const NEEDED: [&std::ffi::CStr; 7] = [
     c"ZCOUNT",
 ];
 
-/// Registers the commands. `write deny-oom` for ALLOW (refused on replicas and when out of
-/// memory), `readonly` for PEEK; both take their key at position 1.
+/// Registers the commands of the table (`commands.json`). `write deny-oom` for ALLOW (refused on
+/// replicas and when out of memory), `readonly` for PEEK; both take their key at position 1.
 ///
 /// ACL categories: ALLOW is `write slow` like ZREMRANGEBYSCORE (O(log N + M): it removes every
 /// member that left the window, and adds up to `max-members-per-call`); PEEK is `read fast` like
@@ -155,122 +192,31 @@ pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
     config::register(loader, args)?;
     stats::register(loader)?;
     let category = loader.acl_category(c"slidingwindow");
-    let specs = [
-        Spec {
-            name: c"slidingwindow.allow",
-            handler: handler::<Allow>(),
-            flags: c"write deny-oom",
-            access: Access::Update,
-            keys: Keys::One,
-            summary: c"Trims the sliding-window log, counts it, and logs the request if it fits",
-            complexity: c"O(log N + M): N members in the window, M members trimmed",
-            arity: -5,
-            args: &docs::WINDOW_ARGS,
-            acl: c"write slow",
-        },
-        Spec {
-            name: c"slidingwindow.peek",
-            handler: handler::<Peek>(),
-            flags: c"readonly",
-            access: Access::Read,
-            keys: Keys::One,
-            summary: c"Answers what SLIDINGWINDOW.ALLOW would, changing nothing",
-            complexity: c"O(log N): N members in the window",
-            arity: -5,
-            args: &docs::WINDOW_ARGS,
-            acl: c"read fast",
-        },
-        Spec {
-            name: c"slidingwindow.allowall",
-            handler: counted_handler::<AllowAll>(),
-            flags: c"write deny-oom",
-            access: Access::Update,
-            keys: Keys::Counted,
-            summary: c"Checks one request against the limits of several keys, and logs it in every key only if it fits them all",
-            complexity: c"O(K log N + M): K keys, N members in a key's window, M members trimmed",
-            arity: -8,
-            args: &docs::ALL_ARGS,
-            acl: c"write slow",
-        },
-        Spec {
-            name: c"slidingwindow.peekall",
-            handler: counted_handler::<PeekAll>(),
-            flags: c"readonly",
-            access: Access::Read,
-            keys: Keys::Counted,
-            summary: c"Answers what SLIDINGWINDOW.ALLOWALL would, changing nothing",
-            complexity: c"O(K log N): K keys, N members in a key's window",
-            arity: -8,
-            args: &docs::ALL_ARGS,
-            acl: c"read fast",
-        },
-        Spec {
-            name: c"slidingwindow.refund",
-            handler: handler::<Refund>(),
-            // No deny-oom: it frees memory.
-            flags: c"write",
-            access: Access::Update,
-            keys: Keys::One,
-            summary: c"Takes back up to n logged requests, the newest at or before a time",
-            complexity: c"O(log N + M): N members in the log, M members removed",
-            arity: -3,
-            args: &docs::REFUND_ARGS,
-            acl: c"write slow",
-        },
-        Spec {
-            name: c"slidingwindow.convert",
-            handler: handler::<Convert>(),
-            flags: c"write deny-oom",
-            access: Access::Update,
-            keys: Keys::One,
-            summary: c"Moves a key's log to the other storage (zset or compact), keeping its timestamps and TTL",
-            complexity: c"O(N log N) for N logged requests",
-            arity: 3,
-            args: &docs::CONVERT_ARGS,
-            acl: c"write slow",
-        },
-        Spec {
-            name: c"slidingwindow.apply",
-            handler: handler::<Apply>(),
-            flags: c"write deny-oom",
-            access: Access::Update,
-            keys: Keys::One,
-            summary: c"Internal: replays a resolved change of a compact log (replication and AOF)",
-            complexity: c"O(log N + M) for M timestamps added or trimmed",
-            arity: 3,
-            args: &docs::APPLY_ARGS,
-            // It writes any log it is given, like RESTORE: kept from roles without @dangerous.
-            acl: c"write slow dangerous",
-        },
-        Spec {
-            name: c"slidingwindow.top",
-            handler: handler::<Top>(),
-            flags: c"readonly",
-            access: Access::Read,
-            keys: Keys::None,
-            summary: c"Lists the keys ALLOW and ALLOWALL refused most since the last reset, with each estimate's error",
-            complexity: c"O(T + k log k): T the summary's entries (slidingwindow.top-keys), k listed",
-            arity: -1,
-            args: &docs::TOP_ARGS,
-            acl: c"read slow",
-        },
-        Spec {
-            name: c"slidingwindow.topreset",
-            handler: handler::<TopReset>(),
-            flags: c"",
-            access: Access::Read,
-            keys: Keys::None,
-            summary: c"Empties the summary of refused keys behind SLIDINGWINDOW.TOP",
-            complexity: c"O(T): T the summary's entries",
-            arity: 1,
-            args: &[],
-            acl: c"admin dangerous",
-        },
-    ];
-    for spec in &specs {
-        loader.create_command(spec, category)?;
+    for entry in &table::COMMANDS {
+        let spec = spec_of(entry).ok_or_else(|| {
+            format!(
+                "no handler for {} (src/cmd/commands.json)",
+                entry.name.to_string_lossy()
+            )
+        })?;
+        loader.create_command(&spec, category)?;
     }
     #[cfg(feature = "panic-test")]
     loader.create_command(&debug::spec(), None)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HANDLED, table};
+
+    /// Registration joins the table to the handlers by name: the two name the same commands.
+    #[test]
+    fn every_command_has_a_handler_and_every_handler_a_command() {
+        let mut data: Vec<&[u8]> = table::COMMANDS.iter().map(|c| c.name.to_bytes()).collect();
+        let mut handled = HANDLED.to_vec();
+        data.sort_unstable();
+        handled.sort_unstable();
+        assert_eq!(data, handled);
+    }
 }
