@@ -5,8 +5,8 @@ FUZZ_SECONDS ?= 60
 MODULE := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release/libslidingwindow.so
 # Integration tests each start a redis-server; two at a time in each job suits a small machine.
 TEST_THREADS ?= 2
-# Test jobs `make test` runs at once (scripts/test.sh): a suite on a server, or an example.
-JOBS ?= 3
+# Test jobs `make test` runs at once (scripts/test.sh): a suite on a server, or the examples' lane.
+JOBS ?= 2
 # Servers `make test` runs the integration suites on (scripts/servers.sh); e.g. SERVERS=redis7.
 SERVERS ?= redis7 redis8 valkey8 valkey9
 

@@ -21,7 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 read -r -a servers <<<"${SERVERS:-redis7 redis8 valkey8 valkey9}"
 threads=${TEST_THREADS:-2}
-jobs_at_once=${JOBS:-3}
+jobs_at_once=${JOBS:-2}
 logs=${LOGS:-target/servers/logs}
 # `read -a` splits without expanding `*` against the working directory.
 read -r -a suite_names <<<"${SUITES:-*}"
