@@ -412,7 +412,7 @@ impl Defrag<'_> {
     }
 }
 
-impl crate::store::compact::log::Mover for Defrag<'_> {
+impl crate::core::compact::heap::Mover for Defrag<'_> {
     fn bytes(&mut self, buf: &mut Box<[u8]>) {
         if buf.is_empty() {
             return;

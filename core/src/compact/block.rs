@@ -27,6 +27,7 @@ mod edit;
 mod seal;
 
 use super::bits::Ef;
+use super::heap::size_class;
 
 /// Bytes of slots (and counts) in one block at most: one allocator class, moved whole at most
 /// once a call.
@@ -51,19 +52,6 @@ fn reach(width: usize) -> u64 {
 /// The fewest bytes a slot needs for offsets up to `span`.
 pub fn width_for(span: u64) -> usize {
     (1..=7).find(|w| span < reach(*w)).unwrap_or(7)
-}
-
-/// The allocator's size class for `bytes`: four classes per doubling (16-byte steps up to 128).
-pub fn size_class(bytes: usize) -> usize {
-    match bytes {
-        0 => 0,
-        1..=16 => bytes.next_multiple_of(8),
-        17..=128 => bytes.next_multiple_of(16),
-        _ => {
-            let step = 1usize << (usize::BITS - (bytes - 1).leading_zeros()).saturating_sub(3);
-            bytes.next_multiple_of(step)
-        }
-    }
 }
 
 /// Whether `len` timestamps spanning `span` fit one block in the plain form.
@@ -610,7 +598,7 @@ impl Block {
     }
 
     /// Hands its buffers to `mover`.
-    pub fn move_buffer(&mut self, mover: &mut impl super::index::Mover) {
+    pub fn move_buffer(&mut self, mover: &mut impl super::heap::Mover) {
         mover.bytes(&mut self.buf);
     }
 
@@ -708,24 +696,6 @@ mod tests {
         assert!(Block::merged(&half, &half, BLOCK_BYTES).is_none());
         let both = Block::merged(&half, &Block::run(7, MAX_LEN / 2), BLOCK_BYTES);
         assert_eq!(both.map(|b| b.len()), Some(MAX_LEN));
-    }
-
-    #[test]
-    fn buffers_fill_size_classes() {
-        // (bytes asked, the class)
-        for (bytes, class) in [
-            (0, 0),
-            (1, 8),
-            (12, 16),
-            (20, 32),
-            (129, 160),
-            (256, 256),
-            (257, 320),
-            (4097, 5120),
-            (240_000, 262_144),
-        ] {
-            assert_eq!(size_class(bytes), class, "{bytes}");
-        }
     }
 
     /// Inserts and removals anywhere in one block against a vector: the order, the buffer's

@@ -10,7 +10,7 @@
 //! `MAX` and takes from or merges with a sibling below `MIN`, so a tree of B items is at most
 //! log_MIN(B) + 1 levels deep. A tree made from a row of items is built bottom-up, in one pass.
 
-use super::block::size_class;
+use super::heap::{Mover, size_class};
 
 /// Children of a node at most; equal shares of a node split past it keep MAX / 2 or more.
 #[cfg(not(any(test, fuzzing)))]
@@ -20,16 +20,6 @@ const MAX: usize = 32;
 const MAX: usize = 8;
 /// Children of a node but the root at least.
 const MIN: usize = MAX / 4;
-
-/// Something that can move heap allocations elsewhere (the server's defragmenter): given each
-/// one, it may replace it by an identical copy.
-pub trait Mover {
-    fn bytes(&mut self, buf: &mut Box<[u8]>);
-    fn vec<T>(&mut self, v: &mut Vec<T>);
-    fn boxed<T>(&mut self, b: &mut Box<T>);
-    /// Whether to stop here and resume later (the defragmenter's time is up).
-    fn should_stop(&mut self) -> bool;
-}
 
 /// What the tree keeps in order: the log's blocks.
 pub trait Item {

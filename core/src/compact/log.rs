@@ -20,8 +20,8 @@
 //! log rebuilt from sorted timestamps (an RDB load, RESTORE) packs its blocks full in one pass and
 //! builds the tree bottom-up.
 
-use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits_runs, size_class};
-pub use super::index::Mover;
+use super::block::{BLOCK_BYTES, Block, MAX_LEN, fits_runs};
+use super::heap::{Mover, size_class};
 use super::index::{Item, Iter, Tree};
 use super::small::Small;
 

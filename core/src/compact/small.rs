@@ -232,7 +232,7 @@ impl Small {
     }
 
     /// Hands its buffer, if any, to `mover`.
-    pub fn move_buffer(&mut self, mover: &mut impl super::index::Mover) {
+    pub fn move_buffer(&mut self, mover: &mut impl super::heap::Mover) {
         match self {
             Small::Inline { .. } => {}
             Small::Buf32 { bits, .. } => mover.boxed(bits),

@@ -2,7 +2,8 @@
 //! nothing: false when it does not fit), removals of a range of requests, and the re-layout that
 //! keeps its buffer tight after them. A sealed block is edited through its own path (`seal`).
 
-use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, size_class, totals, width_for, zeroed};
+use super::super::heap::size_class;
+use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, totals, width_for, zeroed};
 
 impl Block {
     /// Writes `offset` into the `n` slots from byte `at`.

@@ -4,7 +4,8 @@
 //! those it encodes).
 
 use super::super::bits::{count_bits, plan};
-use super::{Block, size_class, zeroed};
+use super::super::heap::size_class;
+use super::{Block, zeroed};
 
 impl Block {
     /// A sealed block after a removal: emptied, back to an empty byte block; holding less than
