@@ -2,7 +2,6 @@
 //! [DETAIL]`: trim, count, maybe add, expire.
 
 use super::Answer;
-use super::config;
 use super::request::request;
 use crate::core::args;
 use crate::core::error::Error;
@@ -15,7 +14,7 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
     let mut key = store::open(ctx, name, Mode::Write)?;
     // A missing key is created in the configured storage; an existing one keeps its own.
-    decide(&mut key.log(fx.one(), config::storage()), &req, argv)
+    decide(&mut key.log(fx.one(), store::default_storage()), &req, argv)
 }
 
 /// The window decision on any storage, then the TTL of an admitted call: the longest window (and

@@ -2,21 +2,20 @@
 //! [PRECISION p] [DETAIL]`: one request against the limits of several keys, all or nothing.
 
 use super::Answer;
-use super::config;
 use super::request::{open_keys, request};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::limits::Scope;
 use crate::core::window;
 use crate::ffi::{Argv, Ctx, Mode};
-use crate::store::{Changes, Store};
+use crate::store::{self, Changes, Store};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
     let req = request(ctx, argv, args::parse_all)?;
     let n = req.limits.keys();
     // Every key is opened, its type checked, before any key changes.
     let mut keys = open_keys(ctx, argv, n, Mode::Write)?;
-    let storage = config::storage();
+    let storage = store::default_storage();
     let mut logs: Vec<_> = keys
         .iter_mut()
         .zip(fx.keys(n))

@@ -2,23 +2,14 @@
 
 use super::top;
 use crate::core::error::MAX_ADD_PER_CALL;
-use crate::ffi::{EnumConfig, Loader, NumericConfig};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use crate::ffi::{Loader, NumericConfig};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use crate::store::Storage;
+use crate::store;
 
 // Commands and config callbacks run on the main thread; atomics keep that free of `unsafe`.
-static STORAGE: AtomicI32 = AtomicI32::new(0);
 static MAX_MEMBERS_PER_CALL: AtomicU64 = AtomicU64::new(MAX_ADD_PER_CALL);
 static LATENESS: AtomicU64 = AtomicU64::new(0);
-
-/// `slidingwindow.storage`: the storage of new keys.
-pub fn storage() -> Storage {
-    match STORAGE.load(Ordering::Relaxed) {
-        1 => Storage::Compact,
-        _ => Storage::Zset,
-    }
-}
 
 /// `slidingwindow.max-members-per-call`: most members one admitted call may add.
 pub fn max_members_per_call() -> u64 {
@@ -30,15 +21,6 @@ pub fn max_members_per_call() -> u64 {
 pub fn lateness() -> u64 {
     LATENESS.load(Ordering::Relaxed)
 }
-
-static STORAGE_CONFIG: EnumConfig = EnumConfig {
-    name: c"storage",
-    // In the order of `Storage`'s values above.
-    names: &[c"zset", c"compact"],
-    default: 0,
-    get: || STORAGE.load(Ordering::Relaxed),
-    set: |v| STORAGE.store(v, Ordering::Relaxed),
-};
 
 /// The highest cap: 10 million inserts block the server for seconds already.
 const MAX_MEMBERS_LIMIT: i64 = 10_000_000;
@@ -80,7 +62,7 @@ const NAMES: [&str; 4] = ["storage", "max-members-per-call", "lateness", "top-ke
 /// line's `name value` pairs (they come last, so they win: Redis applies a default to every
 /// config it was given no value for when it loads the others).
 pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
-    loader.enum_config(&STORAGE_CONFIG)?;
+    loader.enum_config(&store::STORAGE_CONFIG)?;
     loader.numeric_config(&MAX_MEMBERS_CONFIG)?;
     loader.numeric_config(&LATENESS_CONFIG)?;
     loader.numeric_config(&TOP_KEYS_CONFIG)?;

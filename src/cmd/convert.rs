@@ -9,11 +9,8 @@ use crate::ffi::{Argv, Ctx, Mode};
 use crate::store::{self, Changes, Storage};
 
 pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Answer, Error> {
-    let target = match argv.bytes(2) {
-        w if w.eq_ignore_ascii_case(b"zset") => Storage::Zset,
-        w if w.eq_ignore_ascii_case(b"compact") => Storage::Compact,
-        w => return Err(Error::BadStorage(token(w))),
-    };
+    let word = argv.bytes(2);
+    let target = Storage::parse(word).ok_or_else(|| Error::BadStorage(token(word)))?;
     let name = argv.get(1).ok_or(Error::Server("the key argument"))?;
     let mut key = store::open(ctx, name, Mode::Write)?;
     key.convert(fx.one(), target).map(Answer::count)

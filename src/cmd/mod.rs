@@ -21,8 +21,7 @@ use crate::core::reply::{Detail, Reply};
 use crate::core::top::Entry;
 use crate::core::window::Outcome;
 use crate::ffi::{Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
-use crate::store::Changes;
-use crate::store::compact::log::CompactLog;
+use crate::store::{self, Changes};
 use stats::Counter;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use table::Command;
@@ -188,7 +187,7 @@ pub fn register(loader: &Loader, args: &[&[u8]]) -> Result<(), String> {
         }
     }
     loader.set_module_options()?;
-    loader.data_type::<CompactLog>()?;
+    store::register(loader)?;
     config::register(loader, args)?;
     stats::register(loader)?;
     let category = loader.acl_category(c"slidingwindow");

@@ -2,7 +2,6 @@
 //! before `ts`. No trim, the TTL untouched.
 
 use super::Answer;
-use super::config;
 use super::request::{resolve, words};
 use crate::core::args::parse_refund;
 use crate::core::error::Error;
@@ -16,7 +15,7 @@ pub fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, fx: &mut Changes<'a>) -> Result<Ans
     let mut key = store::open(ctx, name, Mode::Write)?;
     // A missing key reads as an empty log: nothing to take back, nothing created.
     let removed = key
-        .log(fx.one(), config::storage())
+        .log(fx.one(), store::default_storage())
         .refund(through, args.n)?;
     super::stats::refund(removed);
     Ok(Answer::count(removed))

@@ -4,8 +4,8 @@
 use super::config;
 use crate::core::version;
 use crate::core::window::Outcome;
-use crate::ffi::{Loader, NativeType, Report, Section};
-use crate::store::compact::log::CompactLog;
+use crate::ffi::{Loader, Report, Section};
+use crate::store;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A count since load.
@@ -74,9 +74,10 @@ impl Report for Fields {
         s.uint(c"refund_calls", REFUND_CALLS.get());
         s.uint(c"refunded", REFUNDED.get());
         // Gauges, unlike the counters: what is alive now.
-        s.uint(c"compact_keys", CompactLog::gauge().values());
-        s.uint(c"compact_bytes", CompactLog::gauge().bytes());
-        s.text(c"storage", config::storage().name());
+        for (field, value) in store::gauges() {
+            s.uint(field, value);
+        }
+        s.text(c"storage", store::default_storage().name());
         s.uint(c"max_members_per_call", config::max_members_per_call());
         s.uint(c"lateness", config::lateness());
         let (refusals, bytes) = super::top::gauges();

@@ -9,12 +9,14 @@ pub mod zset;
 
 use crate::core::error::{Error, MAX_ZSET_MEMBERS};
 use crate::core::window::Log;
-use crate::ffi::{Class, Ctx, Key, Kind, Mode, RString};
+use crate::ffi::{Class, Ctx, EnumConfig, Key, Kind, Loader, Mode, NativeType, RString};
 use compact::CompactStore;
 use compact::log::CompactLog;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicI32, Ordering};
 use zset::ZsetLog;
 
-/// The two storages of a log.
+/// The two storages of a log, in the order of the `slidingwindow.storage` config's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Storage {
     Zset,
@@ -22,12 +24,55 @@ pub enum Storage {
 }
 
 impl Storage {
+    const ALL: [Storage; 2] = [Storage::Zset, Storage::Compact];
+
     pub fn name(self) -> &'static str {
         match self {
             Storage::Zset => "zset",
             Storage::Compact => "compact",
         }
     }
+
+    /// The storage a word names (`zset`, `compact`, in any case).
+    pub fn parse(word: &[u8]) -> Option<Storage> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name().as_bytes().eq_ignore_ascii_case(word))
+    }
+}
+
+// Commands and config callbacks run on the main thread; an atomic keeps that free of `unsafe`.
+static STORAGE: AtomicI32 = AtomicI32::new(0);
+
+/// `slidingwindow.storage`: the storage of new keys.
+pub fn default_storage() -> Storage {
+    match STORAGE.load(Ordering::Relaxed) {
+        1 => Storage::Compact,
+        _ => Storage::Zset,
+    }
+}
+
+pub static STORAGE_CONFIG: EnumConfig = EnumConfig {
+    name: c"storage",
+    // In the order of `Storage`'s values.
+    names: &[c"zset", c"compact"],
+    default: 0,
+    get: || STORAGE.load(Ordering::Relaxed),
+    set: |v| STORAGE.store(v, Ordering::Relaxed),
+};
+
+/// Registers what the storages add to the server: the compact log's data type.
+pub fn register(loader: &Loader) -> Result<(), String> {
+    loader.data_type::<CompactLog>()
+}
+
+/// The storages' gauges for `INFO slidingwindow`: what is alive now, as (field, value).
+pub fn gauges() -> [(&'static CStr, u64); 2] {
+    let gauge = CompactLog::gauge();
+    [
+        (c"compact_keys", gauge.values()),
+        (c"compact_bytes", gauge.bytes()),
+    ]
 }
 
 /// A storage seen by a command: the log, plus the key's TTL.
