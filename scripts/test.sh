@@ -2,8 +2,8 @@
 # `make test` (and `make check`, `make test-dist`): builds every test binary once, then runs the
 # suites as jobs, $JOBS at a time, and ends with a table of jobs, their results and times.
 #
-# Jobs: `unit` (the module's and its pure crate's unit tests); each integration suite of the
-# module (one test binary: `tests/<suite>.rs` or `tests/<suite>/`) on each server of $SERVERS
+# Jobs: `unit` (the unit tests of the module, its pure crate and testkit); each integration suite
+# of the module (one test binary: `tests/<suite>.rs` or `tests/<suite>/`) on each server of $SERVERS
 # (scripts/servers.sh provides them); each example of $EXAMPLES once, on the default server
 # (redis-server from PATH), one after another in a lane of their own: `rust-client`, `gateway`
 # (their cargo tests), `envoy` (its unit tests and its end-to-end pytest), `python`, `node`, `go`
@@ -40,7 +40,7 @@ has_example() {
 # --- every build, once -------------------------------------------------------------------------
 # The test binaries of each package a job runs, listed from cargo's build messages as
 # "package<TAB>kind<TAB>target<TAB>executable<TAB>package folder".
-packages=(-p slidingwindow -p slidingwindow-core)
+packages=(-p slidingwindow -p slidingwindow-core -p testkit)
 has_example rust-client && packages+=(-p slidingwindow-client)
 has_example gateway && packages+=(-p http-gateway)
 has_example envoy && packages+=(-p envoy-ratelimit)
@@ -165,7 +165,7 @@ for name in "${servers[@]}"; do
 done
 
 if [[ ${UNIT:-yes} != no ]]; then
-    add_job unit unit "binaries slidingwindow 'lib|cdylib' '.*' && binaries slidingwindow-core lib '.*'"
+    add_job unit unit "binaries slidingwindow 'lib|cdylib' '.*' && binaries slidingwindow-core lib '.*' && binaries testkit lib '.*'"
 fi
 
 # Runs job $1 with its output in its log; writes "rc start end" to its result file.

@@ -11,6 +11,7 @@ use crate::Result;
 use crate::info;
 use crate::worst::logged;
 use slidingwindow_core::error::MAX_EXACT;
+use testkit::dump::{payload, varint, write_len};
 
 /// Never trims: 9e12 s (9e15 ms) reaches back before any timestamp used here.
 const WINDOW_S: u64 = 9_000_000_000_000;
@@ -346,59 +347,16 @@ fn dense_payload(con: &mut Connection, n: u64) -> Result<Vec<u8>> {
         return Err("a DUMP too short to be a compact log's".into());
     };
     let mut varints = Vec::with_capacity(n as usize + 8);
-    let mut v = FIRST_MS;
-    while v >= 0x80 {
-        varints.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    varints.push(v as u8);
+    varint(&mut varints, FIRST_MS);
     varints.resize(varints.len() + n as usize - 1, 1);
-    let mut p = head.to_vec();
-    p.push(2); // an unsigned: the count
-    rdb_len(&mut p, n);
-    p.push(5); // a string: the varints
-    rdb_len(&mut p, varints.len() as u64);
-    p.extend_from_slice(&varints);
-    p.push(0); // the value's end
-    p.extend_from_slice(version);
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    Ok(p)
-}
-
-/// An RDB length: 6 or 14 bits, or 0x80 and 32, or 0x81 and 64, big-endian.
-fn rdb_len(out: &mut Vec<u8>, v: u64) {
-    match v {
-        0..64 => out.push(v as u8),
-        64..16384 => out.extend_from_slice(&(0x4000 | v as u16).to_be_bytes()),
-        16384..0x1_0000_0000 => {
-            out.push(0x80);
-            out.extend_from_slice(&(v as u32).to_be_bytes());
-        }
-        _ => {
-            out.push(0x81);
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-    }
-}
-
-/// CRC-64/Jones (reflected), as Redis checks DUMP payloads, a byte a step.
-fn crc64(bytes: &[u8]) -> u64 {
-    let mut table = [0u64; 256];
-    for (i, entry) in table.iter_mut().enumerate() {
-        let mut crc = i as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
-            } else {
-                crc >> 1
-            };
-        }
-        *entry = crc;
-    }
-    bytes.iter().fold(0u64, |crc, &b| {
-        table[((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8)
-    })
+    let mut body = head.to_vec();
+    body.push(2); // an unsigned: the count
+    write_len(&mut body, n);
+    body.push(5); // a string: the varints
+    write_len(&mut body, varints.len() as u64);
+    body.extend_from_slice(&varints);
+    body.push(0); // the value's end
+    Ok(payload(&body, version))
 }
 
 /// Bytes per request after removals: per span, BYTES_REQUESTS requests spread evenly (written

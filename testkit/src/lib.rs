@@ -3,6 +3,8 @@
 //! with the feature `server`, the one harness that starts `redis-server`s for the module's
 //! integration tests, the Rust client's and the services' tests.
 
+/// The DUMP payload's format: lengths, varints, the checksum, a compact log's timestamps.
+pub mod dump;
 pub mod model;
 pub mod rng;
 pub mod spec;

@@ -2,8 +2,9 @@
 //! DEBUG RELOAD, DUMP/RESTORE or a replica; CONVERT to a sorted set refused past its size; the
 //! RDB encoding in runs, so that a DUMP costs the key's distinct timestamps.
 
-use super::encoding::{payload, restore_payload};
+use super::encoding::restore_payload;
 use super::*;
+use testkit::dump::{payload, varint, write_len};
 
 /// `ALLOW`'s largest `max`, so that only the count is tested.
 const MAX: u64 = 1 << 53;
@@ -32,15 +33,6 @@ fn count(c: &mut Connection, key: &str, w: u64, now: u64) -> i64 {
     sw5(c, &format!("PEEK {key} {w} {MAX} {now}"))[1]
 }
 
-/// LEB128, as the RDB encoding writes its numbers.
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// Encoding 2 of `runs` (sorted distinct timestamps, counts): each timestamp's distance from the
 /// one before, a copied one followed by 0 and its extra copies.
 fn encoding_2(runs: &[(u64, u64)]) -> Vec<u8> {
@@ -56,22 +48,6 @@ fn encoding_2(runs: &[(u64, u64)]) -> Vec<u8> {
     out
 }
 
-/// An RDB length (big-endian past 6 bits, as `RedisModule_SaveUnsigned` and strings write it).
-fn rdb_len(out: &mut Vec<u8>, v: u64) {
-    match v {
-        0..64 => out.push(v as u8),
-        64..16384 => out.extend([0x40 | (v >> 8) as u8, v as u8]),
-        _ if v <= u64::from(u32::MAX) => {
-            out.push(0x80);
-            out.extend((v as u32).to_be_bytes());
-        }
-        _ => {
-            out.push(0x81);
-            out.extend(v.to_be_bytes());
-        }
-    }
-}
-
 /// RESTOREs `runs` into `key` as encoding 2, with the type header and RDB version of a DUMP
 /// this server made.
 fn restore_runs(c: &mut Connection, key: &str, runs: &[(u64, u64)]) -> redis::RedisResult<()> {
@@ -81,9 +57,9 @@ fn restore_runs(c: &mut Connection, key: &str, runs: &[(u64, u64)]) -> redis::Re
     let head = &body[..10];
     let buf = encoding_2(runs);
     let mut value = vec![2u8];
-    rdb_len(&mut value, runs.len() as u64);
+    write_len(&mut value, runs.len() as u64);
     value.push(5);
-    rdb_len(&mut value, buf.len() as u64);
+    write_len(&mut value, buf.len() as u64);
     value.extend(&buf);
     value.push(0);
     restore_payload(c, key, &payload(&[head, &value].concat(), &trailer[..2]))

@@ -2,31 +2,7 @@
 //! DUMP fixtures of earlier layouts restored to the same logs.
 
 use super::*;
-
-/// CRC-64/Jones (reflected), as Redis checks DUMP payloads.
-fn crc64(bytes: &[u8]) -> u64 {
-    let mut crc: u64 = 0;
-    for &b in bytes {
-        crc ^= u64::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
-}
-
-/// A DUMP payload with `body` (type, module id, value) under a correct checksum.
-pub(super) fn payload(body: &[u8], rdb_version: &[u8]) -> Vec<u8> {
-    let mut p = body.to_vec();
-    p.extend_from_slice(rdb_version);
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
+use testkit::dump::{crc64, payload};
 
 /// `RESTORE key 0 payload`.
 pub(super) fn restore_payload(c: &mut Connection, key: &str, p: &[u8]) -> redis::RedisResult<()> {
