@@ -2,11 +2,11 @@
 //! all in `@slidingwindow`, where the server lets a module say so; the rules docs/operating.md
 //! gives per server version. Key patterns check every key of ALLOWALL / PEEKALL.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 
-use common::{Server, call};
-use kit::{client_as, error_code, five, q};
+use client::{client_as, error_code, five, q};
+use harness::{Server, call};
 
 /// What the server lets a module declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! The commands through `redis-cli`, checked exactly as a user sees them printed.
 
-use testkit::common;
+use testkit::harness;
 
-use common::Server;
+use harness::Server;
 
 /// `redis-cli --no-raw ...`: the formatting of an interactive session, though stdout is a pipe.
 fn cli(s: &Server, line: &str) -> String {

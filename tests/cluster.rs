@@ -3,15 +3,15 @@
 //! under traffic (MOVED/ASK), and a replica takes over its master under traffic; no admission is
 //! lost or doubled.
 
+use testkit::client;
 use testkit::cluster;
-use testkit::common;
-use testkit::kit;
+use testkit::harness;
 use testkit::model;
 use testkit::traffic;
 
+use client::{STORAGES, ok, q, sw5_with};
 use cluster::{CONVERGE_DEADLINE, Cluster, calls_of};
-use common::{Server, call, error_line, wait_until};
-use kit::{STORAGES, ok, q, sw5_with};
+use harness::{Server, call, error_line, wait_until};
 use std::collections::BTreeSet;
 use traffic::{Outcome, State, Traffic, Workload, assert_keys_match_on};
 
@@ -355,7 +355,11 @@ fn several_keys_run_through_a_live_slot_migration() {
         assert_eq!(cluster.master_of_slot(slot), dst);
         let mut target = cluster.nodes[dst].client();
         for (key, m) in keys.iter().zip(&models) {
-            assert_eq!(kit::scores(&mut target, key), m.scores, "{storage}: {key}");
+            assert_eq!(
+                client::scores(&mut target, key),
+                m.scores,
+                "{storage}: {key}"
+            );
         }
         cluster.assert_replicas_match();
     }

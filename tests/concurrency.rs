@@ -1,12 +1,12 @@
 //! Concurrency: many clients on one key never get more than `max` admitted, and the command behaves
 //! the same (and replicates the same) inside MULTI/EXEC and Lua scripts as on its own.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::rng;
 
-use common::{Server, call, start_replica, wait_in_sync};
-use kit::{STORAGES, five, ok, scores, sw5_with};
+use client::{STORAGES, five, ok, scores, sw5_with};
+use harness::{Server, call, start_replica, wait_in_sync};
 use redis::Value;
 use rng::Rng;
 use std::thread;
@@ -214,7 +214,7 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
         let mut cmds: Vec<Vec<String>> = vec![vec!["MULTI".into()]];
         cmds.extend(CALLS.iter().map(|c| line(c, &k, &s)));
         cmds.push(vec!["EXEC".into()]);
-        let replies = kit::pipeline(&mut con, &cmds);
+        let replies = client::pipeline(&mut con, &cmds);
         for queued in &replies[1..replies.len() - 1] {
             assert_eq!(*queued, Value::SimpleString("QUEUED".into()));
         }
@@ -224,7 +224,7 @@ fn multi_exec_and_lua_reply_like_plain_calls_and_replicate() {
         assert_eq!(multi, &plain, "MULTI/EXEC replies differ from plain calls");
 
         // Like any Redis command, a wrong arity is refused while queueing, and EXEC then aborts.
-        let refused = kit::pipeline(
+        let refused = client::pipeline(
             &mut con,
             &[
                 vec!["MULTI".into()],

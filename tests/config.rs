@@ -1,11 +1,11 @@
 //! The module's configs: from redis.conf, `MODULE LOADEX` and `CONFIG SET`, kept by
 //! `CONFIG REWRITE`, refused out of range, and doing what they say.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 
-use common::{Server, call, error_line, module_path};
-use kit::{ok, q, sw, sw5};
+use client::{ok, q, sw, sw5};
+use harness::{Server, call, error_line, module_path};
 
 /// `CONFIG GET slidingwindow.*` (whose order is the server's) as (cap, storage, lateness);
 /// top-keys is tests/top.rs's to check.
@@ -23,7 +23,7 @@ fn configs(con: &mut redis::Connection) -> (String, String, String) {
 
 /// `CONFIG GET slidingwindow.lateness`.
 fn lateness(con: &mut redis::Connection) -> String {
-    kit::config_get(con, "slidingwindow.lateness")
+    client::config_get(con, "slidingwindow.lateness")
 }
 
 /// A server without the module that lets `MODULE LOAD` load it.
@@ -54,14 +54,14 @@ fn the_cap_is_the_config() {
         Some("ERR cost 6 would add more than 5 members in one call")
     );
     for bad in ["0", "10000001", "-1", "x"] {
-        kit::config_refused(&mut c, "slidingwindow.max-members-per-call", bad);
+        client::config_refused(&mut c, "slidingwindow.max-members-per-call", bad);
     }
-    kit::config_refused(&mut c, "slidingwindow.storage", "list");
+    client::config_refused(&mut c, "slidingwindow.storage", "list");
     for bad in ["-1", "86400001", "1.5", "x"] {
-        kit::config_refused(&mut c, "slidingwindow.lateness", bad);
+        client::config_refused(&mut c, "slidingwindow.lateness", bad);
     }
     assert_eq!(configs(&mut c), ("5".into(), "zset".into(), "0".into()));
-    kit::config_set(&mut c, "slidingwindow.max-members-per-call", 6);
+    client::config_set(&mut c, "slidingwindow.max-members-per-call", 6);
     assert_eq!(sw5(&mut c, "ALLOW k 10 100 1000 COST 6")[..2], [1, 11]);
 }
 
@@ -74,15 +74,15 @@ fn lateness_is_the_config() {
     assert_eq!(lateness(&mut c), "2000");
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 1000")[..2], [1, 1]);
     // 1000 has left the window at 12500 (cutoff 2500) but is kept (trim cutoff 500).
-    let t0 = common::server_time_ms(&mut c);
+    let t0 = harness::server_time_ms(&mut c);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 12500"), [1, 1, 4, 0, 10_000]);
-    let t1 = common::server_time_ms(&mut c);
-    assert_eq!(kit::scores(&mut c, "k"), [1000, 12_500]);
-    let at = kit::pexpiretime(&mut c, "k");
+    let t1 = harness::server_time_ms(&mut c);
+    assert_eq!(client::scores(&mut c, "k"), [1000, 12_500]);
+    let at = client::pexpiretime(&mut c, "k");
     assert!(t0 + 12_000 <= at && at <= t1 + 12_000, "{t0} {at} {t1}");
-    kit::config_set(&mut c, "slidingwindow.lateness", 0);
+    client::config_set(&mut c, "slidingwindow.lateness", 0);
     assert_eq!(sw5(&mut c, "ALLOW k 10 5 12600"), [1, 2, 3, 0, 10_000]);
-    assert_eq!(kit::scores(&mut c, "k"), [12_500, 12_600]);
+    assert_eq!(client::scores(&mut c, "k"), [12_500, 12_600]);
 }
 
 /// redis.conf sets them after `loadmodule`; `CONFIG REWRITE` writes runtime changes back, and a
@@ -99,8 +99,8 @@ fn redis_conf_and_config_rewrite_keep_them() {
         .start();
     let mut c = s.client();
     assert_eq!(configs(&mut c), ("7".into(), "zset".into(), "2500".into()));
-    kit::config_set(&mut c, "slidingwindow.storage", "compact");
-    kit::config_set(&mut c, "slidingwindow.lateness", 4000);
+    client::config_set(&mut c, "slidingwindow.storage", "compact");
+    client::config_set(&mut c, "slidingwindow.lateness", 4000);
     ok(&mut c, &["CONFIG", "REWRITE"]);
     let written = std::fs::read_to_string(s.config_path()).unwrap();
     assert!(
@@ -308,8 +308,8 @@ fn bad_load_line_arguments_refuse_the_load() {
         .spawn()
         .unwrap();
         let mut status = None;
-        common::wait_until(
-            common::STARTUP_DEADLINE,
+        harness::wait_until(
+            harness::STARTUP_DEADLINE,
             "the refused server to exit",
             || {
                 status = child.try_wait().unwrap();

@@ -3,9 +3,9 @@
 //! through a pseudo-terminal. `COMMAND DOCS`, `COMMAND INFO` and docs/commands.md are checked
 //! against the command table (src/cmd/commands.json).
 
-use testkit::common;
+use testkit::harness;
 
-use common::{STARTUP_DEADLINE, Server, wait_until};
+use harness::{STARTUP_DEADLINE, Server, wait_until};
 use redis::Value;
 use serde_json::Value as Json;
 use std::io::{Read, Write};
@@ -212,7 +212,7 @@ fn command_docs_declare_every_argument() {
             "O(log N): N members in the window",
         ),
     ] {
-        let docs = common::call(&mut c, &["COMMAND", "DOCS", name]);
+        let docs = harness::call(&mut c, &["COMMAND", "DOCS", name]);
         assert_eq!(
             render(&docs),
             format!(
@@ -236,7 +236,7 @@ fn command_docs_and_info_are_the_table() {
     let mut c = s.client();
     for command in table() {
         let name = field(&command, "name");
-        let docs = render(&common::call(&mut c, &["COMMAND", "DOCS", name]));
+        let docs = render(&harness::call(&mut c, &["COMMAND", "DOCS", name]));
         assert_eq!(
             docs,
             format!(
@@ -249,7 +249,7 @@ fn command_docs_and_info_are_the_table() {
             "COMMAND DOCS {name} on {:?}",
             s.version()
         );
-        let Value::Array(info) = common::call(&mut c, &["COMMAND", "INFO", name]) else {
+        let Value::Array(info) = harness::call(&mut c, &["COMMAND", "INFO", name]) else {
             panic!("COMMAND INFO {name}: not an array");
         };
         let Some(Value::Array(info)) = info.first() else {
@@ -372,7 +372,7 @@ fn the_several_key_commands_declare_their_keys_and_arguments() {
         ("slidingwindow.peekall", &all_args),
         ("slidingwindow.refund", &refund_args),
     ] {
-        let docs = render(&common::call(&mut c, &["COMMAND", "DOCS", name]));
+        let docs = render(&harness::call(&mut c, &["COMMAND", "DOCS", name]));
         assert!(
             docs.ends_with(&format!("module slidingwindow arguments {args}]]")),
             "COMMAND DOCS {name} on {:?}: {docs}",
@@ -382,7 +382,7 @@ fn the_several_key_commands_declare_their_keys_and_arguments() {
     let getkeys = |c: &mut redis::Connection, args: &[&str]| {
         let mut all = vec!["COMMAND", "GETKEYS"];
         all.extend(args);
-        render(&common::call(c, &all))
+        render(&harness::call(c, &all))
     };
     for cmd in ["SLIDINGWINDOW.ALLOWALL", "SLIDINGWINDOW.PEEKALL"] {
         let line = [cmd, "3", "{t}:u", "{t}", "g", "*", "LIMIT", "1", "1", "1"];
@@ -398,7 +398,7 @@ fn the_several_key_commands_declare_their_keys_and_arguments() {
         ("slidingwindow.refund", false),
         ("slidingwindow.allow", false),
     ] {
-        let info = render(&common::call(&mut c, &["COMMAND", "INFO", name]));
+        let info = render(&harness::call(&mut c, &["COMMAND", "INFO", name]));
         assert_eq!(info.contains("+movablekeys"), movable, "{name}: {info}");
     }
 }
@@ -555,7 +555,7 @@ fn cli_matches_arguments(cli: &str) -> bool {
 #[test]
 fn the_interactive_cli_hints_the_arguments() {
     let s = Server::start();
-    let cli = common::redis_cli_bin();
+    let cli = harness::redis_cli_bin();
     let mut term = Terminal::start(&cli, s.port());
     let prompt = format!("127.0.0.1:{}> ", s.port());
     // Typed before the prompt, keys would be flushed when the cli switches the terminal to raw.

@@ -4,11 +4,11 @@
 //! after a long one, never lets a key that still holds counted members expire early. On both
 //! storages and in the helpers' Lua fallback; replicas and the AOF end with the master's expiry.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 
-use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
-use kit::{Events, detailed, exists, pexpiretime, q};
+use client::{Events, detailed, exists, pexpiretime, q};
+use harness::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
 use redis::{Connection, Value};
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ impl Side {
                 } else {
                     "compact"
                 };
-                kit::ok(c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
+                client::ok(c, &["CONFIG", "SET", "slidingwindow.storage", storage]);
                 let name = format!("SLIDINGWINDOW.{command}");
                 let mut args = vec![name.as_str(), key.as_str()];
                 args.extend(rest);
@@ -120,7 +120,7 @@ fn an_exact_call_after_a_lease_keeps_the_leased_permits_alive() {
     }
     // Past the exact call's own window (where the key used to expire): every key is alive and
     // its leased permits still count (9 + 1 fits, 9 + 2 > 10 is refused).
-    common::wait_until(Duration::from_secs(10), "a second of server clock", || {
+    harness::wait_until(Duration::from_secs(10), "a second of server clock", || {
         server_time_ms(&mut c) > last_call + 1000
     });
     for (side, at) in SIDES.into_iter().zip(leased_until) {
@@ -157,9 +157,9 @@ fn only_a_later_expiry_moves_a_keys_expiry() {
         assert_eq!(side.expiry(&mut c, "k"), long, "{}", what("30 s"));
         // Lateness counts too: a day of it moves the expiry a day on.
         if !matches!(side, Side::Script) {
-            kit::config_set(&mut c, "slidingwindow.lateness", "86400000");
+            client::config_set(&mut c, "slidingwindow.lateness", "86400000");
             side.admit_expiring(&mut c, "1 9 1003", 86_401_000, &what("lateness"));
-            kit::config_set(&mut c, "slidingwindow.lateness", "0");
+            client::config_set(&mut c, "slidingwindow.lateness", "0");
             let set: i64 = q(&mut c, &["PEXPIREAT", &side.key("k"), &long.to_string()]);
             assert_eq!(set, 1, "{}", what("PEXPIREAT"));
         }
@@ -314,7 +314,7 @@ fn replicas_and_the_aof_keep_the_masters_expiry() {
     }
     let state = |con: &mut Connection| -> Vec<(Vec<u64>, i64)> {
         keys.iter()
-            .map(|k| (kit::scores(con, k), pexpiretime(con, k)))
+            .map(|k| (client::scores(con, k), pexpiretime(con, k)))
             .collect()
     };
     let want = state(&mut c);

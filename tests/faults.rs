@@ -2,15 +2,15 @@
 //! an `appendfsync always` AOF, AOF rewrites and RDB saves under traffic, and calls that change
 //! nothing propagating nothing.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::traffic;
 
-use common::{
+use client::{STORAGES, info_u64, ok, q, sw5_with, wait_persistence_idle};
+use harness::{
     Server, attach_replica, call, error_line, ints, start_replica, wait_in_sync, wait_link_up,
     wait_until,
 };
-use kit::{STORAGES, info_u64, ok, q, sw5_with, wait_persistence_idle};
 use std::time::Duration;
 use traffic::{Outcome, State, Traffic, Workload, assert_keys_match};
 
@@ -45,7 +45,7 @@ fn replica_attached_under_load_matches_and_promotion_forgets_nothing() {
         let (max0, now0) = (w.max(0), out.state.clocks[0]);
         let v = call(
             &mut rcon,
-            &kit::sw_line("ALLOW", &key0, 3600, max0, now0, 1)
+            &client::sw_line("ALLOW", &key0, 3600, max0, now0, 1)
                 .iter()
                 .map(String::as_str)
                 .collect::<Vec<_>>(),
@@ -145,7 +145,7 @@ fn kill9_during_an_aof_rewrite_keeps_every_admitted_request() {
         // Enough keys, each saved slowly (20 s in all), that the rewrite is surely still running
         // at the kill, even with a slow fsync under every traffic call.
         ok(&mut con, &["DEBUG", "POPULATE", "20000", "filler", "10"]);
-        kit::config_set(&mut con, "rdb-key-save-delay", "1000");
+        client::config_set(&mut con, "rdb-key-save-delay", "1000");
         let w = Workload::new("aofrw:", 16, 7);
         let mut traffic = Traffic::start(&s, &w);
         traffic.wait_more(300);
@@ -316,7 +316,7 @@ fn allow_counts_as_a_change_for_save_rules() {
         // And a real save rule fires on it: one change, one second.
         ok(&mut con, &["SAVE"]);
         let saves = info_u64(&s, "persistence", "rdb_saves");
-        kit::config_set(&mut con, "save", "1 1");
+        client::config_set(&mut con, "save", "1 1");
         sw5_with(&mut con, "ALLOW", "other", 3600, 5, 1001, 1);
         wait_until(
             Duration::from_secs(15),
@@ -426,7 +426,7 @@ fn calls_that_change_nothing_move_neither_replication_offset_nor_aof() {
             }
         }
         // The same no-op inside a transaction.
-        let replies = kit::pipeline(
+        let replies = client::pipeline(
             &mut con,
             &[
                 vec!["MULTI"],

@@ -7,13 +7,13 @@
 
 use model::{Expiry, Model, Options};
 use rng::Rng;
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::model;
 use testkit::rng;
 
-use common::{Server, call, error_line, ints, server_time_ms};
-use kit::{Events, STORAGES, detailed, exists, info_u64, pexpiretime, q, scores, snapshot};
+use client::{Events, STORAGES, detailed, exists, info_u64, pexpiretime, q, scores, snapshot};
+use harness::{Server, call, error_line, ints, server_time_ms};
 use redis::Connection;
 
 /// Windows long enough that no key expires on the server's clock while a test runs (a key's
@@ -64,11 +64,11 @@ fn all_words_with(
 }
 
 fn send(con: &mut Connection, words: &[String]) -> redis::Value {
-    common::call_words(con, words)
+    harness::call_words(con, words)
 }
 
 fn send_ok(con: &mut Connection, words: &[String]) -> Vec<i64> {
-    ints(&common::call_words_ok(con, words))
+    ints(&harness::call_words_ok(con, words))
 }
 
 /// `REFUND key n [AT at]`'s count of refunded requests.
@@ -127,7 +127,7 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
     let mut seen = [0u32; 7];
     for stream in 0..count {
         let lateness = rng.pick(&[0, 0, 3000]);
-        kit::config_set(&mut c, "slidingwindow.lateness", lateness);
+        client::config_set(&mut c, "slidingwindow.lateness", lateness);
         let n = if rng.chance(25) {
             rng.range(1, 16)
         } else {
@@ -139,14 +139,14 @@ fn streams(storage: &str, mixed: bool, seed: u64, count: u64, steps: u64) -> [u3
         let mut expiry = vec![-2i64; n];
         if mixed {
             // Every other key made in the other storage, holding a member at 0.
-            kit::config_set(&mut c, "slidingwindow.storage", other);
+            client::config_set(&mut c, "slidingwindow.storage", other);
             for k in (1..n).step_by(2) {
                 let w = ["SLIDINGWINDOW.ALLOW", &keys[k], "3600", "1", "0"].map(String::from);
                 assert_eq!(send_ok(&mut c, &w)[0], 1);
                 models[k].scores.push(0);
                 expiry[k] = pexpiretime(&mut c, &keys[k]);
             }
-            kit::config_set(&mut c, "slidingwindow.storage", storage);
+            client::config_set(&mut c, "slidingwindow.storage", storage);
         }
         let mut now: u64 = 1_700_000_000_000 + stream * 13;
         for step in 0..steps {
@@ -331,7 +331,7 @@ fn keys_of_both_storages_in_one_call() {
 /// w2 m2]...` answers, with a sixth integer, and leaves the same scores.
 #[test]
 fn one_key_allowall_is_allow() {
-    for (_, _s, mut c) in kit::on_each_storage() {
+    for (_, _s, mut c) in client::on_each_storage() {
         let mut rng = Rng::new(0x1_A11);
         for stream in 0..30 {
             let limits: Vec<(u64, u64)> = (0..rng.range(1, 4))
@@ -393,7 +393,7 @@ fn one_key_allowall_is_allow() {
 /// cap, and every malformed call; the trims of the first keys do not happen either.
 #[test]
 fn an_error_on_any_key_changes_no_key() {
-    for (storage, _s, mut c) in kit::on_each_storage() {
+    for (storage, _s, mut c) in client::on_each_storage() {
         // Keys one and two hold a member a call at 100000 would trim, and one it keeps.
         for key in ["{e}1", "{e}2"] {
             for now in ["1000", "99000"] {
@@ -411,7 +411,7 @@ fn an_error_on_any_key_changes_no_key() {
             }
             assert_eq!(q::<i64>(&mut c, &["PERSIST", key]), 1, "PERSIST {key}");
         }
-        kit::ok(&mut c, &["SET", "{e}3", "text"]);
+        client::ok(&mut c, &["SET", "{e}3", "text"]);
         let keys = ["{e}1".to_string(), "{e}2".to_string(), "{e}3".to_string()];
         let limits = [(0, 10, 5), (1, 10, 5), (2, 10, 5)];
         let before: Vec<_> = keys.iter().map(|k| snapshot(&mut c, k)).collect();
@@ -420,7 +420,7 @@ fn an_error_on_any_key_changes_no_key() {
             let got = send(&mut c, &all_words(cmd, &keys, &limits, "100000", 1));
             assert_eq!(error_line(&got).as_deref(), Some(wrongtype), "{cmd}");
         }
-        kit::config_set(&mut c, "slidingwindow.max-members-per-call", "5");
+        client::config_set(&mut c, "slidingwindow.max-members-per-call", "5");
         let two = &keys[..2];
         let got = send(
             &mut c,
@@ -430,7 +430,7 @@ fn an_error_on_any_key_changes_no_key() {
             error_line(&got).as_deref(),
             Some("ERR cost 3 times 2 keys would add more than 5 members in one call")
         );
-        kit::config_set(&mut c, "slidingwindow.max-members-per-call", "100000");
+        client::config_set(&mut c, "slidingwindow.max-members-per-call", "100000");
         let bad: &[(&str, &str)] = &[
             (
                 "SLIDINGWINDOW.ALLOWALL 2 {e}1 {e}1 100000 LIMIT 1 10 5 LIMIT 2 10 5",
@@ -508,7 +508,7 @@ fn an_error_on_any_key_changes_no_key() {
 /// `AT *` is the server's clock.
 #[test]
 fn refunds_of_nothing_and_at_the_server_clock() {
-    for (_, _s, mut c) in kit::on_each_storage() {
+    for (_, _s, mut c) in client::on_each_storage() {
         assert_eq!(refunded(&mut c, "missing", 5, None), 0);
         // Two members before the server's clock, one an hour after it.
         let t = server_time_ms(&mut c) as u64;
@@ -537,7 +537,7 @@ fn refunds_of_nothing_and_at_the_server_clock() {
 /// `slidingwindow.refund` (compact), then `del` when the key emptied.
 #[test]
 fn keyspace_events() {
-    for (storage, s, mut c) in kit::on_each_storage() {
+    for (storage, s, mut c) in client::on_each_storage() {
         let (add, refund) = match storage {
             "zset" => ("zadd", "zrem"),
             _ => ("slidingwindow.add", "slidingwindow.refund"),

@@ -1,11 +1,11 @@
 //! `INFO slidingwindow`: the counters since load, exact after a scripted sequence of calls (every
 //! trim path, rejections, errors of the module and of the server, MULTI, Lua), and the configs.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 
-use common::{Server, call, error_line};
-use kit::{client_as, error_code, five, ok, pipeline, q, sw, sw5};
+use client::{client_as, error_code, five, ok, pipeline, q, sw, sw5};
+use harness::{Server, call, error_line};
 use redis::Value;
 
 /// Every field of the section, in order, as `INFO` prints it.
@@ -269,9 +269,9 @@ fn counters_are_exact_after_a_scripted_sequence() {
         );
         call(c, &line.split(' ').collect::<Vec<_>>())
     };
-    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 1);
-    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 0);
-    assert_eq!(common::ints(&all(&mut c, "PEEKALL", "1000", "1"))[0], 1);
+    assert_eq!(harness::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 1);
+    assert_eq!(harness::ints(&all(&mut c, "ALLOWALL", "1000", "2"))[0], 0);
+    assert_eq!(harness::ints(&all(&mut c, "PEEKALL", "1000", "1"))[0], 1);
     assert!(error_line(&all(&mut c, "ALLOWALL", "x", "1")).is_some());
     assert_eq!(
         call(&mut c, &["SLIDINGWINDOW.REFUND", "{a}1", "5"]),
@@ -282,7 +282,7 @@ fn counters_are_exact_after_a_scripted_sequence() {
         Value::Int(0)
     );
     // The trim of `{a}2` at 20000 (its two members left the window) counts.
-    assert_eq!(common::ints(&all(&mut c, "ALLOWALL", "20000", "1"))[0], 1);
+    assert_eq!(harness::ints(&all(&mut c, "ALLOWALL", "20000", "1"))[0], 1);
     let after_several = Section {
         trimmed: after_scripts.trimmed + 2,
         refund_calls: 2,
@@ -309,9 +309,9 @@ fn the_section_shows_the_configs_as_set() {
         ..Section::FRESH
     };
     assert_section(&s, &at_start, "from the configuration");
-    kit::config_set(&mut c, "slidingwindow.max-members-per-call", 250);
-    kit::config_set(&mut c, "slidingwindow.storage", "compact");
-    kit::config_set(&mut c, "slidingwindow.lateness", 750);
+    client::config_set(&mut c, "slidingwindow.max-members-per-call", 250);
+    client::config_set(&mut c, "slidingwindow.storage", "compact");
+    client::config_set(&mut c, "slidingwindow.lateness", 750);
     let set = Section::configured("compact", 250, 750);
     assert_section(&s, &set, "after CONFIG SET");
     // A refused value changes nothing.
@@ -320,7 +320,7 @@ fn the_section_shows_the_configs_as_set() {
         ("slidingwindow.storage", "list"),
         ("slidingwindow.lateness", "86400001"),
     ] {
-        kit::config_refused(&mut c, name, value);
+        client::config_refused(&mut c, name, value);
     }
     // (`tests/config.rs` checks CONFIG GET and the refusals themselves.) The errors of refused CONFIG SETs are the server's, not a command's.
     assert_section(&s, &set, "after refused CONFIG SETs");
@@ -343,7 +343,7 @@ fn module_loadex_configs_show_in_the_section() {
         .without_module()
         .args(["--enable-module-command", "yes"])
         .start();
-    let path = common::module_path().display().to_string();
+    let path = harness::module_path().display().to_string();
     ok(
         &mut s.client(),
         &[
@@ -368,8 +368,8 @@ fn module_loadex_configs_show_in_the_section() {
 /// (`compact_keys`, `compact_bytes`).
 fn gauges(s: &Server) -> (u64, u64) {
     (
-        kit::info_u64(s, "slidingwindow", "slidingwindow_compact_keys"),
-        kit::info_u64(s, "slidingwindow", "slidingwindow_compact_bytes"),
+        client::info_u64(s, "slidingwindow", "slidingwindow_compact_keys"),
+        client::info_u64(s, "slidingwindow", "slidingwindow_compact_bytes"),
     )
 }
 
@@ -447,7 +447,7 @@ fn compact_gauges_are_exact() {
     assert_eq!(gauges(&s), a, "after DEL of the copy");
     let copied: i64 = q(&mut c, &["COPY", "a", "b"]);
     assert_eq!(copied, 1);
-    kit::ok(&mut c, &["SET", "b", "text"]);
+    client::ok(&mut c, &["SET", "b", "text"]);
     assert_eq!(gauges(&s), a, "after SET over the copy");
 
     // RESTORE loads a log as an RDB does; two loads of one payload hold the same.
@@ -471,13 +471,13 @@ fn compact_gauges_are_exact() {
     }
     let keys = ["a", "c", "d", "e"];
     let want = (4, keys.iter().map(|k| loaded_bytes(&s, k)).sum::<u64>());
-    let replica = common::attach_replica(&s, &[]);
-    common::wait_in_sync(&s, &replica);
+    let replica = harness::attach_replica(&s, &[]);
+    harness::wait_in_sync(&s, &replica);
     assert_eq!(gauges(&replica), want, "the replica after its full sync");
     let ok: String = q(&mut c, &["DEBUG", "RELOAD"]);
     assert_eq!(ok, "OK");
     // The old dataset may be freed on the lazy-free thread after the reply (Valkey 9).
-    common::wait_until(common::STARTUP_DEADLINE, "the reloaded gauges", || {
+    harness::wait_until(harness::STARTUP_DEADLINE, "the reloaded gauges", || {
         gauges(&s) == want
     });
     assert_eq!(gauges(&s), want, "after DEBUG RELOAD");
@@ -486,15 +486,15 @@ fn compact_gauges_are_exact() {
     // Expiry frees the log.
     let n: i64 = q(&mut c, &["PEXPIRE", "c", "1"]);
     assert_eq!(n, 1);
-    common::wait_until(common::STARTUP_DEADLINE, "c to expire", || {
+    harness::wait_until(harness::STARTUP_DEADLINE, "c to expire", || {
         gauges(&s).0 == 3
     });
     // FLUSHALL frees the rest.
     let ok: String = q(&mut c, &["FLUSHALL"]);
     assert_eq!(ok, "OK");
     // Valkey 9 flushes asynchronously by default: the lazy-free thread updates the gauges.
-    common::wait_until(
-        common::STARTUP_DEADLINE,
+    harness::wait_until(
+        harness::STARTUP_DEADLINE,
         "FLUSHALL to free every log",
         || gauges(&s) == (0, 0),
     );
@@ -505,19 +505,21 @@ fn compact_gauges_are_exact() {
     for chunk in (0..150_000u64).collect::<Vec<_>>().chunks(10_000) {
         let cmds: Vec<Vec<String>> = chunk
             .iter()
-            .map(|i| kit::sw_line("ALLOW", "big", 100_000, 10_000_000, 1000 + i, 1))
+            .map(|i| client::sw_line("ALLOW", "big", 100_000, 10_000_000, 1000 + i, 1))
             .collect();
         for v in pipeline(&mut c, &cmds) {
-            assert_eq!(kit::five(&v).map(|f| f[0]), Some(1), "{v:?}");
+            assert_eq!(client::five(&v).map(|f| f[0]), Some(1), "{v:?}");
         }
     }
-    let lazy_before = kit::info_u64(&s, "memory", "lazyfreed_objects");
+    let lazy_before = client::info_u64(&s, "memory", "lazyfreed_objects");
     let n: i64 = q(&mut c, &["UNLINK", "big"]);
     assert_eq!(n, 1);
-    common::wait_until(common::STARTUP_DEADLINE, "the lazy free", || {
-        kit::info_u64(&s, "memory", "lazyfreed_objects") == lazy_before + 1
+    harness::wait_until(harness::STARTUP_DEADLINE, "the lazy free", || {
+        client::info_u64(&s, "memory", "lazyfreed_objects") == lazy_before + 1
     });
-    common::wait_until(common::STARTUP_DEADLINE, "the gauges to reach zero", || {
-        gauges(&s) == (0, 0)
-    });
+    harness::wait_until(
+        harness::STARTUP_DEADLINE,
+        "the gauges to reach zero",
+        || gauges(&s) == (0, 0),
+    );
 }

@@ -5,13 +5,13 @@
 
 use model::{Expiry, Model};
 use rng::Rng;
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::model;
 use testkit::rng;
 
-use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
-use kit::{STORAGES, exists, pexpiretime, q, scores, snapshot};
+use client::{STORAGES, exists, pexpiretime, q, scores, snapshot};
+use harness::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
 use redis::Connection;
 
 /// One call: the command, key, limits as (window s, max) with the positional one first, `now`,
@@ -30,7 +30,7 @@ struct Call<'a> {
 
 impl Call<'_> {
     fn words(&self) -> Vec<String> {
-        let mut out = kit::head_words(self.cmd, self.key, self.limits[0], self.now);
+        let mut out = client::head_words(self.cmd, self.key, self.limits[0], self.now);
         let name = |n: &str| {
             if self.lower {
                 n.to_lowercase()
@@ -51,7 +51,7 @@ impl Call<'_> {
     }
 
     fn send(&self, con: &mut Connection) -> Vec<i64> {
-        ints(&common::call_words_ok(con, &self.words()))
+        ints(&harness::call_words_ok(con, &self.words()))
     }
 }
 
@@ -255,7 +255,7 @@ fn deep_logs_follow_the_contract_model() {
 
 #[test]
 fn sixteen_limits_in_one_call() {
-    for (_, _s, mut c) in kit::on_each_storage() {
+    for (_, _s, mut c) in client::on_each_storage() {
         let mut rng = Rng::new(0x16);
         let mut d = Driver::new();
         let mut now = 1_700_000_000_000;
@@ -284,7 +284,7 @@ fn sixteen_limits_in_one_call() {
 /// the call without them, stores the same scores, and sets the same TTL; the sixth integer is 0.
 #[test]
 fn limit_options_equal_to_the_positional_one_answer_as_without_them() {
-    for (_, _s, mut c) in kit::on_each_storage() {
+    for (_, _s, mut c) in client::on_each_storage() {
         let mut rng = Rng::new(0xE0A1);
         let mut now: u64 = 1_700_000_000_000;
         let (mut plain, mut named) = (Driver::new(), Driver::new());
@@ -391,7 +391,7 @@ fn bad_limit_calls() -> Vec<(String, &'static str)> {
 
 #[test]
 fn bad_limit_options_are_refused_and_change_nothing() {
-    for (_, s, mut c) in kit::on_each_storage() {
+    for (_, s, mut c) in client::on_each_storage() {
         for now in ["1000", "2000"] {
             let r = ints(&call(
                 &mut c,
@@ -437,7 +437,7 @@ fn bad_limit_options_are_refused_and_change_nothing() {
 /// The per-call member cap applies only when every limit would admit the call.
 #[test]
 fn the_member_cap_applies_only_when_every_limit_admits() {
-    for (_, s, mut c) in kit::on_each_storage() {
+    for (_, s, mut c) in client::on_each_storage() {
         let digest = s.digest();
         let line =
             |options: &str| format!("SLIDINGWINDOW.ALLOW k 10 2000000 1000 COST 100001{options}");

@@ -6,13 +6,13 @@
 
 use model::{Answer, Expiry, Model, Options};
 use rng::Rng;
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::model;
 use testkit::rng;
 
-use common::{Server, call, error_line, ints, server_time_ms};
-use kit::{STORAGES, detailed, exists, pexpiretime, scores, snapshot};
+use client::{STORAGES, detailed, exists, pexpiretime, scores, snapshot};
+use harness::{Server, call, error_line, ints, server_time_ms};
 use redis::{Connection, Value};
 
 const T0: u64 = 1_700_000_000_000;
@@ -32,7 +32,7 @@ struct Call<'a> {
 
 impl Call<'_> {
     fn words(&self) -> Vec<String> {
-        let mut out = kit::head_words(self.cmd, self.key, self.limits[0], &self.now);
+        let mut out = client::head_words(self.cmd, self.key, self.limits[0], &self.now);
         if self.cost != 1 {
             out.extend(["COST".to_string(), self.cost.to_string()]);
         }
@@ -52,7 +52,7 @@ impl Call<'_> {
     }
 
     fn send(&self, con: &mut Connection) -> Value {
-        common::call_words_ok(con, &self.words())
+        harness::call_words_ok(con, &self.words())
     }
 }
 
@@ -68,7 +68,7 @@ fn same(reply: &Value, answer: &Answer, named: bool, detail: bool, now: u64) -> 
 }
 
 fn set_lateness(con: &mut Connection, ms: u64) {
-    kit::config_set(con, "slidingwindow.lateness", ms);
+    client::config_set(con, "slidingwindow.lateness", ms);
 }
 
 /// Random streams of PEEK then ALLOW with the same arguments, a lease on some, a precision on
@@ -222,9 +222,9 @@ fn a_lease_on_the_server_clock_tells_its_end() {
 /// LIMIT options), `b` even for one limit, and the `now` used.
 #[test]
 fn detail_lists_every_limit_in_order() {
-    for (storage, _s, mut c) in kit::on_each_storage() {
+    for (storage, _s, mut c) in client::on_each_storage() {
         let send = |c: &mut Connection, line: &str| call(c, &line.split(' ').collect::<Vec<_>>());
-        let d = |head: Vec<i64>, limits: Vec<[i64; 4]>, now| kit::Detailed { head, limits, now };
+        let d = |head: Vec<i64>, limits: Vec<[i64; 4]>, now| client::Detailed { head, limits, now };
         let got = detailed(&send(&mut c, "SLIDINGWINDOW.ALLOW one 10 3 1000 DETAIL"));
         assert_eq!(
             got,
@@ -265,8 +265,8 @@ fn bad_leases_precisions_and_details_are_refused_and_change_nothing() {
     let lease =
         "ERR LEASE must be an integer between 1 and 9007199254740992 - now (now + LEASE <= 2^53)";
     let precision = "ERR PRECISION must be an integer between 1 and 9007199254740992 (now + LEASE rounded up to a multiple of PRECISION <= 2^53)";
-    for (storage, s, mut c) in kit::on_each_storage() {
-        assert_eq!(kit::sw5(&mut c, "ALLOW k 60 5 1000")[0], 1);
+    for (storage, s, mut c) in client::on_each_storage() {
+        assert_eq!(client::sw5(&mut c, "ALLOW k 60 5 1000")[0], 1);
         let digest = s.digest();
         let top = TWO_53.to_string();
         let cases: Vec<(String, &str)> = vec![
@@ -360,7 +360,7 @@ fn peeks_with_options_change_nothing() {
     for storage in STORAGES {
         let s = Server::builder().storage(storage).lateness(5000).start();
         let mut c = s.client();
-        assert_eq!(kit::sw5(&mut c, "ALLOW k 60 5 1000")[0], 1);
+        assert_eq!(client::sw5(&mut c, "ALLOW k 60 5 1000")[0], 1);
         let dirty = |s: &Server| s.info_field("persistence", "rdb_changes_since_last_save");
         let (digest, changes) = (s.digest(), dirty(&s));
         for line in [
@@ -483,7 +483,7 @@ fn out_of_order_callers_within_the_lateness_never_over_admit() {
 /// key under G = 0 and on one under a day answers the same, the second keeping more.
 #[test]
 fn in_order_callers_answer_the_same_whatever_the_lateness() {
-    for (storage, _s, mut c) in kit::on_each_storage() {
+    for (storage, _s, mut c) in client::on_each_storage() {
         let mut rng = Rng::new(0x0D_E4);
         let limits = [(60, 5), (5, 2)];
         let mut now = T0;

@@ -2,15 +2,15 @@
 //! they hold exactly the master's data.
 
 use rng::Rng;
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::rng;
 
 use std::fs;
 use std::path::Path;
 
-use common::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
-use kit::{Events, members, pexpiretime};
+use client::{Events, members, pexpiretime};
+use harness::{Server, call, error_line, ints, server_time_ms, start_replica, wait_in_sync};
 use redis::Connection;
 
 const KEYS: [&str; 5] = ["rl:a", "rl:b", "rl:c", "rl:{x}d", "rl:e"];
@@ -144,7 +144,7 @@ fn server_restarted_from_its_aof_has_the_same_data() {
 fn server_restarted_from_its_rdb_has_the_same_data() {
     let mut s = Server::start();
     let (digest, state) = worked(&s, 0xC0DE);
-    kit::ok(&mut s.client(), &["SAVE"]);
+    client::ok(&mut s.client(), &["SAVE"]);
     restarts_as(&mut s, &digest, &state);
 }
 
@@ -344,7 +344,7 @@ fn several_keys_and_refunds_replicate_exactly() {
     for step in 0..1500 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
-            kit::config_set(&mut c, "slidingwindow.storage", storage);
+            client::config_set(&mut c, "slidingwindow.storage", storage);
         }
         now = match rng.range(0, 19) {
             0 => now + 120_000,
@@ -399,7 +399,7 @@ fn several_keys_and_refunds_replicate_exactly() {
         if rng.chance(3) {
             args.push("BOGUS".into()); // malformed: refused, no effect
         }
-        let reply = common::call_words(&mut c, &args);
+        let reply = harness::call_words(&mut c, &args);
         if let Some(err) = error_line(&reply) {
             assert!(args.last().is_some_and(|a| a == "BOGUS"), "{args:?}: {err}");
         }
@@ -468,7 +468,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     for step in 0..1200 {
         if step % 100 == 0 {
             let storage = ["zset", "compact"][step / 100 % 2];
-            kit::config_set(&mut c, "slidingwindow.storage", storage);
+            client::config_set(&mut c, "slidingwindow.storage", storage);
         }
         newest += match rng.range(0, 19) {
             0 => 61_000,
@@ -523,7 +523,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
         let reply = call(&mut c, &args);
         assert!(error_line(&reply).is_none(), "{args:?}: {reply:?}");
     }
-    let trimmed = kit::info_u64(&master, "slidingwindow", "slidingwindow_trimmed");
+    let trimmed = client::info_u64(&master, "slidingwindow", "slidingwindow_trimmed");
     assert!(
         leases > 300 && coarse > 200 && trimmed > 100,
         "{leases} leases, {coarse} with a precision, {trimmed} trimmed"
@@ -536,7 +536,7 @@ fn leases_and_lateness_replicate_exactly_whatever_the_replicas_lateness() {
     let mut m = master.client();
     let state = |con: &mut Connection| -> Vec<(Vec<u64>, i64)> {
         keys.iter()
-            .map(|k| (kit::scores(con, k), pexpiretime(con, k)))
+            .map(|k| (client::scores(con, k), pexpiretime(con, k)))
             .collect()
     };
     let want = state(&mut m);

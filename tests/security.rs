@@ -1,11 +1,11 @@
 //! Security and resources: ACL key patterns, maxmemory (refusal and eviction), and WATCH and
 //! keyspace events seen from the fault side (what must and must not count as a change).
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 
-use common::{Server, call, error_line, wait_until};
-use kit::{Events, client_as, error_code, five, info_u64, ok, q, snapshot, sw5_with};
+use client::{Events, client_as, error_code, five, info_u64, ok, q, snapshot, sw5_with};
+use harness::{Server, call, error_line, wait_until};
 use redis::{Connection, Value};
 use std::time::Duration;
 
@@ -97,9 +97,9 @@ fn acl_read_only_key_pattern_allows_peek_but_not_allow() {
 /// Sets maxmemory a little above what is used now, then fills past it with DEBUG POPULATE.
 fn overfill(s: &Server, con: &mut Connection, policy: &str, filler_keys: u64) {
     let used = info_u64(s, "memory", "used_memory");
-    kit::config_set(con, "maxmemory-policy", policy);
+    client::config_set(con, "maxmemory-policy", policy);
     let limit = (used + 2_000_000).to_string();
-    kit::config_set(con, "maxmemory", limit);
+    client::config_set(con, "maxmemory", limit);
     ok(
         con,
         &[
@@ -144,7 +144,7 @@ fn noeviction_refuses_allow_with_oom_and_changes_nothing_while_peek_answers() {
         assert!(err.starts_with("OOM"), "{c:?}: {err}");
     }
     // In a transaction the refusal comes at queue time and EXEC aborts.
-    let tx = kit::pipeline(
+    let tx = client::pipeline(
         &mut con,
         &[
             vec!["MULTI"],
@@ -165,7 +165,7 @@ fn noeviction_refuses_allow_with_oom_and_changes_nothing_while_peek_answers() {
         "a refused ALLOW changed the key"
     );
     assert_eq!(s.digest(), digest, "a refused ALLOW changed data");
-    kit::config_set(&mut con, "maxmemory", "0");
+    client::config_set(&mut con, "maxmemory", "0");
     assert_eq!(
         sw5_with(&mut con, "ALLOW", "rate:a", 3600, 10, 1003, 1),
         [1, 4, 6, 0, W]
@@ -179,10 +179,10 @@ fn allkeys_lru_eviction_leaves_an_evicted_window_simply_empty() {
     let keys = 200;
     let setup: Vec<Vec<String>> = (0..keys)
         .flat_map(|i| {
-            [1000, 1001].map(|now| kit::sw_line("ALLOW", &format!("rl:{i}"), 3600, 5, now, 1))
+            [1000, 1001].map(|now| client::sw_line("ALLOW", &format!("rl:{i}"), 3600, 5, now, 1))
         })
         .collect();
-    for r in kit::pipeline(&mut con, &setup) {
+    for r in client::pipeline(&mut con, &setup) {
         assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
     }
     overfill(&s, &mut con, "allkeys-lru", 30_000);
@@ -194,7 +194,7 @@ fn allkeys_lru_eviction_leaves_an_evicted_window_simply_empty() {
     );
     assert!(info_u64(&s, "stats", "evicted_keys") > 0);
     // Stop evicting so what we read stays true for the call that follows.
-    kit::config_set(&mut con, "maxmemory", "0");
+    client::config_set(&mut con, "maxmemory", "0");
     let mut evicted = 0;
     for i in 0..keys {
         let key = format!("rl:{i}");
@@ -240,7 +240,7 @@ fn aborts(s: &Server, key: &str, other: &[&str], want: Want) -> bool {
     let mut con = s.client();
     ok(&mut con, &["WATCH", key]);
     assert_answers(&call(&mut s.client(), other), want, &other.join(" "));
-    let r = kit::pipeline(&mut con, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
+    let r = client::pipeline(&mut con, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
     match &r[2] {
         Value::Nil => true,
         Value::Array(_) => false,

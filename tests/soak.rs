@@ -2,13 +2,13 @@
 //! and under valgrind no definite leak or memory error has a module frame in its stack.
 //! A short run is part of the normal suite; the long run and valgrind are `#[ignore]` (`make soak`).
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::rng;
 use testkit::valgrind;
 
-use common::{Server, error_line, wait_until};
-use kit::{five, ok, q};
+use client::{five, ok, q};
+use harness::{Server, error_line, wait_until};
 use redis::{Connection, Value};
 use rng::Rng;
 use std::time::Duration;
@@ -105,7 +105,7 @@ fn run_mix(con: &mut Connection, seed: u64, first: u64, calls: u64) {
     while i < first + calls {
         let n = batch.min(first + calls - i);
         let cmds: Vec<Vec<String>> = (i..i + n).map(|j| mixed_call(&mut rng, j)).collect();
-        for (c, r) in cmds.iter().zip(kit::pipeline(con, &cmds)) {
+        for (c, r) in cmds.iter().zip(client::pipeline(con, &cmds)) {
             let ok = match &r {
                 Value::ServerError(_) => {
                     let e = error_line(&r).unwrap_or_default();
@@ -136,7 +136,7 @@ fn info(con: &mut Connection, section: &str, field: &str) -> u64 {
 
 /// Where ALLOW creates keys from now on.
 fn storage(con: &mut Connection, storage: &str) {
-    kit::config_set(con, "slidingwindow.storage", storage);
+    client::config_set(con, "slidingwindow.storage", storage);
 }
 
 /// FLUSHALL, then TOPRESET (the summary of refused keys, SLIDINGWINDOW.TOP, outlives FLUSHALL
@@ -221,9 +221,9 @@ fn memory_returns_after_1m_mixed_calls_and_flushall() {
 fn grow_then_expire(con: &mut Connection, prefix: &str, max: u64, cost: u64) {
     for k in 0..5 {
         let key = format!("{prefix}:{k}");
-        let grow = kit::sw_line("ALLOW", &key, 1, max, 1000, cost);
-        let expire = kit::sw_line("ALLOW", &key, 1, 1000, 5000, 1);
-        for r in kit::pipeline(con, &[grow, expire]) {
+        let grow = client::sw_line("ALLOW", &key, 1, max, 1000, cost);
+        let expire = client::sw_line("ALLOW", &key, 1, 1000, 5000, 1);
+        for r in client::pipeline(con, &[grow, expire]) {
             assert_eq!(five(&r).map(|f| f[0]), Some(1), "{r:?}");
         }
     }

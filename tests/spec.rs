@@ -1,9 +1,9 @@
 //! The shared spec (`spec/cases.json`, made from testkit's contract model): every call on both
 //! storages, each reply and error exactly as the spec says; and the file is current.
 
-use testkit::common;
+use testkit::harness;
 
-use common::{Server, call, error_line};
+use harness::{Server, call, error_line};
 use redis::Value;
 use serde_json::Value as Json;
 

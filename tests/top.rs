@@ -3,11 +3,11 @@
 //! not (admissions, PEEK, errors), the order, COUNT, long names, ACL key patterns, the config, the
 //! INFO fields, and nothing replicated.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 
-use common::{Server, call, call_bytes, error_line, start_replica, wait_in_sync};
-use kit::{client_as, error_code, info_u64, ok, q, sw5};
+use client::{client_as, error_code, info_u64, ok, q, sw5};
+use harness::{Server, call, call_bytes, error_line, start_replica, wait_in_sync};
 use redis::Value;
 
 /// TOP's reply as `(key, refused, error)`.
@@ -92,7 +92,7 @@ fn top_lists_the_keys_refused_most() {
         ];
         let v = call(&mut c, &all_line);
         // Refused by its second limit, on "c".
-        assert_eq!(common::ints(&v), [0, 1, 0, 10000, 10000, 1], "{v:?}");
+        assert_eq!(harness::ints(&v), [0, 1, 0, 10000, 10000, 1], "{v:?}");
         assert_eq!(top(&mut c, &["COUNT", "4"])[3], entry("c", 2, 0));
         // TOPRESET empties it.
         assert_eq!(call(&mut c, &["SLIDINGWINDOW.TOPRESET"]), Value::Okay);
@@ -151,7 +151,7 @@ fn the_config_sizes_and_turns_off_the_summary() {
         Some("ERR COUNT must be an integer between 1 and 2 (slidingwindow.top-keys)")
     );
     // Changing it empties the summary; 0 turns it off.
-    kit::config_set(&mut c, "slidingwindow.top-keys", "0");
+    client::config_set(&mut c, "slidingwindow.top-keys", "0");
     refuse(&mut c, "d", 2);
     assert_eq!(top(&mut c, &[]), vec![]);
     assert_eq!(top(&mut c, &["COUNT", "1"]), vec![]);
@@ -159,7 +159,7 @@ fn the_config_sizes_and_turns_off_the_summary() {
         info_u64(&s, "slidingwindow", "slidingwindow_top_keys_refusals"),
         0
     );
-    kit::config_set(&mut c, "slidingwindow.top-keys", "1000000");
+    client::config_set(&mut c, "slidingwindow.top-keys", "1000000");
     let v = call(
         &mut c,
         &["CONFIG", "SET", "slidingwindow.top-keys", "1000001"],
@@ -179,7 +179,7 @@ fn long_names_are_cut_with_a_hash() {
             &mut c,
             &[b"SLIDINGWINDOW.ALLOW", &long, b"10", b"1", b"1000"],
         );
-        assert_eq!(kit::five(&v).map(|f| f[0]), Some(want), "{v:?}");
+        assert_eq!(client::five(&v).map(|f| f[0]), Some(want), "{v:?}");
     }
     let v = call(&mut c, &["SLIDINGWINDOW.TOP"]);
     let Value::Array(entries) = &v else {

@@ -6,18 +6,18 @@ use std::path::Path;
 
 use redis::io::tcp::TcpSettings;
 use redis::{Client, Connection, IntoConnectionInfo};
-use testkit::common;
+use testkit::harness;
 
 use crate::Result;
 use crate::variants::{Shape, Variant};
 use crate::workload::Workload;
 
-pub struct Server(common::Server);
+pub struct Server(harness::Server);
 
 impl Server {
     pub fn start(module: &Path) -> Result<Server> {
         Ok(Server(
-            common::Server::builder().module(module).try_start()?,
+            harness::Server::builder().module(module).try_start()?,
         ))
     }
 

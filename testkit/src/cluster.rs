@@ -3,8 +3,8 @@
 //! themselves report it (`CLUSTER NODES`).
 #![allow(dead_code)]
 
-use crate::common::{Server, wait_in_sync, wait_until};
-use crate::kit::q;
+use crate::client::q;
+use crate::harness::{Server, wait_in_sync, wait_until};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use std::time::Duration;
 

@@ -12,15 +12,15 @@ pub mod spec_headers;
 pub mod spec_leases;
 pub mod zipf;
 
+/// The integration tests' commands and readers: the five-field reply, pipelines, events.
+#[cfg(feature = "server")]
+pub mod client;
 /// A cluster of servers, its slots and its views.
 #[cfg(feature = "server")]
 pub mod cluster;
 /// A real `redis-server` per test with the module loaded: start, call, poll, replicas.
 #[cfg(feature = "server")]
-pub mod common;
-/// The integration tests' commands and readers: the five-field reply, pipelines, dumps, events.
-#[cfg(feature = "server")]
-pub mod kit;
+pub mod harness;
 /// A thread inside a network namespace, for servers started in one.
 #[cfg(feature = "server")]
 pub mod netns;

@@ -1,7 +1,7 @@
 //! What the Rust client's and the services' tests read back from a run: the module's INFO
 //! counters, and the most requests any window held.
 
-use crate::common::Server;
+use crate::harness::Server;
 use std::collections::BTreeMap;
 
 /// One number of `INFO slidingwindow` (`slidingwindow_<name>`, or `<name>` on servers that do

@@ -4,8 +4,8 @@
 //! call in flight. Optionally every admitted call waits for a replica to acknowledge it (`WAIT 1`).
 #![allow(dead_code)]
 
-use crate::common::Server;
-use crate::kit::{five, scores, sw_line};
+use crate::client::{five, scores, sw_line};
+use crate::harness::Server;
 use crate::model::Model;
 use crate::rng::Rng;
 use redis::{ConnectionLike, Value};

@@ -2,7 +2,7 @@
 //! The harness's `Server` cannot wrap the binary, hence this small runner of its own.
 #![allow(dead_code)]
 
-use crate::common::{module_path, wait_until};
+use crate::harness::{module_path, wait_until};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

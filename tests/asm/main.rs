@@ -5,15 +5,15 @@
 //! was. On servers without atomic slot migration (Redis 7 and 8, Valkey 8) every test says so
 //! and passes without starting a cluster: the legacy `SETSLOT`/`MIGRATE` path is tests/cluster.rs's.
 
+use testkit::client;
 use testkit::cluster;
-use testkit::common;
-use testkit::kit;
+use testkit::harness;
 use testkit::model;
 use testkit::rng;
 
+use client::{info_u64, ok, q, scores};
 use cluster::{CONVERGE_DEADLINE, Cluster, calls_of};
-use common::{Server, wait_until};
-use kit::{info_u64, ok, q, scores};
+use harness::{Server, wait_until};
 use model::Model;
 use redis::Value;
 use redis::cluster::ClusterConnection;
@@ -111,7 +111,7 @@ impl Setup {
 
     fn storage(&self, storage: &str) {
         for m in self.cluster.masters() {
-            kit::config_set(
+            client::config_set(
                 &mut self.cluster.nodes[m].client(),
                 "slidingwindow.storage",
                 storage,
@@ -352,7 +352,7 @@ fn drive(
                     .query(&mut con)
                     .unwrap_or_else(|e| panic!("ALLOW {}: {e}", keys.singles[i]));
                 let want = seen.singles[i].allow(window, max, now, cost);
-                assert_eq!(kit::five(&got), Some(want), "ALLOW {}", keys.singles[i]);
+                assert_eq!(client::five(&got), Some(want), "ALLOW {}", keys.singles[i]);
             } else {
                 let got: u64 = redis::cmd("SLIDINGWINDOW.REFUND")
                     .arg(&keys.singles[i])
@@ -506,7 +506,7 @@ fn traffic_keys(setup: &Setup, driven: Vec<(String, Model)>) -> (Keys, Seen, Vec
                 &mut con,
                 &["SLIDINGWINDOW.ALLOW", &key, "3600", "4", &T0.to_string()],
             );
-            assert_eq!(kit::five(&got), Some(m.allow(3600, 4, T0, 1)));
+            assert_eq!(client::five(&got), Some(m.allow(3600, 4, T0, 1)));
             keys.singles.push(key);
             seen.singles.push(m);
         }
@@ -518,7 +518,7 @@ fn traffic_keys(setup: &Setup, driven: Vec<(String, Model)>) -> (Keys, Seen, Vec
                     &mut con,
                     &["SLIDINGWINDOW.ALLOW", key, "3600", "100", &T0.to_string()],
                 );
-                assert_eq!(kit::five(&got), Some(m.allow(3600, 100, T0, 1)));
+                assert_eq!(client::five(&got), Some(m.allow(3600, 100, T0, 1)));
             }
             keys.pairs.push(pair);
             seen.pairs.push(models);

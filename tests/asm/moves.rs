@@ -19,8 +19,8 @@ fn slots_move_atomically_under_traffic() {
     // The two logs the traffic leaves alone: their fingerprints on the source.
     let untouched = &big[2..];
     let before: Vec<_> = untouched.iter().map(|k| fingerprint(src, k)).collect();
-    let mut src_events = kit::Events::watch(src, &untouched[0]);
-    let mut dst_events = kit::Events::watch(dst, &untouched[0]);
+    let mut src_events = client::Events::watch(src, &untouched[0]);
+    let mut dst_events = client::Events::watch(dst, &untouched[0]);
     assert_eq!(
         gauges(src).0,
         compact_logs(src),
@@ -28,7 +28,7 @@ fn slots_move_atomically_under_traffic() {
     );
     let dst_before = gauges(dst);
     // Each key takes a while to snapshot, so calls land on keys during the snapshot.
-    kit::config_set(&mut src.client(), "rdb-key-save-delay", "50000");
+    client::config_set(&mut src.client(), "rdb-key-save-delay", "50000");
 
     let mut traffic = Traffic::spawn(setup.cluster.client(), keys.clone(), seen, clocks);
     traffic.wait_more(300);
@@ -189,10 +189,10 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     // The compact log the snapshot sends first (the lowest slot, alone in it): its keyspace
     // events on both nodes.
     let first = first_compact_log(&setup, &all);
-    let mut src_events = kit::Events::watch(src, &first);
-    let mut dst_events = kit::Events::watch(dst, &first);
+    let mut src_events = client::Events::watch(src, &first);
+    let mut dst_events = client::Events::watch(dst, &first);
     // Half a second a key: the cancel comes while the target holds part of the keys.
-    kit::config_set(&mut src.client(), "rdb-key-save-delay", "500000");
+    client::config_set(&mut src.client(), "rdb-key-save-delay", "500000");
     setup.migrate();
     wait_until(
         Duration::from_secs(60),
@@ -202,7 +202,7 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
     assert_eq!(setup.wait_export(&["snapshotting"]), "snapshotting");
     ok(&mut src.client(), &["CLUSTER", "CANCELSLOTMIGRATIONS"]);
     assert_eq!(setup.wait_export(&["cancelled"]), "cancelled");
-    kit::config_set(&mut src.client(), "rdb-key-save-delay", "0");
+    client::config_set(&mut src.client(), "rdb-key-save-delay", "0");
     wait_until(CONVERGE_DEADLINE, "the target to end its import", || {
         matches!(
             job(dst, "IMPORT").get("state").map(String::as_str),
@@ -251,7 +251,7 @@ fn a_cancelled_migration_leaves_source_and_target_as_they_were() {
         &mut c,
         &["SLIDINGWINDOW.ALLOW", key, "3600", "4", &now.to_string()],
     );
-    assert_eq!(kit::five(&got), Some(m.allow(3600, 4, now, 1)), "{key}");
+    assert_eq!(client::five(&got), Some(m.allow(3600, 4, now, 1)), "{key}");
     assert_eq!(scores(&mut src.client(), key), m.scores);
     setup.cluster.assert_replicas_match();
 }
@@ -267,7 +267,7 @@ fn counts_past_2_to_the_32_move_whole() {
     let (src, dst) = setup.nodes();
     let key = setup.names("counted:", 1).remove(0);
     let mut c = src.client();
-    kit::config_set(&mut c, "slidingwindow.max-members-per-call", "10000000");
+    client::config_set(&mut c, "slidingwindow.max-members-per-call", "10000000");
     let max = 1u64 << 53;
     let mut p = redis::pipe();
     for now in std::iter::repeat_n(T0, 430).chain([T0 + 1000]) {
@@ -286,7 +286,7 @@ fn counts_past_2_to_the_32_move_whole() {
     setup.wait_export(&["success"]);
     let mut d = dst.client();
     let line = format!("PEEK {key} 3600 {max} {}", T0 + 1000);
-    assert_eq!(kit::sw5(&mut d, &line)[1], 4_310_000_001);
+    assert_eq!(client::sw5(&mut d, &line)[1], 4_310_000_001);
     assert_eq!(q::<Vec<u8>>(&mut d, &["DUMP", &key]), dump);
     setup.cluster.assert_replicas_match();
 }

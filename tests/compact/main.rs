@@ -7,13 +7,13 @@
 //! kill -9 and the cluster run in the `faults`, `concurrency`, `hostile` and `cluster` suites once
 //! per storage.
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::model;
 use testkit::rng;
 
-use common::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
-use kit::{Events, info_u64, ok, pexpiretime, q, scores, snapshot, sw, sw5};
+use client::{Events, info_u64, ok, pexpiretime, q, scores, snapshot, sw, sw5};
+use harness::{Server, call, error_line, server_time_ms, start_replica, wait_in_sync, wait_until};
 use model::{Expiry, Model};
 use redis::{Connection, Value};
 use rng::Rng;
@@ -56,7 +56,7 @@ fn rewrite_aof(s: &Server, c: &mut Connection) {
 
 /// Lets one call add up to 10^7 requests (the highest `max-members-per-call`).
 fn wide_calls(c: &mut Connection) {
-    kit::config_set(c, "slidingwindow.max-members-per-call", "10000000");
+    client::config_set(c, "slidingwindow.max-members-per-call", "10000000");
 }
 
 /// [`compact_server`] and a connection to it.

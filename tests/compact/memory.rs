@@ -103,8 +103,8 @@ fn used_memory(con: &mut Connection) -> f64 {
 /// client's query buffer moves the figure by under a byte a key.
 fn bytes_per_key(con: &mut Connection, db: u32, storage: &str, n: u64) -> f64 {
     const KEYS: u64 = 20_000;
-    kit::config_set(con, "slidingwindow.storage", storage);
-    kit::ok(con, &["SELECT", &db.to_string()]);
+    client::config_set(con, "slidingwindow.storage", storage);
+    client::ok(con, &["SELECT", &db.to_string()]);
     let before = used_memory(con);
     let key = |k: u64| format!("rate:user:{k:06}");
     let mut cmds: Vec<Vec<String>> = Vec::new();
@@ -112,7 +112,7 @@ fn bytes_per_key(con: &mut Connection, db: u32, storage: &str, n: u64) -> f64 {
         for k in 0..KEYS {
             cmds.push(match n {
                 0 => vec!["INCRBY".into(), key(k), "1".into()],
-                _ => kit::sw_line("ALLOW", &key(k), 3600, 1_000_000, T0 + i * 1000, 1),
+                _ => client::sw_line("ALLOW", &key(k), 3600, 1_000_000, T0 + i * 1000, 1),
             });
             if n == 0 {
                 cmds.push(vec!["EXPIRE".into(), key(k), "3600".into()]);
@@ -120,7 +120,7 @@ fn bytes_per_key(con: &mut Connection, db: u32, storage: &str, n: u64) -> f64 {
         }
     }
     for chunk in cmds.chunks(500) {
-        for reply in kit::pipeline(con, chunk) {
+        for reply in client::pipeline(con, chunk) {
             assert!(error_line(&reply).is_none(), "{reply:?}");
         }
     }
@@ -206,7 +206,7 @@ fn fill(con: &mut Connection, key: &str, ts: &[u64]) {
             ]
         })
         .collect();
-    for reply in kit::pipeline(con, &cmds) {
+    for reply in client::pipeline(con, &cmds) {
         assert!(error_line(&reply).is_none(), "{reply:?}");
     }
 }
@@ -263,7 +263,7 @@ fn bytes_per_request_stay_bounded_after_removals() {
                 ]
             })
             .collect();
-        kit::pipeline(&mut c, &cmds);
+        client::pipeline(&mut c, &cmds);
         check(&mut c, &key, &format!("half of each {run}-run refunded"));
         // (b) Random refunds, late requests, refunds, a trim.
         let key = format!("random{span}");
@@ -281,7 +281,7 @@ fn bytes_per_request_stay_bounded_after_removals() {
                 })
                 .collect()
         };
-        kit::pipeline(&mut c, &refunds(&mut rng));
+        client::pipeline(&mut c, &refunds(&mut rng));
         check(&mut c, &key, "random refunds");
         let late: Vec<Vec<String>> = (0..3000)
             .map(|_| {
@@ -289,9 +289,9 @@ fn bytes_per_request_stay_bounded_after_removals() {
                 sw_args(&key, 9_007_199_254_740, 1 << 53, at, rng.range(1, 4))
             })
             .collect();
-        kit::pipeline(&mut c, &late);
+        client::pipeline(&mut c, &late);
         check(&mut c, &key, "late requests");
-        kit::pipeline(&mut c, &refunds(&mut rng));
+        client::pipeline(&mut c, &refunds(&mut rng));
         check(&mut c, &key, "refunds again");
         // The window then reaches back over the newer half alone.
         let w = (span / 2 / 1000).max(1);
@@ -319,7 +319,7 @@ fn late_requests_into_sealed_blocks_persist_replicate_and_copy() {
                 .iter()
                 .map(|&now| sw_args("late", 86_400, 1 << 40, now, 1))
                 .collect();
-            for (reply, &now) in kit::pipeline(c, &cmds).iter().zip(&times) {
+            for (reply, &now) in client::pipeline(c, &cmds).iter().zip(&times) {
                 assert!(error_line(reply).is_none(), "{now}: {reply:?}");
                 model.insert(model.partition_point(|x| *x <= now), now);
             }
@@ -396,7 +396,7 @@ fn active_defrag_moves_compact_logs() {
         println!("skipped: this server ({allocator}) cannot defragment: {why}");
         return;
     }
-    kit::config_set(&mut c, "activedefrag", "no");
+    client::config_set(&mut c, "activedefrag", "no");
     // Blocks of 4 KiB allocated in turn across keys, then every other key deleted: each slab
     // keeps half its regions, the heap is fragmented and mostly ours.
     let keys: Vec<String> = (0..400).map(|k| format!("frag{k}")).collect();
@@ -436,7 +436,7 @@ fn active_defrag_moves_compact_logs() {
                 .contains("slidingwindow: defrag moved")
         },
     );
-    kit::config_set(&mut c, "activedefrag", "no");
+    client::config_set(&mut c, "activedefrag", "no");
     assert_eq!(s.digest(), digest);
     let after: Vec<Vec<u64>> = kept.iter().map(|k| scores(&mut c, k)).collect();
     assert_eq!(after, before);

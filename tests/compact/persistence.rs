@@ -49,7 +49,7 @@ fn persists_and_moves_with_every_mechanism() {
 
     let mut c = s.client();
     ok(&mut c, &["SAVE"]);
-    kit::config_set(&mut c, "appendonly", "no");
+    client::config_set(&mut c, "appendonly", "no");
     s.restart();
     assert_eq!(state(&s, &keys), before, "restart from the RDB");
 

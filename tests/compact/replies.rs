@@ -115,7 +115,7 @@ fn events_and_watch() {
     for (n, (line, want, wakes)) in steps.iter().enumerate() {
         ok(&mut c, &["WATCH", "ev"]);
         sw(&mut c, line);
-        let tx = kit::pipeline(&mut c, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
+        let tx = client::pipeline(&mut c, &[vec!["MULTI"], vec!["PING"], vec!["EXEC"]]);
         assert_eq!(tx[2] == Value::Nil, *wakes, "{line}: WATCH");
         let marker = n.to_string();
         assert_eq!(

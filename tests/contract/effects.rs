@@ -143,7 +143,7 @@ fn keyspace_events_match_the_seed_script() {
 /// the module announces `expire` only when the expiry moves).
 fn next_ms(c: &mut Connection) {
     let t = server_time_ms(c);
-    common::wait_until(Duration::from_secs(5), "the server's clock to move", || {
+    harness::wait_until(Duration::from_secs(5), "the server's clock to move", || {
         server_time_ms(c) > t
     });
 }

@@ -3,18 +3,18 @@
 
 use model::Model;
 use rng::Rng;
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::model;
 use testkit::rng;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{
+use client::{exists, members, ok, pexpiretime, q, scores, snapshot, sw, sw5};
+use harness::{
     Server, call, call_bytes, error_line, ints, server_time_ms, start_replica, wait_in_sync,
 };
-use kit::{exists, members, ok, pexpiretime, q, scores, snapshot, sw, sw5};
 use redis::{Connection, Value};
 
 mod effects;
@@ -55,7 +55,7 @@ fn admit_expiring(c: &mut Connection, line: &str, ttl: i64) -> i64 {
 /// A connection for keyspace events, turned on (`KEA`) on `s`; its reads wait up to 10 s.
 fn keyspace_events(s: &Server) -> Connection {
     let mut con = s.client();
-    kit::config_set(&mut con, "notify-keyspace-events", "KEA");
+    client::config_set(&mut con, "notify-keyspace-events", "KEA");
     con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     con
 }

@@ -20,7 +20,7 @@ fn peek_leaves_the_lru_clock_alone() {
     let (_s, mut c) = started();
     deep_peek(&mut c);
     let idle = |c: &mut Connection| q::<i64>(c, &["OBJECT", "IDLETIME", "big"]);
-    common::wait_until(Duration::from_secs(10), "OBJECT IDLETIME big >= 2", || {
+    harness::wait_until(Duration::from_secs(10), "OBJECT IDLETIME big >= 2", || {
         idle(&mut c) >= 2
     });
     let before = idle(&mut c);

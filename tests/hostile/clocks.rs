@@ -56,7 +56,7 @@ fn clock_edge_cases_follow_the_contract() {
     check("ALLOW", "ahead", 10, 5, 1001, 1, [1, 2, 3, 0, 10_000]);
     check("ALLOW", "ahead", 10, 5, 1002, 1, [1, 3, 2, 0, 10_000]);
     check("ALLOW", "ahead", 10, 5, m, 1, [1, 1, 4, 0, 10_000]);
-    assert_eq!(kit::scores(&mut s.client(), "ahead"), vec![m]);
+    assert_eq!(client::scores(&mut s.client(), "ahead"), vec![m]);
 
     // Behind a member at 2^53 with a one-second window.
     check("ALLOW", "behind", 1, 3, m, 1, [1, 1, 2, 0, 1000]);
@@ -85,9 +85,9 @@ fn clock_edge_cases_follow_the_contract() {
     );
 
     // The TTL of the longest window: W ms from the server's clock, no overflow.
-    let t0 = common::server_time_ms(&mut s.client());
+    let t0 = harness::server_time_ms(&mut s.client());
     check("ALLOW", "ttl", wmax, 1, 1, 1, [1, 1, 0, wmax_ms, wmax_ms]);
-    let t1 = common::server_time_ms(&mut s.client());
+    let t1 = harness::server_time_ms(&mut s.client());
     let at: i64 = q(&mut s.client(), &["PEXPIRETIME", "ttl"]);
     assert!(
         (t0 + wmax_ms..=t1 + wmax_ms).contains(&at),

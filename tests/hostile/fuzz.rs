@@ -282,7 +282,7 @@ fn fuzz_replies_are_errors_or_five_integers_and_touch_nothing_else() {
         for batch in 0..100 {
             let cases: Vec<Case> = (0..500).map(|_| case(&mut rng)).collect();
             let cmds: Vec<Vec<Vec<u8>>> = cases.iter().map(|c| c.args.clone()).collect();
-            let replies = kit::pipeline(&mut con, &cmds);
+            let replies = client::pipeline(&mut con, &cmds);
             for (c, r) in cases.iter().zip(&replies) {
                 if let Err(why) = judge(c, r) {
                     let shown: Vec<String> = c
@@ -307,10 +307,10 @@ fn fuzz_replies_are_errors_or_five_integers_and_touch_nothing_else() {
         let big_key = vec![b'k'; 1 << 20];
         let call_big: Vec<&[u8]> = vec![b"SLIDINGWINDOW.ALLOW", &big_key, b"10", b"5", b"1000"];
         assert_eq!(
-            five(&common::call_bytes(&mut con, &call_big)),
+            five(&harness::call_bytes(&mut con, &call_big)),
             Some([1, 1, 4, 0, 10_000])
         );
-        let del = common::call_bytes(&mut con, &[b"DEL", &big_key]);
+        let del = harness::call_bytes(&mut con, &[b"DEL", &big_key]);
         assert_eq!(del, Value::Int(1));
         let mut many = vec!["SLIDINGWINDOW.PEEK", "fz:0", "10", "5", "1000"];
         many.extend(std::iter::repeat_n("COST", 10_001));

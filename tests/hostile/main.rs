@@ -2,12 +2,12 @@
 //! Nothing may crash the server, touch other keys, or answer anything but an error or five integers;
 //! only a panic while a save is being written stops it (rather than write a truncated value).
 
-use testkit::common;
-use testkit::kit;
+use testkit::client;
+use testkit::harness;
 use testkit::rng;
 
-use common::{Server, call, error_line};
-use kit::{STORAGES, five, ok, q, snapshot, sw5, sw5_with};
+use client::{STORAGES, five, ok, q, snapshot, sw5, sw5_with};
+use harness::{Server, call, error_line};
 use redis::{Connection, Value};
 use rng::Rng;
 use std::path::{Path, PathBuf};

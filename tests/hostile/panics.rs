@@ -18,7 +18,7 @@ fn panic_module() -> PathBuf {
 }
 
 /// A server loading the panic-test build instead of the module under test.
-fn panic_server() -> common::Builder {
+fn panic_server() -> harness::Builder {
     Server::builder()
         .without_module()
         .arg("--loadmodule")
@@ -38,7 +38,7 @@ fn assert_internal_error(v: &Value, how: &str) {
 #[test]
 fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
     let mut s = panic_server().aof_always().start();
-    let replica = common::start_replica(&s, &[]);
+    let replica = harness::start_replica(&s, &[]);
     let mut con = s.client();
     assert_eq!(sw5(&mut con, "ALLOW k 10 100 1000 COST 3")[0], 1);
     assert_eq!(sw5(&mut con, "ALLOW k 10 100 2000")[0], 1);
@@ -54,15 +54,15 @@ fn a_panic_after_a_change_still_reaches_replicas_and_the_aof() {
     ] {
         let armed = call(&mut con, &["SLIDINGWINDOW.DEBUGPANIC", "ARM", point]);
         assert_eq!(armed, Value::Int(1), "arming {point}");
-        assert_internal_error(&kit::sw(&mut con, line), point);
+        assert_internal_error(&client::sw(&mut con, line), point);
         assert_eq!(
-            kit::scores(&mut con, "k"),
+            client::scores(&mut con, "k"),
             left,
             "{point}: the master's data"
         );
-        common::wait_in_sync(&s, &replica);
+        harness::wait_in_sync(&s, &replica);
         assert_eq!(replica.digest(), s.digest(), "{point}: the replica differs");
-        assert_eq!(kit::scores(&mut replica.client(), "k"), left);
+        assert_eq!(client::scores(&mut replica.client(), "k"), left);
     }
     let digest = s.digest();
     s.restart();
@@ -81,10 +81,10 @@ fn a_panic_inside_allowall_still_reaches_replicas_and_the_aof() {
         .arg(panic_module().display().to_string())
         .aof_always()
         .start();
-    let replica = common::start_replica(&s, &[]);
+    let replica = harness::start_replica(&s, &[]);
     let mut con = s.client();
     assert_eq!(sw5(&mut con, "ALLOW a 10 100 1000 COST 3")[0], 1);
-    kit::config_set(&mut con, "slidingwindow.storage", "compact");
+    client::config_set(&mut con, "slidingwindow.storage", "compact");
     assert_eq!(sw5(&mut con, "ALLOW b 10 100 1000 COST 3")[0], 1);
     let limits = "LIMIT 1 10 100 LIMIT 2 10 100";
     for (point, now, left) in [
@@ -99,9 +99,9 @@ fn a_panic_inside_allowall_still_reaches_replicas_and_the_aof() {
         let args: Vec<&str> = line.split(' ').collect();
         assert_internal_error(&call(&mut con, &args), point);
         for (key, want) in ["a", "b"].iter().zip(&left) {
-            assert_eq!(&kit::scores(&mut con, key), want, "{point}: {key}");
+            assert_eq!(&client::scores(&mut con, key), want, "{point}: {key}");
         }
-        common::wait_in_sync(&s, &replica);
+        harness::wait_in_sync(&s, &replica);
         assert_eq!(replica.digest(), s.digest(), "{point}: the replica differs");
     }
     let digest = s.digest();
@@ -137,11 +137,11 @@ fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
     }
     // Many in a row: nothing accumulates or stays poisoned.
     let many = vec![vec!["SLIDINGWINDOW.DEBUGPANIC", "x"]; 500];
-    for r in kit::pipeline(&mut con, &many) {
+    for r in client::pipeline(&mut con, &many) {
         assert_internal_error(&r, "pipelined");
     }
     // Inside a transaction and a script the panic is an error reply like any other.
-    let tx = kit::pipeline(
+    let tx = client::pipeline(
         &mut con,
         &[
             vec!["MULTI"],
@@ -175,7 +175,8 @@ fn a_panic_inside_a_command_answers_an_error_and_the_server_carries_on() {
     );
     // INFO counts each contained panic as an error (3 + 500 + MULTI + EVAL), and the calls
     // around them as usual (the sentinel's ALLOW and two on `rate`; the PEEK in MULTI).
-    let field = |name: &str| kit::info_u64(&s, "slidingwindow", &format!("slidingwindow_{name}"));
+    let field =
+        |name: &str| client::info_u64(&s, "slidingwindow", &format!("slidingwindow_{name}"));
     assert_eq!(field("errors"), 505);
     assert_eq!((field("allow_calls"), field("peek_calls")), (3, 1));
 }
@@ -215,7 +216,7 @@ fn a_panic_while_saving_aborts_and_keeps_the_last_rdb() {
     // The fork child inherits the armed panic and dies of it; the server does not.
     let started: String = q(&mut con, &["BGSAVE"]);
     assert_eq!(started, "Background saving started");
-    kit::wait_persistence_idle(&s, "rdb_bgsave_in_progress");
+    client::wait_persistence_idle(&s, "rdb_bgsave_in_progress");
     assert_eq!(
         s.info_field("persistence", "rdb_last_bgsave_status")
             .as_deref(),
@@ -228,7 +229,7 @@ fn a_panic_while_saving_aborts_and_keeps_the_last_rdb() {
     // The server itself is still armed: SAVE runs in it, and stops it.
     let v = redis::cmd("SAVE").query::<Value>(&mut con);
     assert!(v.is_err(), "SAVE answered {v:?}");
-    common::wait_until(common::STARTUP_DEADLINE, "the server to stop", || {
+    harness::wait_until(harness::STARTUP_DEADLINE, "the server to stop", || {
         !s.is_running()
     });
     assert_eq!(count(&s), 2, "{}", s.log_tail());

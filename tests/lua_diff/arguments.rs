@@ -3,8 +3,8 @@
 
 use crate::fallback::{Fallback, module, shown};
 use redis::Value;
-use testkit::common::{Server, error_line};
-use testkit::kit::{self, scores};
+use testkit::client::{self, scores};
+use testkit::harness::{Server, error_line};
 use testkit::rng::Rng;
 
 /// The script's own configs in ARGV[1]: an unknown name or a bad value is refused, naming it.
@@ -43,7 +43,7 @@ fn the_client_script_refuses_configs_it_does_not_know() {
             "{configs}"
         );
     }
-    assert!(!kit::exists(&mut c, "k"));
+    assert!(!client::exists(&mut c, "k"));
     let lua = Fallback {
         sha: lua.sha.clone(),
         configs: "LATENESS 5 Max-Members-Per-Call 9".to_string(),
@@ -156,7 +156,7 @@ fn malformed_calls_get_the_same_error_from_the_client_script() {
                 .arg("a")
                 .query(&mut c)
                 .unwrap();
-            kit::ok(&mut c, &["SET", &format!("{side}:K3"), "x"]);
+            client::ok(&mut c, &["SET", &format!("{side}:K3"), "x"]);
         }
         let words = |side: &str| -> Vec<String> {
             line.split_whitespace()

@@ -2,9 +2,9 @@
 //! the module's side of a comparison.
 
 use redis::Value;
-use testkit::common;
+use testkit::harness;
 
-use common::error_line;
+use harness::error_line;
 
 const CLIENT_LUA: &str = include_str!("../../clients/lua/slidingwindow.lua");
 
@@ -55,7 +55,7 @@ impl Fallback {
         args.push(word.trim_end().to_string());
         args.push("0123456789ABCDEF".to_string());
         args.extend(rest.iter().cloned());
-        common::call_words(c, &args)
+        harness::call_words(c, &args)
     }
 
     /// What the script answers to the module's argv `SLIDINGWINDOW.<command> words...`, split
@@ -101,5 +101,5 @@ pub fn shown(v: &Value) -> String {
 pub fn module(c: &mut redis::Connection, command: &str, words: &[String]) -> Value {
     let mut args = vec![format!("SLIDINGWINDOW.{command}")];
     args.extend(words.iter().cloned());
-    common::call_words(c, &args)
+    harness::call_words(c, &args)
 }

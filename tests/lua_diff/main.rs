@@ -9,11 +9,11 @@ mod fallback;
 mod streams;
 
 use rng::Rng;
-use testkit::common;
+use testkit::harness;
 use testkit::rng;
 
-use common::{Server, ints, server_time_ms};
-use testkit::kit::{pexpiretime, scores};
+use harness::{Server, ints, server_time_ms};
+use testkit::client::{pexpiretime, scores};
 use testkit::model::Expiry;
 
 const SEED_LUA: &str = include_str!("../fixtures/seed.lua");

@@ -2,8 +2,8 @@
 //! the module and the script agree on every reply, score and expiry.
 
 use crate::fallback::{Fallback, module, shown};
-use testkit::common::{Server, server_time_ms};
-use testkit::kit::{self, pexpiretime, scores};
+use testkit::client::{self, pexpiretime, scores};
+use testkit::harness::{Server, server_time_ms};
 use testkit::model::Expiry;
 use testkit::rng::Rng;
 
@@ -39,7 +39,7 @@ fn run_keys(s: &Server, k: Keys) {
         mixed,
     } = k;
     let mut c = s.client();
-    kit::config_set(&mut c, "slidingwindow.lateness", lateness);
+    client::config_set(&mut c, "slidingwindow.lateness", lateness);
     let lua = Fallback::load(&mut c).with(&format!("lateness {lateness}"));
     let mut rng = Rng::new(seed);
     let name = move |side: &str, k: usize| format!("{side}:{k}:{{{seed}}}");
@@ -318,7 +318,7 @@ fn the_cap_counts_every_key_in_the_client_script() {
         (5, 2, "admitted"),
     ];
     for (cap, cost, answer) in cases {
-        kit::config_set(&mut c, "slidingwindow.max-members-per-call", cap);
+        client::config_set(&mut c, "slidingwindow.max-members-per-call", cap);
         let lua = Fallback {
             sha: lua.sha.clone(),
             configs: format!("max-members-per-call {cap}"),

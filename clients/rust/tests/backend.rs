@@ -4,10 +4,10 @@
 //! error, never an answer: a forced module the server does not have, a script the server
 //! cannot run or keep. (A cluster without the module: tests/client.rs.)
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{Backend, Batch, Call, Check, CheckAll, Error, Keyed, Now, Refund};
 use support::{client, client_on, command_calls, limit};
 
@@ -173,7 +173,7 @@ async fn auto_asks_again_on_another_server() {
     s.cli(&[
         "MODULE",
         "LOAD",
-        &common::module_path().display().to_string(),
+        &harness::module_path().display().to_string(),
     ]);
     // A server restarted (or failed over to) holds no scripts: the NOSCRIPT makes `Auto` ask
     // again, and the module answers.

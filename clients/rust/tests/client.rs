@@ -3,10 +3,10 @@
 //! their text, requests refused before sending, batches, a restarted server, a cluster.
 
 use testkit::cluster;
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::{Server, call, error_line};
+use harness::{Server, call, error_line};
 use slidingwindow_client::{
     Answer, Backend, Batch, Call, Check, CheckAll, Client, Detail, Error, Keyed, Lease,
     LeaseConfig, LimitState, Now, Options, Refund, Reply, RetryAfter, Topology,

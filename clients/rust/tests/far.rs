@@ -8,10 +8,10 @@
 //! refused. Either way no permit is handed out after its lease's end and every unused permit
 //! goes back.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{Lease, LeaseConfig, LeaseReply, Source, Stats, unix_ms};
 use std::time::Duration;
 use support::{client_at, limit, logged, most_in_window, stat};

@@ -2,10 +2,10 @@
 //! holders see one refusal, a dead holder's slot comes back after the hold, a settlement refunds,
 //! charges or reports an overrun.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{Check, Client, Error, Settlement};
 use std::time::{Duration, Instant};
 use support::{client, limit};

@@ -4,10 +4,10 @@
 //! back at a lease's end and on close, permits given back, leasing only busy keys, several keys,
 //! a Redis that is away.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{Clock, Error, Keyed, Lease, LeaseConfig, Limit, RetryAfter, Source};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

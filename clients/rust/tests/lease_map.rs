@@ -3,10 +3,10 @@
 //! eviction bounded in keys and bytes with the evicted objects' permits back, close_all, permits
 //! given back, a caller's time for the handout, the refund hook, limits that change.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{Clock, LeaseConfig, LeaseMap, LeaseMapConfig, Limit, Source, Take};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

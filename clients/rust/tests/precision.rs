@@ -4,10 +4,10 @@
 //! in any window, a bounded number of distinct scores, unused and given-back permits refunded at
 //! the score they were logged at (not an older request's).
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{
     Check, CheckAll, Clock, Error, Keyed, Lease, LeaseConfig, MAX_EXACT, Now, Refund, Source,
     logged_score,

@@ -4,10 +4,10 @@
 //! at most one module call per 20 requests, never admits more than the limit in any window of
 //! the logged scores, and admits at least 85% of what the limit allows.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use slidingwindow_client::{Lease, LeaseConfig, LeaseMap, LeaseMapConfig, RetryAfter, Source};
 use std::time::{Duration, Instant};
 use support::{client, command_calls, counted, limit, logged, most_in_window};

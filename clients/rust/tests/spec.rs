@@ -2,7 +2,7 @@
 //! crate's raw `command`, each reply and error exactly, on both storages and on the script path
 //! (a server without the module).
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
 use redis::Value;

@@ -43,10 +43,10 @@
 //!   next lease call, whose reply so counts its unused permits. "a lease that ended gives its
 //!   unused permits back before the next" 2.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use redis::Value;
 use serde_json::Value as Json;
 use slidingwindow_client::{

@@ -2,10 +2,10 @@
 //! never more than N requests at the upstream, a slot back when its response ends, and a dead
 //! gateway's slots back when HOLD has passed.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::{STARTUP_DEADLINE, Server, wait_until};
+use harness::{STARTUP_DEADLINE, Server, wait_until};
 use std::io::Write;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};

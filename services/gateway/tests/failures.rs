@@ -1,10 +1,10 @@
 //! End to end, when something fails: Redis away or stalled (`--on-redis-error`), the upstream
 //! answering 5xx, silent, or the client hanging up; what was charged for them is given back.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::{STARTUP_DEADLINE, Server, wait_until};
+use harness::{STARTUP_DEADLINE, Server, wait_until};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;

@@ -14,10 +14,10 @@
 //! (`script`: the gateways' own choice, the Lua script). With `FLEET_HISTOGRAM=1` each run also
 //! prints its admissions per 250 ms.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use std::collections::HashMap;

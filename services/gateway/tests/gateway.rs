@@ -2,10 +2,10 @@
 //! own process on a free port, and a real HTTP client: limits, tenants, the deny cache, cluster
 //! mode, precision. Failures are in failures.rs, identities in identities.rs.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
+use harness::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::sync::atomic::Ordering;

@@ -1,10 +1,10 @@
 //! The gateway's --health-path and its `healthcheck` subcommand (an image's HEALTHCHECK), against
 //! a real redis-server with the module.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use std::process::{Command, Output};
 use support::*;
 

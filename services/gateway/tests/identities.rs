@@ -1,10 +1,10 @@
 //! End to end, who a request is: the identity header or the address, IPv4 clients of an IPv6
 //! socket, IPv6 prefixes, long identities keyed by their hash.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use support::*;
 
 #[test]

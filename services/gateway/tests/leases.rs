@@ -4,10 +4,10 @@
 //! back at each lease's end and on SIGTERM, the admission log on Redis's clock, no lateness
 //! needed (the module's defaults).
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
+use harness::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
 use support::*;
 
 /// A server with the module's defaults (lateness 0): the gateway decides on Redis's clock.

@@ -1,10 +1,10 @@
 //! `/metrics` on `--metrics-listen`: requests admitted and refused, and the identities refused
 //! most, at most `--metrics-top` of them.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use support::*;
 
 fn top_series(text: &str) -> Vec<String> {

@@ -10,10 +10,10 @@
 //! and returns. The bench (`make bench-regions`, ignored here) prints the figures of
 //! docs/clients.md "Across regions".
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::Server;
+use harness::Server;
 use std::io::Write;
 use std::path::PathBuf;
 use std::thread::JoinHandle;

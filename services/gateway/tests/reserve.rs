@@ -1,10 +1,10 @@
 //! `--reserve N --settle-header NAME`: N charged before the upstream is called, then settled
 //! with the cost the upstream's response reports. Checked with PEEK, whatever the storage.
 
-use testkit::common;
+use testkit::harness;
 mod support;
 
-use common::{STARTUP_DEADLINE, Server, wait_until};
+use harness::{STARTUP_DEADLINE, Server, wait_until};
 use std::io::Write;
 use std::net::TcpListener;
 use std::thread;

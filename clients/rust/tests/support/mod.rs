@@ -1,8 +1,8 @@
-//! Helpers over the workspace's harness (testkit::common): a client for a test server, the scores a
+//! Helpers over the workspace's harness (testkit::harness): a client for a test server, the scores a
 //! key holds, and the most requests any window holds.
 #![allow(dead_code)]
 
-use crate::common::Server;
+use crate::harness::Server;
 use slidingwindow_client::{Backend, Client, Limit, Options};
 #[allow(unused_imports)]
 pub use testkit::probe::{command_calls, most_in_window, stat};

@@ -5,7 +5,7 @@
 pub mod netns;
 pub mod poller;
 
-use crate::common::{STARTUP_DEADLINE, Server, wait_until};
+use crate::harness::{STARTUP_DEADLINE, Server, wait_until};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -462,7 +462,7 @@ pub fn sample(text: &str, series: &str) -> Option<u64> {
 /// What the key's window holds now: `SLIDINGWINDOW.PEEK key window max *` answers what an ALLOW
 /// of cost 1 would, so its `count` includes that request when it would be admitted.
 pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
-    let reply = crate::common::call(
+    let reply = crate::harness::call(
         &mut redis.client(),
         &[
             "SLIDINGWINDOW.PEEK",
@@ -472,6 +472,6 @@ pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
             "*",
         ],
     );
-    let reply = crate::common::ints(&reply);
+    let reply = crate::harness::ints(&reply);
     reply[1] - reply[0]
 }

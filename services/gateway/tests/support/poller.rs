@@ -6,7 +6,7 @@
 //! unused permits go back at its end, `s`). Reading the key only after the run would find the
 //! last window alone; a longer window kept for the count would change what the calls trim.
 
-use crate::common::{STARTUP_DEADLINE, Server, wait_until};
+use crate::harness::{STARTUP_DEADLINE, Server, wait_until};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

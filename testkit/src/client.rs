@@ -1,8 +1,8 @@
-//! Helpers over the shared harness for the reliability tests: typed queries, raw pipelines,
+//! A test's side of the conversation over the shared harness: typed queries, raw pipelines,
 //! INFO numbers, key snapshots, and replicas attached while traffic runs.
 #![allow(dead_code)]
 
-use crate::common::{self, Server, error_line, wait_until};
+use crate::harness::{self, Server, error_line, wait_until};
 use redis::{Connection, ConnectionLike, FromRedisValue, Value};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ pub fn config_get(con: &mut impl ConnectionLike, name: &str) -> String {
 
 /// `CONFIG SET name value`'s error line, checked to be one.
 pub fn config_refused(con: &mut Connection, name: &str, value: &str) -> String {
-    let v = common::call(con, &["CONFIG", "SET", name, value]);
+    let v = harness::call(con, &["CONFIG", "SET", name, value]);
     error_line(&v).unwrap_or_else(|| panic!("CONFIG SET {name} {value}: {v:?}"))
 }
 
@@ -84,7 +84,7 @@ pub fn sw_line(cmd: &str, key: &str, window_s: u64, max: u64, now: u64, cost: u6
 pub fn sw(con: &mut Connection, line: &str) -> Value {
     let full = format!("SLIDINGWINDOW.{line}");
     let args: Vec<&str> = full.split(' ').collect();
-    common::call(con, &args)
+    harness::call(con, &args)
 }
 
 /// Runs `SLIDINGWINDOW.<line>`, which must answer exactly five integers.
@@ -104,7 +104,7 @@ pub fn sw5_with(
     cost: u64,
 ) -> [i64; 5] {
     let line = sw_line(cmd, key, w, max, now, cost);
-    let v = common::call_words(con, &line);
+    let v = harness::call_words(con, &line);
     five(&v).unwrap_or_else(|| panic!("{} answered {v:?}, not five integers", line.join(" ")))
 }
 
