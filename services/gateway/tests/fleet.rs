@@ -1,6 +1,6 @@
 //! The fleet (issue 23 item 7, issue 35 item 1), on both storages, on a server with the module's
 //! defaults (`slidingwindow.lateness 0`): gateway processes on one Redis share a limit under a
-//! load of several times it for 10 s (48 HTTP/1.1 keep-alive clients as fast as they are
+//! load of several times it for 5 s (48 HTTP/1.1 keep-alive clients as fast as they are
 //! answered; the debug build of the gateway serves 500 to 1,500 requests a second each on a busy
 //! 2-core machine, which sets the limit). The shared key's scores (a request's time on Redis's
 //! clock, a leased permit's lease end) are read while the load runs (`support::poller`): no
@@ -73,7 +73,7 @@ const PAIR_LEASED_PRECISE: Shape = Shape {
 /// The identities' own limit in the tenant scenario (the hot identity's tenth of the traffic is
 /// above it).
 const IDENTITY_MAX: u64 = 20;
-const RUN: Duration = Duration::from_secs(10);
+const RUN: Duration = Duration::from_secs(5);
 const CLIENTS: usize = 48;
 /// Each client stops after this many requests, should the run's time not end it first.
 const MOST: u64 = 200_000;
