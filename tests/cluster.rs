@@ -296,7 +296,8 @@ fn several_keys_run_through_a_live_slot_migration() {
         let (src_id, dst_id) = (cluster.id(src), cluster.id(dst));
         let dst_port = cluster.nodes[dst].port().to_string();
         let s = slot.to_string();
-        let mut c = cluster.client();
+        // Calls that find the keys split answer TRYAGAIN however often they are retried.
+        let mut c = cluster.client_retrying(3);
         let mut models = vec![model::Model::default(); keys.len()];
         let mut now = 1_700_000_000_000u64;
         let (mut answered, mut retried) = (0, 0);

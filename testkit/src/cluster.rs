@@ -1,9 +1,9 @@
 //! A Redis Cluster started by the test: six module-loaded nodes made into 3 masters and
-//! 3 replicas with `redis-cli --cluster create`, as operators do, and its topology as the nodes
-//! themselves report it (`CLUSTER NODES`).
+//! 3 replicas as `redis-cli --cluster create` makes them, and its topology as the nodes themselves
+//! report it (`CLUSTER NODES`).
 #![allow(dead_code)]
 
-use crate::client::q;
+use crate::client::{ok, q};
 use crate::harness::{Server, wait_in_sync, wait_until};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use std::time::Duration;
@@ -57,23 +57,40 @@ impl Cluster {
         })
     }
 
-    fn of(node: impl Fn() -> Server) -> Cluster {
-        let nodes: Vec<Server> = (0..6).map(|_| node()).collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        let mut args = vec!["--cluster", "create"];
-        args.extend(addrs.iter().map(String::as_str));
-        args.extend(["--cluster-replicas", "1", "--cluster-yes"]);
-        let out = nodes[0].cli_output(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("[OK] All 16384 slots covered"),
-            "redis-cli --cluster create failed ({}):\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+    fn of(node: impl Fn() -> Server + Sync) -> Cluster {
+        let nodes: Vec<Server> = std::thread::scope(|s| {
+            let started: Vec<_> = (0..6).map(|_| s.spawn(&node)).collect();
+            started.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        // What `redis-cli --cluster create ... --cluster-replicas 1` does, without its waits of a
+        // second: a config epoch each, the masters' thirds of the slots (the same ranges), a MEET
+        // of each node to the first (gossip introduces the rest), then each replica told its
+        // master once it knows it.
+        for (i, n) in nodes.iter().enumerate() {
+            ok(
+                &mut n.client(),
+                &["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()],
+            );
+        }
+        for (n, (a, b)) in nodes.iter().zip([(0, 5460), (5461, 10922), (10923, 16383)]) {
+            let (a, b) = (a.to_string(), b.to_string());
+            ok(&mut n.client(), &["CLUSTER", "ADDSLOTSRANGE", &a, &b]);
+        }
+        let first = nodes[0].port().to_string();
+        for n in &nodes[1..] {
+            ok(&mut n.client(), &["CLUSTER", "MEET", "127.0.0.1", &first]);
+        }
+        for (m, r) in (0..3).zip(3..6) {
+            let id: String = q(&mut nodes[m].client(), &["CLUSTER", "MYID"]);
+            let mut con = nodes[r].client();
+            wait_until(CONVERGE_DEADLINE, "a replica to know its master", || {
+                redis::cmd("CLUSTER")
+                    .arg("REPLICATE")
+                    .arg(&id)
+                    .query::<String>(&mut con)
+                    .is_ok()
+            });
+        }
         let cluster = Cluster { nodes };
         cluster.wait_stable();
         cluster
@@ -82,8 +99,16 @@ impl Cluster {
     /// A cluster-aware client seeded with every node. Redirect retries wait milliseconds, not the
     /// crate's default seconds; replies time out so a hung node fails the test.
     pub fn client(&self) -> ClusterConnection {
+        self.client_retrying(16)
+    }
+
+    /// `client` giving up after `retries` retries of a call (the crate's default is 16, which
+    /// takes seconds of backoff on an answer that stays `TRYAGAIN`, as keys split by a slot
+    /// migration do).
+    pub fn client_retrying(&self, retries: u32) -> ClusterConnection {
         let urls: Vec<String> = self.nodes.iter().map(Server::url).collect();
         ClusterClient::builder(urls)
+            .retries(retries)
             .min_retry_wait(10)
             .max_retry_wait(500)
             .connection_timeout(Duration::from_secs(10))

@@ -98,7 +98,7 @@ def busiest(times: list[int], window_ms: int) -> int:
 
 def two_services(start, r, storage: str, text: str, label: str,
                  url: str | None = None) -> tuple[list[int], list, str, list[str]]:
-    """Two services on `text` under 8 threads each for 6 s on one value, on `storage` (`script`:
+    """Two services on `text` under 8 threads each for 4 s on one value, on `storage` (`script`:
     `r` is a server without the module, at `url`): checks that the load is above the limit, that
     no second holds more than it, that every admission is logged and that the fleet admits at
     least 75% of it. Answers the logged scores, the polls, a report line and the services'
@@ -110,7 +110,7 @@ def two_services(start, r, storage: str, text: str, label: str,
         services = [start(text, redis_url=url), start(text, redis_url=url)]
         k = key(("user", "alice"))
         poller = Poller(r, k, storage == "compact")
-        seconds = 6.0
+        seconds = 4.0
         results = []
 
         def run(s):
