@@ -45,15 +45,32 @@ function modulePath() {
   return fs.realpathSync(p);
 }
 
-function freePort() {
+function listenOn(port) {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.listen(port, '127.0.0.1', () => {
       const { port } = srv.address();
       srv.close(() => resolve(port));
     });
   });
+}
+
+// A free loopback port; with `bus`, one whose cluster bus port (+10000, at most 65535) is free too
+// (a cluster node on another port exits at start).
+async function freePort(bus = false) {
+  for (let i = 0; i < 100; i++) {
+    const port = await listenOn(0);
+    if (!bus) return port;
+    if (port > 65535 - 10000) continue;
+    try {
+      await listenOn(port + 10000);
+      return port;
+    } catch {
+      // taken: try another
+    }
+  }
+  throw new Error('no free port with a free port + 10000 after 100 tries');
 }
 
 function client(port) {
@@ -80,8 +97,9 @@ async function startServer({ withModule, extra = [] }) {
   let lastLog = '';
   // The probed port may be taken before redis binds it: try a few.
   for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePort();
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--logfile', 'redis.log'];
+    const port = await freePort(extra.includes('--cluster-enabled'));
+    // A replica's full sync starts at once, not after the default 5 s.
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--logfile', 'redis.log', '--repl-diskless-sync-delay', '0'];
     if (withModule) args.push('--loadmodule', modulePath());
     args.push(...extra);
     const proc = spawn(process.env.REDIS_SERVER || 'redis-server', args, { stdio: 'ignore' });

@@ -28,10 +28,23 @@ def module_path() -> str:
     return str(path.resolve())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(bus: bool = False) -> int:
+    """A free loopback port; with `bus`, one whose cluster bus port (+10000, at most 65535) is
+    free too (a cluster node on another port exits at start)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not bus:
+            return port
+        if port <= 65535 - 10000:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port + 10000))
+                    return port
+                except OSError:
+                    pass
+    raise RuntimeError("no free port with a free port + 10000 after 100 tries")
 
 
 def wait_for(what: str, check, deadline_s: float = DEADLINE_S):
@@ -71,7 +84,7 @@ class Server:
             return
         # The probed port may be taken before redis binds it: try a few.
         for _ in range(0 if port else 5):
-            self.port = free_port()
+            self.port = free_port(bus="--cluster-enabled" in self.extra)
             if self.start():
                 return
         raise RuntimeError(f"redis-server did not start:\n{self.log()}")
@@ -82,6 +95,8 @@ class Server:
             os.environ.get("REDIS_SERVER", "redis-server"),
             "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
             "--save", "", "--appendonly", "no", "--logfile", "redis.log",
+            # A replica's full sync starts at once, not after the default 5 s.
+            "--repl-diskless-sync-delay", "0",
         ]
         if self.with_module:
             args += ["--loadmodule", module_path()]

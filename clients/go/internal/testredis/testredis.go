@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,13 +60,28 @@ func env(name, fallback string) string {
 	return fallback
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePort is a free loopback port; with bus, one whose cluster bus port (+10000, at most 65535) is
+// free too (a cluster node on another port exits at start).
+func freePort(bus bool) (int, error) {
+	for i := 0; i < 100; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !bus {
+			return port, nil
+		}
+		if port > 65535-10000 {
+			continue
+		}
+		if b, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000)); err == nil {
+			b.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port with a free port + 10000 after 100 tries")
 }
 
 // Start spawns a server, with the module loaded when module is true, and extra arguments.
@@ -108,10 +124,11 @@ func StartSentinel(master *Server) (*Server, error) {
 // spawn starts redis-server with lead (a config file first), then a free port, the directory dir
 // and args, and waits until it answers; on failure it removes dir.
 func spawn(dir string, lead, args []string) (*Server, error) {
-	args = append([]string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", "redis.log"}, args...)
+	// A replica's full sync starts at once, not after the default 5 s.
+	args = append([]string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--logfile", "redis.log", "--repl-diskless-sync-delay", "0"}, args...)
 	// The probed port may be taken before the server binds it: try a few.
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := freePort(slices.Contains(args, "--cluster-enabled"))
 		if err != nil {
 			break
 		}
