@@ -15,8 +15,8 @@ use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use crate::metrics::Metrics;
 use slidingwindow_client::{
-    Charge as Permit, Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply,
-    Options, Pending,
+    Charge as Permit, Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, Ledger,
+    Options, Pass,
 };
 use slidingwindow_service::backend::Misconfigured;
 use std::future::Future;
@@ -70,26 +70,19 @@ pub enum Verdict {
 }
 
 /// [`Limiter::start`]'s answer.
-pub enum Start {
+pub enum Start<'m> {
     Done(Verdict),
     /// Needs [`Limiter::finish`].
-    Pending(Box<Started>),
+    Pending(Box<Started<'m>>),
 }
 
-/// A request [`Limiter::start`] could not decide from memory.
-pub struct Started {
+/// A request [`Limiter::start`] could not decide from memory: the permits its first pass over
+/// the leases took (each key's index its [`Part`]), and how that pass ended.
+pub struct Started<'m> {
     keys: Keys,
     at: Instant,
-    attempt: Attempt,
-}
-
-/// One pass over a request's leases: the permits taken, or a lease call to wait for, or a key's
-/// refusal from memory, or an error (in the last three, the permits taken so far go back first).
-enum Attempt {
-    Taken([Option<LeaseReply>; 3]),
-    Wait([Option<LeaseReply>; 3], Part, Pending),
-    Refused([Option<LeaseReply>; 3], Part, Box<LeaseReply>),
-    Failed([Option<LeaseReply>; 3], Error),
+    ledger: Ledger<'m>,
+    pass: Pass,
 }
 
 /// How [`Limiter::settle`] ended.
@@ -222,7 +215,7 @@ impl Limiter {
     /// the leases when every key of the request has a permit in memory. Else the request as
     /// far as it went, for [`Limiter::finish`] (a future the caller may box: a request served
     /// from memory then never allocates the room Redis calls need).
-    pub fn start(&self, identity: &[u8], tenant: Option<&[u8]>) -> Start {
+    pub fn start(&self, identity: &[u8], tenant: Option<&[u8]>) -> Start<'_> {
         let at = Instant::now();
         let keys = self.keys(identity, tenant);
         if let Some(r) = self.deny.as_ref().and_then(|c| c.get(keys.first(), at)) {
@@ -231,36 +224,43 @@ impl Limiter {
         if self.abandoned.full() {
             return Start::Done(self.failed(&"too many calls still waiting for Redis"));
         }
-        let attempt = match &self.leases {
-            None => Attempt::Taken([None, None, None]),
-            Some(map) => self.try_leases(map, &keys, &[false; 3]),
-        };
-        if let Attempt::Taken(leased) = &attempt
+        let mut ledger = Ledger::new("gateway");
+        let pass = self.try_leases(&keys, &mut ledger);
+        if let Pass::Taken = pass
             && !PARTS
                 .iter()
-                .any(|&p| keys.get(p).is_some() && leased[p as usize].is_none())
-            && let Some(decision) = self.leased_decision(leased)
+                .any(|&p| keys.get(p).is_some() && !ledger.holds(p as usize))
+            && let Some(decision) = self.leased_decision(&ledger)
         {
-            let Attempt::Taken(leased) = attempt else {
-                unreachable!("matched above")
-            };
-            return Start::Done(self.admit(keys, decision, [None; 3], leased));
+            return Start::Done(self.admit(keys, decision, [None; 3], ledger));
         }
-        Start::Pending(Box::new(Started { keys, at, attempt }))
+        Start::Pending(Box::new(Started {
+            keys,
+            at,
+            ledger,
+            pass,
+        }))
     }
 
     /// The rest of [`Limiter::start`]'s request: a lease call to wait for, the exact call.
-    pub async fn finish(&self, started: Box<Started>) -> Verdict {
-        let Started { keys, at, attempt } = *started;
+    pub async fn finish<'m>(&'m self, started: Box<Started<'m>>) -> Verdict {
+        let Started {
+            keys,
+            at,
+            mut ledger,
+            pass,
+        } = *started;
         let deadline = at + REQUEST_DEADLINE;
-        let leased = match self.take_leased(&keys, deadline, attempt).await {
-            Ok(taken) => taken,
-            Err(verdict) => return verdict,
-        };
-        match self.settle(&keys, at, deadline, leased).await {
+        if let Err(verdict) = self.take_leased(&keys, deadline, &mut ledger, pass).await {
+            return verdict;
+        }
+        match self.settle(&keys, at, deadline, ledger).await {
             Settled::Done(verdict) => verdict,
             // Without permits every key is in the exact calls: never late again.
-            Settled::Late => match self.settle(&keys, at, deadline, [None, None, None]).await {
+            Settled::Late => match self
+                .settle(&keys, at, deadline, Ledger::new("gateway"))
+                .await
+            {
                 Settled::Done(verdict) => verdict,
                 Settled::Late => unreachable!("no permit to be late for"),
             },
@@ -275,14 +275,14 @@ impl Limiter {
         keys: &Keys,
         at: Instant,
         deadline: Instant,
-        mut leased: [Option<LeaseReply>; 3],
+        mut ledger: Ledger<'_>,
     ) -> Settled {
-        let mut decision = self.leased_decision(&leased);
+        let mut decision = self.leased_decision(&ledger);
         let mut exact = [None; 3];
         let mut parts = [Part::Identity; 3];
         let mut n = 0;
         for p in PARTS {
-            if keys.get(p).is_some() && leased[p as usize].is_none() {
+            if keys.get(p).is_some() && !ledger.holds(p as usize) {
                 parts[n] = p;
                 n += 1;
             }
@@ -295,7 +295,6 @@ impl Limiter {
             true => [&parts[n - 1..], &parts[..n - 1]],
             false => [parts, &[]],
         };
-        let mut done: [(&[Part], u64); 2] = [(&[], 0); 2];
         for (g, group) in groups
             .into_iter()
             .enumerate()
@@ -304,14 +303,14 @@ impl Limiter {
             let (reply, now_ms) = match self.exact(keys, group, deadline).await {
                 Ok(answer) => answer,
                 Err(verdict) => {
-                    Box::pin(self.undo(keys, &done, &mut leased)).await;
+                    Box::pin(self.undo(keys, &mut ledger)).await;
                     return Settled::Done(verdict);
                 }
             };
             let d = self.decision(group, &reply);
             decision = Some(decision.map_or(d, |prev| prev.and(d)));
             if !reply.allowed {
-                Box::pin(self.undo(keys, &done, &mut leased)).await;
+                Box::pin(self.undo(keys, &mut ledger)).await;
                 let d = decision.map_or(d, |all| Decision {
                     allowed: false,
                     ..all
@@ -319,21 +318,20 @@ impl Limiter {
                 self.remember(keys, at, &d);
                 return Settled::Done(Verdict::Refuse(d));
             }
-            done[g] = (group, now_ms);
             for &p in group {
+                ledger.charged(p as usize, g, now_ms, 1, self.precision);
                 exact[p as usize] = Some(now_ms);
             }
         }
-        let latest = exact.iter().flatten().max().copied();
-        if slidingwindow_client::late(leased.iter().flatten(), latest) {
-            Box::pin(self.undo(keys, &done, &mut leased)).await;
+        if ledger.late() {
+            Box::pin(self.undo(keys, &mut ledger)).await;
             return Settled::Late;
         }
         let Some(decision) = decision else {
             // No key at all: the layer is only installed with limits.
             return Settled::Done(Verdict::Unchecked);
         };
-        Settled::Done(self.admit(keys.clone(), decision, exact, leased))
+        Settled::Done(self.admit(keys.clone(), decision, exact, ledger))
     }
 
     /// An admitted request: its line in the admission log (at its exact call's `now`, else at the
@@ -343,7 +341,7 @@ impl Limiter {
         keys: Keys,
         decision: Decision,
         exact: [Option<u64>; 3],
-        leased: [Option<LeaseReply>; 3],
+        ledger: Ledger<'_>,
     ) -> Verdict {
         if let Some(log) = &self.admissions {
             let at_ms = exact
@@ -351,16 +349,20 @@ impl Limiter {
                 .flatten()
                 .copied()
                 .max()
-                .or_else(|| leased.iter().flatten().map(|r| r.at_ms).max())
+                .or_else(|| ledger.permits().iter().map(|p| p.reply.at_ms).max())
                 .unwrap_or(0);
             log.admitted(at_ms, keys.first());
+        }
+        let mut leased = [None, None, None];
+        for p in ledger.into_permits() {
+            leased[p.index] = p.reply.charge;
         }
         Verdict::Admit(
             decision,
             Charge {
                 keys,
                 exact,
-                leased: leased.map(|r| r.and_then(|r| r.charge)),
+                leased,
             },
         )
     }
