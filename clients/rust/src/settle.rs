@@ -10,12 +10,12 @@ use std::time::Instant;
 
 /// A key of a request that may take a permit from a lease.
 #[derive(Clone, Copy)]
-pub struct Leasable<'m, 'k> {
+pub struct Leasable<'a> {
     /// Where the key is in the request (the caller's numbering, which the ledger answers in).
     pub index: usize,
-    pub map: &'m LeaseMap,
-    pub key: &'k [u8],
-    pub limits: &'k [Limit],
+    pub map: &'a LeaseMap,
+    pub key: &'a [u8],
+    pub limits: &'a [Limit],
 }
 
 /// What a lease that refuses from memory does to its request.
@@ -28,10 +28,19 @@ pub enum OnRefusal {
 }
 
 /// A permit a request holds: key `index`'s, from `map`.
-pub struct Permit<'m> {
+pub struct Permit {
     pub index: usize,
     pub reply: LeaseReply,
-    map: &'m LeaseMap,
+    map: LeaseMap,
+}
+
+impl std::fmt::Debug for Permit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit")
+            .field("index", &self.index)
+            .field("reply", &self.reply)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One pass over a request's leasable keys ([`Ledger::try_take`]).
@@ -65,18 +74,20 @@ struct Charged {
     precision: Option<u64>,
 }
 
-/// One request's permits and exact charges, until it is admitted or taken back.
-pub struct Ledger<'m> {
+/// One request's permits and exact charges, until it is taken back (or kept: an admitted
+/// request's ledger is what a later refund takes back).
+#[derive(Debug)]
+pub struct Ledger {
     /// Who logs a permit that could not be given back (`"gateway"`).
     who: &'static str,
-    permits: Vec<Permit<'m>>,
+    permits: Vec<Permit>,
     charges: Vec<Charged>,
     /// Keys whose lease refused while it was waited for: they go in the exact calls.
     exact: Vec<usize>,
 }
 
-impl<'m> Ledger<'m> {
-    pub fn new(who: &'static str) -> Ledger<'m> {
+impl Ledger {
+    pub fn new(who: &'static str) -> Ledger {
         Ledger {
             who,
             permits: Vec::new(),
@@ -88,7 +99,7 @@ impl<'m> Ledger<'m> {
     /// One pass, without waiting: a permit from each key of `leasable` whose lease has one in
     /// memory. It stops at a key whose lease call is in flight, one refused from memory (with
     /// [`OnRefusal::Refuse`]) or an error, keeping the permits taken so far.
-    pub fn try_take(&mut self, leasable: &[Leasable<'m, '_>], refusal: OnRefusal) -> Pass {
+    pub fn try_take(&mut self, leasable: &[Leasable<'_>], refusal: OnRefusal) -> Pass {
         for l in leasable {
             if self.exact.contains(&l.index) || self.holds(l.index) {
                 continue;
@@ -97,7 +108,7 @@ impl<'m> Ledger<'m> {
                 Ok(Take::Permit(reply)) => self.permits.push(Permit {
                     index: l.index,
                     reply,
-                    map: l.map,
+                    map: l.map.clone(),
                 }),
                 Ok(Take::Exact) => {}
                 Ok(Take::Refused(r)) => match refusal {
@@ -117,7 +128,7 @@ impl<'m> Ledger<'m> {
     /// refused meanwhile (or granted too late to use) puts its key in the exact calls.
     pub async fn take(
         &mut self,
-        leasable: &[Leasable<'m, '_>],
+        leasable: &[Leasable<'_>],
         refusal: OnRefusal,
         deadline: Instant,
         mut pass: Pass,
@@ -150,18 +161,13 @@ impl<'m> Ledger<'m> {
     }
 
     /// The permits held, in the order they were taken.
-    pub fn permits(&self) -> &[Permit<'m>] {
+    pub fn permits(&self) -> &[Permit] {
         &self.permits
     }
 
     /// Whether key `index` holds a permit.
     pub fn holds(&self, index: usize) -> bool {
         self.permits.iter().any(|p| p.index == index)
-    }
-
-    /// The permits, for a request admitted: no longer the ledger's to give back.
-    pub fn into_permits(self) -> Vec<Permit<'m>> {
-        self.permits
     }
 
     /// Records that exact call number `call` (one call's keys share a cluster slot) charged key
@@ -218,10 +224,12 @@ impl<'m> Ledger<'m> {
     /// Gives every permit back into its lease (no call while the lease is live); one that could
     /// not be is logged.
     pub async fn give_back<'k>(&mut self, key: impl Fn(usize) -> Option<&'k [u8]>) {
-        let mut back = Vec::with_capacity(self.permits.len());
-        for p in std::mem::take(&mut self.permits) {
-            if let (Some(charge), Some(k)) = (p.reply.charge, key(p.index)) {
-                back.push((p.map, k, charge));
+        let mut permits = std::mem::take(&mut self.permits);
+        let mut back = Vec::with_capacity(permits.len());
+        for p in permits.iter_mut() {
+            let Permit { index, reply, map } = p;
+            if let (Some(charge), Some(k)) = (reply.charge.take(), key(*index)) {
+                back.push((&*map, k, charge));
             }
         }
         if let Err(e) = crate::give_back_all(back).await {

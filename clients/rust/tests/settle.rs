@@ -63,8 +63,9 @@ async fn one_request(c: &Client, map: &LeaseMap, key: &[u8], limits: &[Limit], a
         .take(&leasable, OnRefusal::Refuse, deadline, pass)
         .await
     {
-        Ok(()) => match ledger.into_permits().pop() {
-            Some(p) => p.reply.reply,
+        // Admitted with its permit: the ledger is dropped, the permit spent.
+        Ok(()) => match ledger.permits().first() {
+            Some(p) => p.reply.reply.clone(),
             None => c
                 .allow(&Check::new(key, limits).now(Now::Ms(at)))
                 .await
@@ -134,7 +135,7 @@ fn leases(c: &Client, size: u64) -> LeaseMap {
 }
 
 /// A permit from `map` for key `index` of a request, waited for.
-async fn permit<'m>(ledger: &mut Ledger<'m>, map: &'m LeaseMap, index: usize, key: &[u8]) {
+async fn permit(ledger: &mut Ledger, map: &LeaseMap, index: usize, key: &[u8]) {
     let limits = [limit(60, 100)];
     let leasable = [Leasable {
         index,

@@ -76,11 +76,7 @@ impl Leases {
     /// first; a lease refused (or refusing from memory) puts its key in the exact call
     /// ([`Ledger::take`]). Only enforced descriptors of cost 1 are leased, and none in a request a
     /// zero limit refuses. After an error no permit is held: every descriptor is in the exact call.
-    pub async fn take<'m>(
-        &'m self,
-        actions: &mut [Action],
-        ledger: &mut Ledger<'m>,
-    ) -> Result<(), Error> {
+    pub async fn take(&self, actions: &mut [Action], ledger: &mut Ledger) -> Result<(), Error> {
         if self.maps.is_empty() || actions.iter().any(Action::refuses_all) {
             return Ok(());
         }

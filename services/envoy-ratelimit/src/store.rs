@@ -88,7 +88,7 @@ impl Store {
     pub async fn run(
         &self,
         actions: &[Action],
-        ledger: &mut Ledger<'_>,
+        ledger: &mut Ledger,
         metrics: &Metrics,
     ) -> Result<Outcome, Error> {
         #[cfg(feature = "bench-floor")]
@@ -352,7 +352,7 @@ impl Store {
         actions: &[Action],
         limits: &[Option<Limit>],
         undo: &[usize],
-        ledger: &Ledger<'_>,
+        ledger: &Ledger,
         metrics: &Metrics,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
@@ -385,7 +385,7 @@ impl Store {
 }
 
 /// Records descriptor `m`'s charge, logged at `now`, in `ledger`.
-fn charged(ledger: &mut Ledger<'_>, actions: &[Action], m: usize, now: u64) {
+fn charged(ledger: &mut Ledger, actions: &[Action], m: usize, now: u64) {
     if let Action::Count { cost, limit, .. } = &actions[m] {
         ledger.charged(m, 0, now, clamp(*cost), limit.precision);
     }

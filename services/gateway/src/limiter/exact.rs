@@ -96,7 +96,7 @@ impl Limiter {
 
     /// A request that will not be admitted after all: its leases' permits go back, and the keys
     /// its exact calls charged are refunded at the `now` each call logged them at.
-    pub(super) async fn undo(&self, keys: &Keys, ledger: &mut Ledger<'_>) {
+    pub(super) async fn undo(&self, keys: &Keys, ledger: &mut Ledger) {
         if let Err(e) = ledger
             .undo(&self.client, Batch::pipeline, |i| keys.get(PARTS[i]))
             .await

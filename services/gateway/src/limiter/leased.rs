@@ -8,7 +8,7 @@ use std::time::Instant;
 
 impl Limiter {
     /// The part of a request's answer its leases' permits give.
-    pub(super) fn leased_decision(&self, ledger: &Ledger<'_>) -> Option<Decision> {
+    pub(super) fn leased_decision(&self, ledger: &Ledger) -> Option<Decision> {
         let mut decision: Option<Decision> = None;
         for p in ledger.permits() {
             let mut d = Decision::from(&p.reply.reply);
@@ -19,11 +19,7 @@ impl Limiter {
     }
 
     /// The request's shared keys that may take a permit from `map` (the first `n` of them).
-    fn leasable<'m, 'k>(
-        &'k self,
-        map: &'m LeaseMap,
-        keys: &'k Keys,
-    ) -> ([Leasable<'m, 'k>; 2], usize) {
+    fn leasable<'a>(&'a self, map: &'a LeaseMap, keys: &'a Keys) -> ([Leasable<'a>; 2], usize) {
         let none = Leasable {
             index: 0,
             map,
@@ -47,7 +43,7 @@ impl Limiter {
     }
 
     /// One pass over the busy shared keys' leases, without waiting.
-    pub(super) fn try_leases<'m>(&'m self, keys: &Keys, ledger: &mut Ledger<'m>) -> Pass {
+    pub(super) fn try_leases(&self, keys: &Keys, ledger: &mut Ledger) -> Pass {
         let Some(map) = &self.leases else {
             return Pass::Taken;
         };
@@ -59,11 +55,11 @@ impl Limiter {
     /// call is in flight is waited for (within the request's deadline), and every permit taken
     /// meanwhile goes back first (a permit is only good until its lease's end: none is held while
     /// waiting). A key refused from memory refuses the request, without a call.
-    pub(super) async fn take_leased<'m>(
-        &'m self,
+    pub(super) async fn take_leased(
+        &self,
         keys: &Keys,
         deadline: Instant,
-        ledger: &mut Ledger<'m>,
+        ledger: &mut Ledger,
         pass: Pass,
     ) -> Result<(), Verdict> {
         let Some(map) = &self.leases else {

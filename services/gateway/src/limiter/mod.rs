@@ -15,8 +15,7 @@ use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use crate::metrics::Metrics;
 use slidingwindow_client::{
-    Charge as Permit, Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, Ledger,
-    Options, Pass,
+    Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, Ledger, Options, Pass,
 };
 use slidingwindow_service::backend::Misconfigured;
 use std::future::Future;
@@ -47,13 +46,13 @@ const REPLY_WAIT: Duration = Duration::from_secs(30);
 /// The key of `--global-limit`: no identity or tenant key has this form (theirs start `rl:{`).
 pub const GLOBAL_KEY: &[u8] = b"rl:global";
 
-/// What an admitted request cost: the keys its exact calls logged, each at the `now` its call
-/// used (Redis's clock, from DETAIL), and the permits it took from leases.
-#[derive(Debug, PartialEq, Eq)]
+/// What an admitted request cost: its keys, and its ledger (the charges its exact calls logged,
+/// each at the `now` its call used, Redis's clock from DETAIL, and the permits it took from
+/// leases).
+#[derive(Debug)]
 pub struct Charge {
     keys: Keys,
-    exact: [Option<u64>; 3],
-    leased: [Option<Permit>; 3],
+    ledger: Ledger,
 }
 
 #[derive(Debug)]
@@ -70,18 +69,18 @@ pub enum Verdict {
 }
 
 /// [`Limiter::start`]'s answer.
-pub enum Start<'m> {
+pub enum Start {
     Done(Verdict),
     /// Needs [`Limiter::finish`].
-    Pending(Box<Started<'m>>),
+    Pending(Box<Started>),
 }
 
 /// A request [`Limiter::start`] could not decide from memory: the permits its first pass over
 /// the leases took (each key's index its [`Part`]), and how that pass ended.
-pub struct Started<'m> {
+pub struct Started {
     keys: Keys,
     at: Instant,
-    ledger: Ledger<'m>,
+    ledger: Ledger,
     pass: Pass,
 }
 
@@ -215,7 +214,7 @@ impl Limiter {
     /// the leases when every key of the request has a permit in memory. Else the request as
     /// far as it went, for [`Limiter::finish`] (a future the caller may box: a request served
     /// from memory then never allocates the room Redis calls need).
-    pub fn start(&self, identity: &[u8], tenant: Option<&[u8]>) -> Start<'_> {
+    pub fn start(&self, identity: &[u8], tenant: Option<&[u8]>) -> Start {
         let at = Instant::now();
         let keys = self.keys(identity, tenant);
         if let Some(r) = self.deny.as_ref().and_then(|c| c.get(keys.first(), at)) {
@@ -232,7 +231,7 @@ impl Limiter {
                 .any(|&p| keys.get(p).is_some() && !ledger.holds(p as usize))
             && let Some(decision) = self.leased_decision(&ledger)
         {
-            return Start::Done(self.admit(keys, decision, [None; 3], ledger));
+            return Start::Done(self.admit(keys, decision, ledger));
         }
         Start::Pending(Box::new(Started {
             keys,
@@ -243,7 +242,7 @@ impl Limiter {
     }
 
     /// The rest of [`Limiter::start`]'s request: a lease call to wait for, the exact call.
-    pub async fn finish<'m>(&'m self, started: Box<Started<'m>>) -> Verdict {
+    pub async fn finish(&self, started: Box<Started>) -> Verdict {
         let Started {
             keys,
             at,
@@ -275,10 +274,9 @@ impl Limiter {
         keys: &Keys,
         at: Instant,
         deadline: Instant,
-        mut ledger: Ledger<'_>,
+        mut ledger: Ledger,
     ) -> Settled {
         let mut decision = self.leased_decision(&ledger);
-        let mut exact = [None; 3];
         let mut parts = [Part::Identity; 3];
         let mut n = 0;
         for p in PARTS {
@@ -320,7 +318,6 @@ impl Limiter {
             }
             for &p in group {
                 ledger.charged(p as usize, g, now_ms, 1, self.precision);
-                exact[p as usize] = Some(now_ms);
             }
         }
         if ledger.late() {
@@ -331,40 +328,20 @@ impl Limiter {
             // No key at all: the layer is only installed with limits.
             return Settled::Done(Verdict::Unchecked);
         };
-        Settled::Done(self.admit(keys.clone(), decision, exact, ledger))
+        Settled::Done(self.admit(keys.clone(), decision, ledger))
     }
 
     /// An admitted request: its line in the admission log (at its exact call's `now`, else at the
     /// latest of its permits' handout times: Redis's clock), and what it cost.
-    fn admit(
-        &self,
-        keys: Keys,
-        decision: Decision,
-        exact: [Option<u64>; 3],
-        ledger: Ledger<'_>,
-    ) -> Verdict {
+    fn admit(&self, keys: Keys, decision: Decision, ledger: Ledger) -> Verdict {
         if let Some(log) = &self.admissions {
-            let at_ms = exact
-                .iter()
-                .flatten()
-                .copied()
-                .max()
+            let at_ms = ledger
+                .latest()
                 .or_else(|| ledger.permits().iter().map(|p| p.reply.at_ms).max())
                 .unwrap_or(0);
             log.admitted(at_ms, keys.first());
         }
-        let mut leased = [None, None, None];
-        for p in ledger.into_permits() {
-            leased[p.index] = p.reply.charge;
-        }
-        Verdict::Admit(
-            decision,
-            Charge {
-                keys,
-                exact,
-                leased,
-            },
-        )
+        Verdict::Admit(decision, Charge { keys, ledger })
     }
 
     /// Remembers a refusal under the request's first key, depending on its shared keys.
@@ -379,15 +356,11 @@ impl Limiter {
         }
     }
 
-    /// Takes an admitted request back: `REFUND key 1 AT now` on each key its exact calls charged
-    /// (at that call's `now`, rounded up to the `--precision`), its leases' permits given back; the deny cache forgets what the
-    /// charge may have caused.
+    /// Takes an admitted request back: its leases' permits given back, `REFUND key 1 AT now` on
+    /// each key its exact calls charged (at that call's `now`, rounded up to the `--precision`);
+    /// the deny cache forgets what the charge may have caused.
     pub async fn refund(&self, charge: Charge) {
-        let Charge {
-            keys,
-            exact,
-            mut leased,
-        } = charge;
+        let Charge { keys, mut ledger } = charge;
         if let Some(c) = &self.deny {
             c.remove(keys.first());
             for p in SHARED {
@@ -396,32 +369,7 @@ impl Limiter {
                 }
             }
         }
-        // The global key apart: in a cluster it has a slot of its own.
-        // The identity's and the tenant's keys are always in one call: one `now`.
-        for group in [&PARTS[..2], &PARTS[2..]] {
-            let charged: Vec<(&[u8], u64)> = group
-                .iter()
-                .filter_map(|&p| Some((keys.get(p)?, exact[p as usize]?)))
-                .collect();
-            let names: Vec<&[u8]> = charged.iter().map(|&(k, _)| k).collect();
-            if let Some(&(_, now_ms)) = charged.first()
-                && let Err(e) = self
-                    .client
-                    .refund_logged(&names, 1, now_ms, self.precision)
-                    .await
-            {
-                eprintln!("gateway: refund failed: {e}");
-            }
-        }
-        if let Some(map) = &self.leases {
-            for p in SHARED {
-                if let (Some(key), Some(permit)) = (keys.get(p), leased[p as usize].take())
-                    && let Err(e) = map.give_back(key, permit).await
-                {
-                    eprintln!("gateway: refund failed: {e}");
-                }
-            }
-        }
+        self.undo(&keys, &mut ledger).await;
     }
 
     /// Runs `work` in a task of its own that shutdown waits for.
