@@ -19,6 +19,7 @@ mod reply;
 mod request;
 mod script;
 mod sentinel;
+mod settle;
 mod top;
 
 pub use batch::{Answer, Batch};
@@ -40,4 +41,5 @@ pub use redis;
 pub use reply::{Detail, LimitState, Reply, RetryAfter};
 pub use request::{Call, Check, CheckAll, Keyed, Refund};
 pub use script::{Backend, SCRIPT};
+pub use settle::{Leasable, Ledger, OnRefusal, Pass, Permit, Stopped};
 pub use top::TopEntry;

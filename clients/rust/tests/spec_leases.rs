@@ -49,14 +49,12 @@ mod support;
 use harness::Server;
 use redis::Value;
 use serde_json::Value as Json;
-use slidingwindow_client::{
-    Backend, Client, Clock, Error, Lease, LeaseConfig, Limit, Reply, RetryAfter,
-};
+use slidingwindow_client::{Backend, Client, Clock, Error, Lease, LeaseConfig, Reply, RetryAfter};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::{client, command_calls, limit};
+use support::{client, command_calls, lease_spec, scenario};
 
 const PREFETCH: &str = "prefetch";
 const ROOM: &str = "room";
@@ -118,12 +116,6 @@ const FIELDS: [&str; 5] = ["allowed", "count", "remaining", "retry", "reset"];
 
 /// The module's commands a step counts, as `calls` names them.
 const COUNTED: [&str; 3] = ["allow", "peek", "refund"];
-
-fn spec() -> Json {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/leases.json");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).expect("spec/leases.json")
-}
 
 /// The module's commands the server ran, by name (`slidingwindow.allow`): from `INFO commandstats`,
 /// or on the script path from the slow log's `EVALSHA sha numkeys key... command ...`.
@@ -266,7 +258,7 @@ fn checks(step: &Json, got: &Json, calls: Option<Json>) -> Vec<(&'static str, Js
 
 #[tokio::test(flavor = "current_thread")]
 async fn every_lease_scenario() {
-    let spec = spec();
+    let spec = lease_spec();
     let t0 = spec["t0"].as_u64().unwrap();
     let scenarios = spec["scenarios"].as_array().unwrap();
     for (name, step, ..) in DIFFERENCES {
@@ -294,13 +286,7 @@ async fn every_lease_scenario() {
         for (i, sc) in scenarios.iter().enumerate() {
             let name = sc["name"].as_str().unwrap();
             let tag = format!("{{rs{}-{storage}-{i}}}", std::process::id());
-            let key = sc["key"].as_str().unwrap().replace("{t}", &tag);
-            let limits: Vec<Limit> = sc["limits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|l| limit(l[0].as_u64().unwrap(), l[1].as_u64().unwrap()))
-                .collect();
+            let (key, limits) = scenario(sc, &tag);
             let time = Arc::new(AtomicU64::new(t0));
             let read = time.clone();
             let cfg = LeaseConfig::new(

@@ -219,7 +219,6 @@ mod tests {
                 refused,
                 seen,
                 round_trips: 1,
-                charged: Vec::new(),
             };
             let (rows, refused) = rows(&actions, Some(&outcome), OnRedisError::Open);
             let got: Vec<[String; 2]> = response(&rows, refused, &forms)

@@ -9,7 +9,8 @@
 use crate::config::LeaseSpec;
 use crate::plan::{Action, Mode};
 use slidingwindow_client::{
-    Client, Error, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply, Limit, MapStats, Take,
+    Client, Error, Leasable, LeaseConfig, LeaseMap, LeaseMapConfig, Ledger, Limit, MapStats,
+    OnRefusal, Stopped,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -21,13 +22,6 @@ const LEASE_WAIT: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub struct Leases {
     maps: BTreeMap<LeaseSpec, LeaseMap>,
-}
-
-/// A permit a request took from a lease: descriptor `index`'s, from `map`.
-pub struct Taken {
-    pub index: usize,
-    pub reply: LeaseReply,
-    map: LeaseMap,
 }
 
 impl Leases {
@@ -77,65 +71,53 @@ impl Leases {
             .collect()
     }
 
-    /// A permit for each busy leased descriptor. A descriptor given a permit becomes
-    /// [`Mode::Leased`]. A key whose lease call is in flight is waited for, and the permits taken
-    /// meanwhile go back first (a permit is only good until its lease's end: none is held while
-    /// waiting); a lease refused (or refusing from memory) puts its key in the exact call. Only
-    /// enforced descriptors of cost 1 are leased, and none in a request a zero limit refuses.
-    pub async fn take(&self, actions: &mut [Action]) -> Result<Vec<Taken>, Error> {
+    /// A permit in `ledger` for each busy leased descriptor, which becomes [`Mode::Leased`]. A
+    /// key whose lease call is in flight is waited for, the permits taken meanwhile given back
+    /// first; a lease refused (or refusing from memory) puts its key in the exact call
+    /// ([`Ledger::take`]). Only enforced descriptors of cost 1 are leased, and none in a request a
+    /// zero limit refuses. After an error no permit is held: every descriptor is in the exact call.
+    pub async fn take(&self, actions: &mut [Action], ledger: &mut Ledger) -> Result<(), Error> {
         if self.maps.is_empty() || actions.iter().any(Action::refuses_all) {
-            return Ok(Vec::new());
+            return Ok(());
         }
+        let found: Vec<(usize, &LeaseMap, &[u8], Limit)> = actions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| self.leasable(a).map(|(m, k, l)| (i, m, k, l)))
+            .collect();
+        let leasable: Vec<Leasable> = found
+            .iter()
+            .map(|(index, map, key, limit)| Leasable {
+                index: *index,
+                map,
+                key,
+                limits: std::slice::from_ref(limit),
+            })
+            .collect();
         let deadline = Instant::now() + LEASE_WAIT;
-        let mut exact = vec![false; actions.len()];
-        loop {
-            let mut taken = Vec::new();
-            let mut wait = None;
-            for (i, a) in actions.iter().enumerate() {
-                let Some((map, key, limit)) = self.leasable(a).filter(|_| !exact[i]) else {
-                    continue;
-                };
-                match map.try_take(key, &[limit], None) {
-                    Ok(Take::Permit(reply)) => taken.push(Taken {
-                        index: i,
-                        reply,
-                        map: map.clone(),
-                    }),
-                    Ok(Take::Exact | Take::Refused(_)) => {}
-                    Ok(Take::Wait(w)) => {
-                        wait = Some((i, w));
-                        break;
-                    }
-                    Err(e) => {
-                        give_back(actions, taken).await;
-                        return Err(e);
-                    }
-                }
+        let first = ledger.try_take(&leasable, OnRefusal::Exact);
+        match ledger
+            .take(&leasable, OnRefusal::Exact, deadline, first)
+            .await
+        {
+            Ok(()) => {}
+            Err(Stopped::Failed(e)) => return Err(e),
+            Err(Stopped::TimedOut) => {
+                return Err(Error::Invalid(format!("no lease within {LEASE_WAIT:?}")));
             }
-            let Some((i, w)) = wait else {
-                for t in &taken {
-                    if let Action::Count { mode, .. } = &mut actions[t.index] {
-                        *mode = Mode::Leased;
-                    }
-                }
-                return Ok(taken);
-            };
-            give_back(actions, taken).await;
-            match tokio::time::timeout_at(deadline.into(), w.wait()).await {
-                // Granted, or refused: the next pass takes a permit or finds the refusal.
-                Ok(Ok(true)) => {}
-                // Refused (or too late to use): this descriptor goes in the exact call.
-                Ok(Ok(false)) => exact[i] = true,
-                Ok(Err(e)) => return Err(e),
-                Err(_) => {
-                    return Err(Error::Invalid(format!("no lease within {LEASE_WAIT:?}")));
-                }
+            Err(Stopped::Refused(..)) => unreachable!("a refusal from memory goes exact"),
+        }
+        drop(leasable);
+        for p in ledger.permits() {
+            if let Some(Action::Count { mode, .. }) = actions.get_mut(p.index) {
+                *mode = Mode::Leased;
             }
         }
+        Ok(())
     }
 
     /// The map, key and limit of a descriptor that may take a permit from a lease.
-    fn leasable<'a>(&'a self, a: &'a Action) -> Option<(&'a LeaseMap, &'a [u8], Limit)> {
+    fn leasable<'s, 'a>(&'s self, a: &'a Action) -> Option<(&'s LeaseMap, &'a [u8], Limit)> {
         let Action::Count {
             key,
             limit,
@@ -178,25 +160,10 @@ pub async fn close(maps: Vec<LeaseMap>) -> Result<u64, Error> {
     }
 }
 
-/// Whether a permit's lease ended at or before the `now` of a call that charged the same request
-/// (`charged`: descriptor, `now`): handed out too late for that request.
-pub fn late(taken: &[Taken], charged: &[(usize, u64)]) -> bool {
-    let latest = charged.iter().map(|&(_, now)| now).max();
-    slidingwindow_client::late(taken.iter().map(|t| &t.reply), latest)
-}
-
-/// Permits of a request that is not admitted go back into their leases (no call while the lease
-/// is live), so that a request is charged to every descriptor or to none.
-pub async fn give_back(actions: &[Action], mut taken: Vec<Taken>) {
-    let mut permits = Vec::with_capacity(taken.len());
-    for t in &mut taken {
-        if let (Action::Count { key, .. }, Some(charge)) =
-            (&actions[t.index], t.reply.charge.take())
-        {
-            permits.push((&t.map, key.as_slice(), charge));
-        }
-    }
-    if let Err(e) = slidingwindow_client::give_back_all(permits).await {
-        eprintln!("envoy-ratelimit: a lease's permit could not be given back: {e}");
+/// Descriptor `i`'s key, for the ledger's give-backs and refunds.
+pub fn key(actions: &[Action], i: usize) -> Option<&[u8]> {
+    match actions.get(i) {
+        Some(Action::Count { key, .. }) => Some(key),
+        _ => None,
     }
 }

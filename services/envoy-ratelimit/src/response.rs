@@ -193,7 +193,6 @@ mod tests {
             refused: true,
             seen: vec![Some(ROOM), Some(FULL), Some(FULL), None, None],
             round_trips: 1,
-            charged: Vec::new(),
         };
         let (rows, refused) = rows(&acts, Some(&o), OnRedisError::Open);
         let overs: Vec<bool> = rows.iter().map(|r| r.over).collect();
@@ -228,7 +227,6 @@ mod tests {
             refused: true,
             seen: vec![Some(never)],
             round_trips: 1,
-            charged: Vec::new(),
         };
         let (rows, _) = rows(&acts, Some(&o), OnRedisError::Open);
         assert_eq!(

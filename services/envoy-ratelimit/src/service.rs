@@ -10,7 +10,7 @@ use crate::response::{self, HeaderForms};
 use crate::store::{Outcome, Seen, Store};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use slidingwindow_client::{ErrorLog, MapStats};
+use slidingwindow_client::{Batch, ErrorLog, Ledger, MapStats};
 use slidingwindow_service::backend::Misconfigured;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -170,28 +170,30 @@ impl Shared {
         .map_err(|e| Status::invalid_argument(e.0))?;
         // Every call on Redis's clock. A lease call that failed leaves every descriptor to the
         // exact call, whose own failure (if Redis is down) decides.
-        let mut taken = leases.take(&mut actions).await.unwrap_or_default();
-        let mut result = self.store.run(&actions, &self.metrics).await;
+        let mut ledger = Ledger::new("envoy-ratelimit");
+        let _ = leases.take(&mut actions, &mut ledger).await;
+        let mut result = self.store.run(&actions, &mut ledger, &self.metrics).await;
         if let Ok(o) = &result
             && !o.refused
-            && leases::late(&taken, &o.charged)
+            && ledger.late()
         {
             // A permit is good until its lease's end, and the request's exact call was decided at
             // or after it: everything goes back and exact calls alone decide the request.
-            let charged = o.charged.clone();
-            let indexes: Vec<usize> = taken.iter().map(|t| t.index).collect();
-            leases::give_back(&actions, std::mem::take(&mut taken)).await;
+            let indexes: Vec<usize> = ledger.permits().iter().map(|p| p.index).collect();
+            let started = Instant::now();
+            let undone = ledger
+                .undo(self.store.client(), Batch::transaction, |i| {
+                    leases::key(&actions, i)
+                })
+                .await;
+            self.metrics.redis_latency.observe(started.elapsed());
             for i in indexes {
                 if let Some(Action::Count { mode, .. }) = actions.get_mut(i) {
                     *mode = Mode::Charge;
                 }
             }
-            result = match self
-                .store
-                .take_back(&actions, &charged, &self.metrics)
-                .await
-            {
-                Ok(()) => self.store.run(&actions, &self.metrics).await,
+            result = match undone {
+                Ok(()) => self.store.run(&actions, &mut ledger, &self.metrics).await,
                 Err(e) => Err(e),
             };
         }
@@ -207,9 +209,9 @@ impl Shared {
                     }
                     self.set_redis_up(true);
                 }
-                for t in &taken {
-                    let r = &t.reply.reply;
-                    if let Some(seen) = o.seen.get_mut(t.index) {
+                for p in ledger.permits() {
+                    let r = &p.reply.reply;
+                    if let Some(seen) = o.seen.get_mut(p.index) {
                         *seen = Some(Seen {
                             // Given back below if the request is refused.
                             remaining: r.remaining + u64::from(o.refused),
@@ -221,12 +223,12 @@ impl Shared {
                     }
                 }
                 if o.refused {
-                    leases::give_back(&actions, taken).await;
+                    ledger.give_back(|i| leases::key(&actions, i)).await;
                 }
                 Some(o)
             }
             Err(e) => {
-                leases::give_back(&actions, taken).await;
+                ledger.give_back(|i| leases::key(&actions, i)).await;
                 if self.misconfigured.found(
                     &e,
                     "answering OVER_LIMIT and NOT_SERVING",

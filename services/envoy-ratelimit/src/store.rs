@@ -4,13 +4,14 @@
 //! state and the `now` Redis used. Looks (hits_addend 0), shadow and quota descriptors, refunds,
 //! and requests that need several ALLOWALLs add their calls to the same MULTI/EXEC; a request
 //! refused after some of its charges were admitted takes them back in a second one, each
-//! `REFUND ... AT` the `now` its charge was logged at.
+//! `REFUND ... AT` the `now` its charge was logged at (the request's [`Ledger`] records them).
 
+use crate::leases::key;
 use crate::metrics::Metrics;
 use crate::plan::{self, Action, Mode};
 use slidingwindow_client::{
-    Answer, Batch, Call, Check, CheckAll, Client, Error, Keyed, Limit, LimitState, MAX_EXACT, Now,
-    Options, Refund, Reply, RetryAfter,
+    Answer, Batch, Call, Check, CheckAll, Client, Error, Keyed, Ledger, Limit, LimitState,
+    MAX_EXACT, Now, Options, Refund, Reply, RetryAfter,
 };
 use std::time::{Duration, Instant};
 
@@ -40,8 +41,6 @@ pub struct Outcome {
     pub seen: Vec<Option<Seen>>,
     /// Redis round trips made.
     pub round_trips: usize,
-    /// What the request's calls charged and kept (descriptor, the `now` it was logged at).
-    pub charged: Vec<(usize, u64)>,
 }
 
 pub struct Store {
@@ -85,8 +84,13 @@ impl Store {
             .map(drop)
     }
 
-    /// Runs the request's calls on Redis's clock.
-    pub async fn run(&self, actions: &[Action], metrics: &Metrics) -> Result<Outcome, Error> {
+    /// Runs the request's calls on Redis's clock; what they charged and kept is in `ledger`.
+    pub async fn run(
+        &self,
+        actions: &[Action],
+        ledger: &mut Ledger,
+        metrics: &Metrics,
+    ) -> Result<Outcome, Error> {
         #[cfg(feature = "bench-floor")]
         if actions.iter().any(|a| matches!(a, Action::Count { .. })) {
             return self.floor(actions).await;
@@ -181,7 +185,6 @@ impl Store {
             refused: false,
             seen: vec![None; actions.len()],
             round_trips: 0,
-            charged: Vec::new(),
         };
         let answers = self
             .send(actions, &calls, at, metrics, &mut outcome)
@@ -213,7 +216,9 @@ impl Store {
                     if r.allowed {
                         admitted_groups.push(g);
                         let now = logged_at(&r)?;
-                        outcome.charged.extend(members.iter().map(|&m| (m, now)));
+                        for &m in members {
+                            charged(ledger, actions, m, now);
+                        }
                     }
                 }
                 (Slot::Own(i), Answer::Reply(r)) => {
@@ -228,10 +233,9 @@ impl Store {
                     };
                     outcome.seen[i] = Some(seen(state(&r), before, !r.allowed));
                     if r.allowed {
-                        let now = logged_at(&r)?;
-                        outcome.charged.push((i, now));
+                        charged(ledger, actions, i, logged_at(&r)?);
                         if actions[i].limit().is_some_and(|l| !l.shadow) {
-                            own_admitted.push((i, now));
+                            own_admitted.push(i);
                         }
                     }
                 }
@@ -249,19 +253,17 @@ impl Store {
         );
         if outcome.refused {
             // All or nothing: what was charged for this request is taken back.
-            let mut undo: Vec<(usize, u64)> = outcome
-                .charged
+            let mut undo: Vec<usize> = admitted_groups
                 .iter()
-                .filter(|(m, _)| admitted_groups.iter().any(|&g| groups[g].1.contains(m)))
-                .copied()
+                .flat_map(|&g| groups[g].1.iter().copied())
                 .collect();
             undo.extend(own_admitted);
-            // What stays charged: shadow descriptors' own calls.
-            outcome.charged.retain(|c| !undo.contains(c));
             if !undo.is_empty() {
-                self.undo(actions, &limits, &undo, metrics, &mut outcome)
+                self.undo(actions, &limits, &undo, ledger, metrics, &mut outcome)
                     .await?;
             }
+            // What stays charged: shadow descriptors' own calls.
+            ledger.forget(|m| undo.contains(&m));
         }
         Ok(outcome)
     }
@@ -288,7 +290,6 @@ impl Store {
             refused: false,
             seen,
             round_trips: 1,
-            charged: Vec::new(),
         })
     }
 
@@ -344,38 +345,20 @@ impl Store {
         result
     }
 
-    /// Takes back what a request charged (each `REFUND ... AT` the `now` it was logged at), in
-    /// one MULTI/EXEC.
-    pub async fn take_back(
-        &self,
-        actions: &[Action],
-        charged: &[(usize, u64)],
-        metrics: &Metrics,
-    ) -> Result<(), Error> {
-        if charged.is_empty() {
-            return Ok(());
-        }
-        let mut batch = Batch::transaction();
-        refunds(&mut batch, actions, charged)?;
-        let started = Instant::now();
-        let answers = self.client.exec(&batch).await;
-        metrics.redis_latency.observe(started.elapsed());
-        answers?.into_iter().try_for_each(|a| a.map(drop))
-    }
-
-    /// Takes back the charges of `undo` (REFUND AT the `now` each was logged at) and reads their
-    /// logs again.
+    /// Takes back the charges of `undo`'s descriptors (REFUND AT the `now` each was logged at)
+    /// and reads their logs again.
     async fn undo(
         &self,
         actions: &[Action],
         limits: &[Option<Limit>],
-        undo: &[(usize, u64)],
+        undo: &[usize],
+        ledger: &Ledger,
         metrics: &Metrics,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
         let mut batch = Batch::transaction();
-        refunds(&mut batch, actions, undo)?;
-        for &(m, _) in undo {
+        ledger.refunds(&mut batch, |m| undo.contains(&m), |m| key(actions, m))?;
+        for &m in undo {
             if let (Action::Count { key, cost, .. }, Some(l)) = (&actions[m], limits[m]) {
                 batch.call(as_is(key, l, clamp(*cost), Now::Server)?);
             }
@@ -385,7 +368,7 @@ impl Store {
         let answers = self.client.exec(&batch).await;
         metrics.redis_latency.observe(started.elapsed());
         let mut answers = answers?.into_iter().skip(undo.len());
-        for &(m, _) in undo {
+        for &m in undo {
             let r = answers
                 .next()
                 .unwrap_or_else(|| Err(Error::Reply("fewer answers than calls".into())))?
@@ -401,18 +384,11 @@ impl Store {
     }
 }
 
-/// `REFUND key cost AT t` for each charge, `t` the score it was logged at: its call's `now`
-/// rounded up to the limit's `precision`.
-fn refunds(batch: &mut Batch, actions: &[Action], charged: &[(usize, u64)]) -> Result<(), Error> {
-    for &(m, now) in charged {
-        if let Action::Count {
-            key, cost, limit, ..
-        } = &actions[m]
-        {
-            batch.refund(&Refund::logged(key, clamp(*cost), now, limit.precision))?;
-        }
+/// Records descriptor `m`'s charge, logged at `now`, in `ledger`.
+fn charged(ledger: &mut Ledger, actions: &[Action], m: usize, now: u64) {
+    if let Action::Count { cost, limit, .. } = &actions[m] {
+        ledger.charged(m, 0, now, clamp(*cost), limit.precision);
     }
-    Ok(())
 }
 
 /// The `now` an admitted call logged its request at: DETAIL's.

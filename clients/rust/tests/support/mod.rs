@@ -39,6 +39,25 @@ pub fn limit(window_s: u64, max: u64) -> Limit {
     Limit::new(window_s, max).expect("limit")
 }
 
+/// The shared lease scenarios, `spec/leases.json`.
+pub fn lease_spec() -> serde_json::Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/leases.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).expect("spec/leases.json")
+}
+
+/// A lease scenario's key with `{t}` replaced by `tag`, and its limits.
+pub fn scenario(sc: &serde_json::Value, tag: &str) -> (String, Vec<Limit>) {
+    let key = sc["key"].as_str().unwrap().replace("{t}", tag);
+    let limits = sc["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| limit(l[0].as_u64().unwrap(), l[1].as_u64().unwrap()))
+        .collect();
+    (key, limits)
+}
+
 /// Every score `key` holds, sorted (a compact key is converted to a sorted set first).
 pub fn logged(s: &Server, key: &str) -> Vec<u64> {
     let mut con = s.client();

@@ -1,9 +1,9 @@
 //! The exact calls: the command on a request's keys at Redis's clock, its reply read as a
 //! decision, waited for until the request's deadline, and undone when the request is not admitted.
 
-use super::{Decision, Keys, Limiter, Part, REQUEST_DEADLINE, Verdict};
+use super::{Decision, Keys, Limiter, PARTS, Part, REQUEST_DEADLINE, Verdict};
 use crate::abandoned::Outcome;
-use slidingwindow_client::{Call, Check, CheckAll, Error, Keyed, LeaseReply, Now, Reply};
+use slidingwindow_client::{Batch, Call, Check, CheckAll, Error, Keyed, Ledger, Now, Reply};
 use std::time::Instant;
 
 impl Limiter {
@@ -95,24 +95,13 @@ impl Limiter {
     }
 
     /// A request that will not be admitted after all: its leases' permits go back, and the keys
-    /// its exact calls charged (`done`: each call's keys and `now`) are refunded at that `now`.
-    pub(super) async fn undo(
-        &self,
-        keys: &Keys,
-        done: &[(&[Part], u64)],
-        leased: &mut [Option<LeaseReply>; 3],
-    ) {
-        self.give_back(keys, leased).await;
-        for &(group, now_ms) in done {
-            let charged: Vec<&[u8]> = group.iter().filter_map(|&p| keys.get(p)).collect();
-            if !charged.is_empty()
-                && let Err(e) = self
-                    .client
-                    .refund_logged(&charged, 1, now_ms, self.precision)
-                    .await
-            {
-                eprintln!("gateway: refund failed: {e}");
-            }
+    /// its exact calls charged are refunded at the `now` each call logged them at.
+    pub(super) async fn undo(&self, keys: &Keys, ledger: &mut Ledger) {
+        if let Err(e) = ledger
+            .undo(&self.client, Batch::pipeline, |i| keys.get(PARTS[i]))
+            .await
+        {
+            eprintln!("gateway: refund failed: {e}");
         }
     }
 }

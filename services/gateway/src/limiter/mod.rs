@@ -15,8 +15,7 @@ use crate::config::{Config, Limit, OnRedisError, Switch};
 use crate::deny_cache::{DenyCache, Refusal};
 use crate::metrics::Metrics;
 use slidingwindow_client::{
-    Charge as Permit, Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, LeaseReply,
-    Options, Pending,
+    Client, Error, ErrorLog, LeaseConfig, LeaseMap, LeaseMapConfig, Ledger, Options, Pass,
 };
 use slidingwindow_service::backend::Misconfigured;
 use std::future::Future;
@@ -47,13 +46,13 @@ const REPLY_WAIT: Duration = Duration::from_secs(30);
 /// The key of `--global-limit`: no identity or tenant key has this form (theirs start `rl:{`).
 pub const GLOBAL_KEY: &[u8] = b"rl:global";
 
-/// What an admitted request cost: the keys its exact calls logged, each at the `now` its call
-/// used (Redis's clock, from DETAIL), and the permits it took from leases.
-#[derive(Debug, PartialEq, Eq)]
+/// What an admitted request cost: its keys, and its ledger (the charges its exact calls logged,
+/// each at the `now` its call used, Redis's clock from DETAIL, and the permits it took from
+/// leases).
+#[derive(Debug)]
 pub struct Charge {
     keys: Keys,
-    exact: [Option<u64>; 3],
-    leased: [Option<Permit>; 3],
+    ledger: Ledger,
 }
 
 #[derive(Debug)]
@@ -76,20 +75,13 @@ pub enum Start {
     Pending(Box<Started>),
 }
 
-/// A request [`Limiter::start`] could not decide from memory.
+/// A request [`Limiter::start`] could not decide from memory: the permits its first pass over
+/// the leases took (each key's index its [`Part`]), and how that pass ended.
 pub struct Started {
     keys: Keys,
     at: Instant,
-    attempt: Attempt,
-}
-
-/// One pass over a request's leases: the permits taken, or a lease call to wait for, or a key's
-/// refusal from memory, or an error (in the last three, the permits taken so far go back first).
-enum Attempt {
-    Taken([Option<LeaseReply>; 3]),
-    Wait([Option<LeaseReply>; 3], Part, Pending),
-    Refused([Option<LeaseReply>; 3], Part, Box<LeaseReply>),
-    Failed([Option<LeaseReply>; 3], Error),
+    ledger: Ledger,
+    pass: Pass,
 }
 
 /// How [`Limiter::settle`] ended.
@@ -231,36 +223,43 @@ impl Limiter {
         if self.abandoned.full() {
             return Start::Done(self.failed(&"too many calls still waiting for Redis"));
         }
-        let attempt = match &self.leases {
-            None => Attempt::Taken([None, None, None]),
-            Some(map) => self.try_leases(map, &keys, &[false; 3]),
-        };
-        if let Attempt::Taken(leased) = &attempt
+        let mut ledger = Ledger::new("gateway");
+        let pass = self.try_leases(&keys, &mut ledger);
+        if let Pass::Taken = pass
             && !PARTS
                 .iter()
-                .any(|&p| keys.get(p).is_some() && leased[p as usize].is_none())
-            && let Some(decision) = self.leased_decision(leased)
+                .any(|&p| keys.get(p).is_some() && !ledger.holds(p as usize))
+            && let Some(decision) = self.leased_decision(&ledger)
         {
-            let Attempt::Taken(leased) = attempt else {
-                unreachable!("matched above")
-            };
-            return Start::Done(self.admit(keys, decision, [None; 3], leased));
+            return Start::Done(self.admit(keys, decision, ledger));
         }
-        Start::Pending(Box::new(Started { keys, at, attempt }))
+        Start::Pending(Box::new(Started {
+            keys,
+            at,
+            ledger,
+            pass,
+        }))
     }
 
     /// The rest of [`Limiter::start`]'s request: a lease call to wait for, the exact call.
     pub async fn finish(&self, started: Box<Started>) -> Verdict {
-        let Started { keys, at, attempt } = *started;
+        let Started {
+            keys,
+            at,
+            mut ledger,
+            pass,
+        } = *started;
         let deadline = at + REQUEST_DEADLINE;
-        let leased = match self.take_leased(&keys, deadline, attempt).await {
-            Ok(taken) => taken,
-            Err(verdict) => return verdict,
-        };
-        match self.settle(&keys, at, deadline, leased).await {
+        if let Err(verdict) = self.take_leased(&keys, deadline, &mut ledger, pass).await {
+            return verdict;
+        }
+        match self.settle(&keys, at, deadline, ledger).await {
             Settled::Done(verdict) => verdict,
             // Without permits every key is in the exact calls: never late again.
-            Settled::Late => match self.settle(&keys, at, deadline, [None, None, None]).await {
+            Settled::Late => match self
+                .settle(&keys, at, deadline, Ledger::new("gateway"))
+                .await
+            {
                 Settled::Done(verdict) => verdict,
                 Settled::Late => unreachable!("no permit to be late for"),
             },
@@ -275,14 +274,13 @@ impl Limiter {
         keys: &Keys,
         at: Instant,
         deadline: Instant,
-        mut leased: [Option<LeaseReply>; 3],
+        mut ledger: Ledger,
     ) -> Settled {
-        let mut decision = self.leased_decision(&leased);
-        let mut exact = [None; 3];
+        let mut decision = self.leased_decision(&ledger);
         let mut parts = [Part::Identity; 3];
         let mut n = 0;
         for p in PARTS {
-            if keys.get(p).is_some() && leased[p as usize].is_none() {
+            if keys.get(p).is_some() && !ledger.holds(p as usize) {
                 parts[n] = p;
                 n += 1;
             }
@@ -295,7 +293,6 @@ impl Limiter {
             true => [&parts[n - 1..], &parts[..n - 1]],
             false => [parts, &[]],
         };
-        let mut done: [(&[Part], u64); 2] = [(&[], 0); 2];
         for (g, group) in groups
             .into_iter()
             .enumerate()
@@ -304,14 +301,14 @@ impl Limiter {
             let (reply, now_ms) = match self.exact(keys, group, deadline).await {
                 Ok(answer) => answer,
                 Err(verdict) => {
-                    Box::pin(self.undo(keys, &done, &mut leased)).await;
+                    Box::pin(self.undo(keys, &mut ledger)).await;
                     return Settled::Done(verdict);
                 }
             };
             let d = self.decision(group, &reply);
             decision = Some(decision.map_or(d, |prev| prev.and(d)));
             if !reply.allowed {
-                Box::pin(self.undo(keys, &done, &mut leased)).await;
+                Box::pin(self.undo(keys, &mut ledger)).await;
                 let d = decision.map_or(d, |all| Decision {
                     allowed: false,
                     ..all
@@ -319,50 +316,32 @@ impl Limiter {
                 self.remember(keys, at, &d);
                 return Settled::Done(Verdict::Refuse(d));
             }
-            done[g] = (group, now_ms);
             for &p in group {
-                exact[p as usize] = Some(now_ms);
+                ledger.charged(p as usize, g, now_ms, 1, self.precision);
             }
         }
-        let latest = exact.iter().flatten().max().copied();
-        if slidingwindow_client::late(leased.iter().flatten(), latest) {
-            Box::pin(self.undo(keys, &done, &mut leased)).await;
+        if ledger.late() {
+            Box::pin(self.undo(keys, &mut ledger)).await;
             return Settled::Late;
         }
         let Some(decision) = decision else {
             // No key at all: the layer is only installed with limits.
             return Settled::Done(Verdict::Unchecked);
         };
-        Settled::Done(self.admit(keys.clone(), decision, exact, leased))
+        Settled::Done(self.admit(keys.clone(), decision, ledger))
     }
 
     /// An admitted request: its line in the admission log (at its exact call's `now`, else at the
     /// latest of its permits' handout times: Redis's clock), and what it cost.
-    fn admit(
-        &self,
-        keys: Keys,
-        decision: Decision,
-        exact: [Option<u64>; 3],
-        leased: [Option<LeaseReply>; 3],
-    ) -> Verdict {
+    fn admit(&self, keys: Keys, decision: Decision, ledger: Ledger) -> Verdict {
         if let Some(log) = &self.admissions {
-            let at_ms = exact
-                .iter()
-                .flatten()
-                .copied()
-                .max()
-                .or_else(|| leased.iter().flatten().map(|r| r.at_ms).max())
+            let at_ms = ledger
+                .latest()
+                .or_else(|| ledger.permits().iter().map(|p| p.reply.at_ms).max())
                 .unwrap_or(0);
             log.admitted(at_ms, keys.first());
         }
-        Verdict::Admit(
-            decision,
-            Charge {
-                keys,
-                exact,
-                leased: leased.map(|r| r.and_then(|r| r.charge)),
-            },
-        )
+        Verdict::Admit(decision, Charge { keys, ledger })
     }
 
     /// Remembers a refusal under the request's first key, depending on its shared keys.
@@ -377,15 +356,11 @@ impl Limiter {
         }
     }
 
-    /// Takes an admitted request back: `REFUND key 1 AT now` on each key its exact calls charged
-    /// (at that call's `now`, rounded up to the `--precision`), its leases' permits given back; the deny cache forgets what the
-    /// charge may have caused.
+    /// Takes an admitted request back: its leases' permits given back, `REFUND key 1 AT now` on
+    /// each key its exact calls charged (at that call's `now`, rounded up to the `--precision`);
+    /// the deny cache forgets what the charge may have caused.
     pub async fn refund(&self, charge: Charge) {
-        let Charge {
-            keys,
-            exact,
-            mut leased,
-        } = charge;
+        let Charge { keys, mut ledger } = charge;
         if let Some(c) = &self.deny {
             c.remove(keys.first());
             for p in SHARED {
@@ -394,32 +369,7 @@ impl Limiter {
                 }
             }
         }
-        // The global key apart: in a cluster it has a slot of its own.
-        // The identity's and the tenant's keys are always in one call: one `now`.
-        for group in [&PARTS[..2], &PARTS[2..]] {
-            let charged: Vec<(&[u8], u64)> = group
-                .iter()
-                .filter_map(|&p| Some((keys.get(p)?, exact[p as usize]?)))
-                .collect();
-            let names: Vec<&[u8]> = charged.iter().map(|&(k, _)| k).collect();
-            if let Some(&(_, now_ms)) = charged.first()
-                && let Err(e) = self
-                    .client
-                    .refund_logged(&names, 1, now_ms, self.precision)
-                    .await
-            {
-                eprintln!("gateway: refund failed: {e}");
-            }
-        }
-        if let Some(map) = &self.leases {
-            for p in SHARED {
-                if let (Some(key), Some(permit)) = (keys.get(p), leased[p as usize].take())
-                    && let Err(e) = map.give_back(key, permit).await
-                {
-                    eprintln!("gateway: refund failed: {e}");
-                }
-            }
-        }
+        self.undo(&keys, &mut ledger).await;
     }
 
     /// Runs `work` in a task of its own that shutdown waits for.
