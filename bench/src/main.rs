@@ -114,7 +114,7 @@ fn main() -> Result<()> {
     };
     let vs_cell = if runs("vs-cell") {
         println!("vs-cell:");
-        vscell::run(&servers, &sha, &mut settings)?
+        vscell::run(&servers)?
     } else {
         Vec::new()
     };

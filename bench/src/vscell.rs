@@ -5,11 +5,13 @@
 //! round's turns, divided by its requests). Each side's figure is the median of its rounds, and
 //! the ratio that of the two medians.
 
+use redis::Connection;
+
 use crate::Result;
 use crate::info;
 use crate::lanes::{self, Lane};
 use crate::late::median;
-use crate::server::Servers;
+use crate::server::{Server, Servers};
 use crate::settings::Settings;
 use crate::targets::{Bound, Check};
 use crate::variants::{CELL, COMPACT};
@@ -24,6 +26,7 @@ pub const ROUND_REQUESTS: u64 = 100_000;
 const TARGET: f64 = 0.80;
 
 /// One workload's figures: server CPU µs a request of each side in each round.
+#[derive(Clone)]
 pub struct VsCell {
     pub workload: &'static str,
     pub compact_us: Vec<f64>,
@@ -47,50 +50,111 @@ impl VsCell {
     }
 }
 
-/// Every workload of NAMES; empty when redis-cell's server is not running.
-pub fn run(servers: &Servers, sha: &str, settings: &mut Settings) -> Result<Vec<VsCell>> {
-    if servers.cell.is_none() {
+/// Every workload of NAMES on the module's server; empty when redis-cell's is not running.
+pub fn run(servers: &Servers) -> Result<Vec<VsCell>> {
+    let Some(cell) = servers.cell.as_ref() else {
         return Ok(Vec::new());
+    };
+    let per_build = measure(&[&servers.main], cell)?;
+    Ok(per_build.into_iter().flatten().collect())
+}
+
+/// Every workload of NAMES with each of `builds` (a server each) and redis-cell's server taking
+/// turns: for each build, its figures per workload, in NAMES order. The builds' servers create
+/// keys in the compact storage meanwhile, and keep the storage they had after.
+pub fn measure(builds: &[&Server], cell: &Server) -> Result<Vec<Vec<VsCell>>> {
+    let mut cons: Vec<Connection> = builds.iter().map(|b| b.connect()).collect::<Result<_>>()?;
+    let mut startup = Vec::new();
+    for con in &mut cons {
+        let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(STORAGE).query(con)?;
+        startup.push(
+            pair.get(1)
+                .cloned()
+                .ok_or("CONFIG GET: no storage config")?,
+        );
+        set_storage(con, "compact")?;
     }
+    let measured = measure_each(builds, cell);
+    for (con, value) in cons.iter_mut().zip(&startup) {
+        set_storage(con, value)?;
+    }
+    let by_workload = measured?;
+    // From one list per workload (every build's) to one list per build (every workload's).
+    Ok((0..builds.len())
+        .map(|b| {
+            by_workload
+                .iter()
+                .filter_map(|w| w.get(b).cloned())
+                .collect()
+        })
+        .collect())
+}
+
+const STORAGE: &str = "slidingwindow.storage";
+
+fn set_storage(con: &mut Connection, value: &str) -> Result<()> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(STORAGE)
+        .arg(value)
+        .exec(con)?;
+    Ok(())
+}
+
+/// For each workload of NAMES, every build's figures.
+fn measure_each(builds: &[&Server], cell: &Server) -> Result<Vec<Vec<VsCell>>> {
+    // The storage is set on each build's server for the whole run: no lane switches configs.
+    let mut settings = Settings::none();
     let mut results = Vec::new();
     for name in NAMES {
         let workload = WORKLOADS
             .iter()
             .find(|w| w.name == name)
             .ok_or_else(|| format!("vs-cell: no workload {name}"))?;
-        let mut lanes = vec![
-            Lane::open(servers, &COMPACT, workload, sha)?,
-            Lane::open(servers, &CELL, workload, sha)?,
-        ];
+        let mut lanes = Vec::new();
+        for server in builds.iter().copied().chain([cell]) {
+            let variant = if std::ptr::eq(server, cell) {
+                &CELL
+            } else {
+                &COMPACT
+            };
+            lanes.push(Lane::on(server, variant, workload, "")?);
+        }
         for lane in &mut lanes {
             redis::cmd("FLUSHALL").exec(&mut lane.con)?;
             info::reset_stats(&mut lane.con)?;
         }
-        lanes::warm_up(&mut lanes, settings)?;
+        lanes::warm_up(&mut lanes, &mut settings)?;
         let n = ROUND_REQUESTS as f64;
-        let mut result = VsCell {
-            workload: workload.name,
-            compact_us: Vec::new(),
-            cell_us: Vec::new(),
-        };
+        let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); lanes.len()];
         for _ in 0..ROUNDS {
-            let spent = lanes::paired(&mut lanes, settings, ROUND_REQUESTS)?;
-            result.compact_us.push(spent[0].cpu_us / n);
-            result.cell_us.push(spent[1].cpu_us / n);
+            let spent = lanes::paired(&mut lanes, &mut settings, ROUND_REQUESTS)?;
+            for (round, s) in cpu.iter_mut().zip(&spent) {
+                round.push(s.cpu_us / n);
+            }
         }
-        // The compact keys idle past their TTL while redis-cell's lane runs are rebuilt from
-        // empty: more than a few and the figures are not the steady state's.
-        let expired = info::expired_keys(&mut lanes[0].con)?;
-        if expired > workload.keys / 100 {
-            return Err(format!(
-                "vs-cell: {expired} compact keys on `{}` expired on the server's clock (is the \
-                 machine busy?)",
-                workload.name
-            )
-            .into());
+        let cell_us = cpu.pop().unwrap_or_default();
+        let mut per_build = Vec::new();
+        for (lane, compact_us) in lanes.iter_mut().zip(cpu) {
+            // Compact keys idle past their TTL while the other lanes run are rebuilt from empty:
+            // more than a few and the figures are not the steady state's.
+            let expired = info::expired_keys(&mut lane.con)?;
+            if expired > workload.keys / 100 {
+                return Err(format!(
+                    "vs-cell: {expired} compact keys on `{name}` expired on the server's clock \
+                     (is the machine busy?)"
+                )
+                .into());
+            }
+            let result = VsCell {
+                workload: workload.name,
+                compact_us,
+                cell_us: cell_us.clone(),
+            };
+            println!("  {}", line(&result));
+            per_build.push(result);
         }
-        println!("  {}", line(&result));
-        results.push(result);
+        results.push(per_build);
     }
     Ok(results)
 }
