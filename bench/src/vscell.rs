@@ -125,6 +125,10 @@ fn measure_each(builds: &[&Server], cell: &Server) -> Result<Vec<Vec<VsCell>>> {
             info::reset_stats(&mut lane.con)?;
         }
         lanes::warm_up(&mut lanes, &mut settings)?;
+        // Expired keys are counted over the measured rounds only.
+        for lane in &mut lanes {
+            info::reset_stats(&mut lane.con)?;
+        }
         let n = ROUND_REQUESTS as f64;
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); lanes.len()];
         for _ in 0..ROUNDS {
@@ -136,8 +140,8 @@ fn measure_each(builds: &[&Server], cell: &Server) -> Result<Vec<Vec<VsCell>>> {
         let cell_us = cpu.pop().unwrap_or_default();
         let mut per_build = Vec::new();
         for (lane, compact_us) in lanes.iter_mut().zip(cpu) {
-            // Compact keys idle past their TTL while the other lanes run are rebuilt from empty:
-            // more than a few and the figures are not the steady state's.
+            // Compact keys idle past their TTL while the other lanes ran were rebuilt from empty
+            // in the rounds: more than a few and the figures are not the steady state's.
             let expired = info::expired_keys(&mut lane.con)?;
             if expired > workload.keys / 100 {
                 return Err(format!(
