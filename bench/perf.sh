@@ -46,14 +46,9 @@ sys.stdout.write("".join(out))
 PY
 }
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
-    --loadmodule "$module" >"$work/server.log" 2>&1 &
-pid=$!
-until "$cli" -p "$port" ping >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-    sleep 0.1
-done
+# shellcheck source=bench/server.sh
+. "$(dirname "$0")/server.sh"
+start_server "$work" "$module"
 if [ -z "${CELL:-}" ]; then
     reply=$("$cli" -p "$port" config set slidingwindow.storage compact)
     [ "$reply" = OK ] || { echo "perf: slidingwindow.storage compact: $reply" >&2; exit 1; }
