@@ -229,3 +229,45 @@ pub fn method() -> String {
         lanes::PIPELINE_DEPTH
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(workload: &'static str, compact_us: &[f64], cell_us: &[f64]) -> VsCell {
+        VsCell {
+            workload,
+            compact_us: compact_us.to_vec(),
+            cell_us: cell_us.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_ratio_is_of_the_medians() {
+        let r = result("hot", &[1.0, 3.0, 1.2], &[2.0, 1.5, 9.0]);
+        assert_eq!(r.compact(), 1.2);
+        assert_eq!(r.cell(), 2.0);
+        assert_eq!(r.ratio(), 0.6);
+        assert_eq!(row(&r), ["hot", "1.20", "2.00", "0.600"]);
+    }
+
+    #[test]
+    fn a_check_per_workload_unavailable_when_not_measured() {
+        let measured = [result("hot", &[0.7], &[1.0]), result("big", &[0.9], &[1.0])];
+        let checks = checks(&measured, true);
+        let holds: Vec<(bool, bool)> = checks
+            .iter()
+            .map(|c| (c.holds, c.unavailable.is_some()))
+            .collect();
+        assert_eq!(holds, [(true, false), (false, false), (false, true)]);
+        let without_cell = checks_unavailable_reasons(&super::checks(&[], false));
+        assert_eq!(without_cell, ["redis-cell not built"; 3]);
+    }
+
+    fn checks_unavailable_reasons(checks: &[Check]) -> Vec<String> {
+        checks
+            .iter()
+            .filter_map(|c| c.unavailable.clone())
+            .collect()
+    }
+}
