@@ -32,9 +32,8 @@ trap '[ -z "$vg" ] || kill "$vg" 2>/dev/null; rm -rf "$work"' EXIT
 cache=()
 [ -z "${CACHE_SIM:-}" ] || cache=(--cache-sim=yes)
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=bench/server.sh
+. bench/server.sh
 
 # calls MODE KIND: the 1,000 calls that fill key KIND (MODE fill), or the 20,000 measured ones
 # (MODE stream), in RESP.
@@ -84,16 +83,9 @@ per_call() {
 n=0
 for module in "${modules[@]}"; do
     n=$((n + 1))
-    port=$(free_port)
-    valgrind --tool=callgrind "${cache[@]}" \
-        --callgrind-out-file="$work/cg.out" --log-file="$work/vg.log" \
-        "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$work" --loadmodule "$module" >"$work/server.log" 2>&1 &
-    vg=$!
-    until "$cli" -p "$port" ping >/dev/null 2>&1; do
-        kill -0 "$vg" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-        sleep 0.5
-    done
+    start_server "$work" "$module" valgrind --tool=callgrind "${cache[@]}" \
+        --callgrind-out-file="$work/cg.out" --log-file="$work/vg.log"
+    vg=$pid
     if [ -n "${TOP_KEYS:-}" ]; then
         reply=$("$cli" -p "$port" config set slidingwindow.top-keys "$TOP_KEYS" 2>&1)
         [ "$reply" = OK ] || { echo "callgrind: top-keys $TOP_KEYS: $reply" >&2; exit 1; }

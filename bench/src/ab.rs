@@ -3,6 +3,7 @@
 //! script's lane (on the first build's server) take turns as in the paired measurement, in
 //! rounds: a slower spell of the machine falls on every build alike, so builds compare within
 //! one run instead of across runs minutes apart. Naming one build twice shows the noise.
+//! `BENCH_ONLY=vs-cell` runs the vs-cell table instead: every build against redis-cell.
 
 use std::path::PathBuf;
 
@@ -10,9 +11,11 @@ use crate::Result;
 use crate::info;
 use crate::lanes::{self, Lane, PAIRED_TURN};
 use crate::measure::MEASURED_REQUESTS;
+use crate::paths;
 use crate::server::Server;
 use crate::settings::Settings;
 use crate::variants::{self, LUA, MODULE};
+use crate::vscell;
 use crate::workload::{WORKLOADS, Workload};
 
 /// Rounds of MEASURED_REQUESTS per lane, each reported on its own and then summed.
@@ -24,6 +27,9 @@ pub fn run(builds: &str, only: Option<&str>) -> Result<()> {
         .map(std::fs::canonicalize)
         .collect::<std::io::Result<_>>()?;
     let first = paths.first().ok_or("BENCH_AB: no module named")?;
+    if only == Some("vs-cell") {
+        return vs_cell(&paths);
+    }
     // One server per build, then the script's own (with the first build loaded).
     let servers: Vec<Server> = paths
         .iter()
@@ -41,6 +47,31 @@ pub fn run(builds: &str, only: Option<&str>) -> Result<()> {
             workload.name
         );
         compare(&servers, &paths, workload, &sha, &mut settings)?;
+    }
+    Ok(())
+}
+
+/// `BENCH_ONLY=vs-cell`: the vs-cell table with every build's compact lane and redis-cell's
+/// taking turns, each on a server of its own.
+fn vs_cell(paths: &[PathBuf]) -> Result<()> {
+    let cell_path = paths::cell_module_path().ok_or("vs-cell: REDIS_CELL_MODULE not set")?;
+    let servers: Vec<Server> = paths
+        .iter()
+        .map(|p| Server::start(p))
+        .collect::<Result<_>>()?;
+    let cell = Server::start(&cell_path)?;
+    let builds: Vec<&Server> = servers.iter().collect();
+    println!(
+        "\nvs-cell: {} rounds of {} requests per lane",
+        vscell::ROUNDS,
+        vscell::ROUND_REQUESTS
+    );
+    let results = vscell::measure(&builds, &cell)?;
+    for (path, rows) in paths.iter().zip(&results) {
+        println!("{}", path.display());
+        for r in rows {
+            println!("  {}", vscell::line(r));
+        }
     }
     Ok(())
 }

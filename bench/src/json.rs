@@ -12,7 +12,7 @@ use crate::measure::{CommandLatency, LATENCY_REQUESTS, MEASURED_REQUESTS, Measur
 use crate::report::Run;
 use crate::targets::{Bound, Check};
 use crate::workload::WORKLOADS;
-use crate::{churn, late, lease, refund};
+use crate::{churn, late, lease, refund, vscell};
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let doc = json!({
@@ -79,6 +79,19 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
             "bytes_spans_ms": churn::SPANS,
             "bytes_per_request_after_refunds": c.bytes,
         })),
+        // Empty when `vs-cell` did not run or redis-cell was not built.
+        "vs_cell": {
+            "rounds": vscell::ROUNDS,
+            "requests_per_round": vscell::ROUND_REQUESTS,
+            "results": run.vs_cell.iter().map(|r| json!({
+                "workload": r.workload,
+                "compact_cpu_us_per_req_rounds": r.compact_us,
+                "cell_cpu_us_per_req_rounds": r.cell_us,
+                "compact_cpu_us_per_req": r.compact(),
+                "cell_cpu_us_per_req": r.cell(),
+                "ratio_compact_over_cell": r.ratio(),
+            })).collect::<Vec<_>>(),
+        },
         "targets": run.checks.iter().map(check_json).collect::<Vec<_>>(),
     });
     std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;

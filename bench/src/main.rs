@@ -3,7 +3,8 @@
 //! the workloads of workload::WORKLOADS with a simulated clock; then module and PING on `hot` at
 //! several pipeline depths, the worst expiry, late callers on a 2M-request log, REFUND, ALLOW
 //! with LEASE against ALLOW without it, and the compact log's block edges, block openings,
-//! RESTOREs and bytes after removals (`churn`).
+//! RESTOREs and bytes after removals (`churn`); last the compact storage against redis-cell
+//! taking turns (`vs-cell`).
 //! Starts its own redis-server (and one for redis-cell). `BENCH_AB=a.so,b.so` compares module
 //! builds instead (see `ab`); `BENCH_MEMORY=1` measures memory instead (see `memory`), `BENCH_TOP=1`
 //! SLIDINGWINDOW.TOP's accuracy (see `top`).
@@ -31,6 +32,7 @@ mod settings;
 mod targets;
 mod top;
 mod variants;
+mod vscell;
 mod workload;
 mod worst;
 
@@ -110,6 +112,12 @@ fn main() -> Result<()> {
     } else {
         None
     };
+    let vs_cell = if runs("vs-cell") {
+        println!("vs-cell:");
+        vscell::run(&servers)?
+    } else {
+        Vec::new()
+    };
     let available = targets::Available {
         cell: servers.cell.is_some(),
         allowall: servers.allowall,
@@ -125,6 +133,7 @@ fn main() -> Result<()> {
         available,
     );
     checks.extend(targets::lease_checks(&lease));
+    checks.extend(vscell::checks(&vs_cell, available.cell));
     let run = report::Run {
         machine,
         results,
@@ -134,6 +143,7 @@ fn main() -> Result<()> {
         refund,
         lease,
         churn,
+        vs_cell,
         checks,
         seconds: started.elapsed().as_secs_f64(),
         load_at_end: machine::load_average(),

@@ -10,7 +10,7 @@ use crate::report::{
     refund_line, row, source_line, tally, worst_line,
 };
 use crate::workload::WORKLOADS;
-use crate::{depth, late, lease, refund};
+use crate::{depth, late, lease, refund, vscell};
 
 /// The redis-cell that scripts/redis-cell.sh builds.
 const CELL_VERSION: &str = "0.2.2";
@@ -42,6 +42,7 @@ pub fn write(run: &Run, path: &Path) -> Result<()> {
         lease_line(&run.lease)
     );
     out += &churn_text(run);
+    out += &vs_cell_text(run);
     out += &targets_text(run);
     out += "\n![server CPU per request by variant and workload](bench.svg)\n";
     out += &depth_text(run);
@@ -175,6 +176,18 @@ fn churn_text(run: &Run) -> String {
         out += &format!("- {line}\n");
     }
     out + "\n"
+}
+
+fn vs_cell_text(run: &Run) -> String {
+    if run.vs_cell.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = run.vs_cell.iter().map(vscell::row).collect();
+    format!(
+        "{}\n\n{}\n",
+        vscell::method(),
+        markdown_table(&vscell::HEADER, &rows)
+    )
 }
 
 fn late_text(run: &Run) -> String {

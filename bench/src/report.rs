@@ -9,6 +9,7 @@ use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::refund::RefundResult;
 use crate::targets::{Bound, Check};
+use crate::vscell::{self, VsCell};
 use crate::worst::Worst;
 
 pub struct Run {
@@ -24,6 +25,8 @@ pub struct Run {
     pub lease: Vec<LeaseResult>,
     /// None when `churn` did not run (BENCH_ONLY).
     pub churn: Option<ChurnResult>,
+    /// Empty when the part did not run or redis-cell was not built.
+    pub vs_cell: Vec<VsCell>,
     pub checks: Vec<Check>,
     pub seconds: f64,
     /// 1-minute load average when the run ended (the machine's at the start).
@@ -149,6 +152,14 @@ pub fn print(run: &Run) {
     println!("{}", lease_line(&run.lease));
     for line in churn_lines(run.churn.as_ref()) {
         println!("{line}");
+    }
+    if !run.vs_cell.is_empty() {
+        let rows: Vec<Vec<String>> = run.vs_cell.iter().map(vscell::row).collect();
+        println!(
+            "\nvs-cell (server CPU a request, medians of {} rounds):",
+            vscell::ROUNDS
+        );
+        print!("{}", text_table(&vscell::HEADER, &rows));
     }
     println!();
     for check in &run.checks {

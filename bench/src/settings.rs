@@ -39,6 +39,13 @@ impl Settings {
         Ok(Settings { entries })
     }
 
+    /// No configs: every lane runs with what its server has.
+    pub fn none() -> Settings {
+        Settings {
+            entries: Vec::new(),
+        }
+    }
+
     /// Sets what `variant` runs with, sending only the configs that change.
     pub fn apply(&mut self, con: &mut Connection, variant: &Variant) -> Result<()> {
         // Another server, without the module's configs; the module's server keeps its own.

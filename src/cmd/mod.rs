@@ -72,8 +72,20 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Coun
         (Err(_), _) => stats::ERRORS.add(1),
     }
     match answer {
+        // ALLOW's and PEEK's usual answer, the only one built here: every other one is out of
+        // line, so the common call's code stays together.
         Ok(Answer::Fields(reply)) => ctx.reply_ints(&reply.fields()),
-        Ok(Answer::Detailed(reply, detail)) => {
+        Ok(other) => reply_other(ctx, other),
+        Err(err) => reply_error(ctx, &err),
+    }
+}
+
+/// Replies with any answer but `Fields`.
+#[inline(never)]
+fn reply_other(ctx: Ctx<'_>, answer: Answer) {
+    match answer {
+        Answer::Fields(reply) => ctx.reply_ints(&reply.fields()),
+        Answer::Detailed(reply, detail) => {
             // allowed, count, remaining, retry, reset, b, [[count remaining retry reset]...], now
             ctx.reply_array(8);
             for &v in reply.named_fields().iter() {
@@ -85,8 +97,8 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Coun
             }
             ctx.reply_int(detail.now_field());
         }
-        Ok(Answer::Integer(n)) => ctx.reply_int(n),
-        Ok(Answer::Top(entries)) => {
+        Answer::Integer(n) => ctx.reply_int(n),
+        Answer::Top(entries) => {
             ctx.reply_array(entries.len());
             for e in &entries {
                 ctx.reply_array(3);
@@ -95,9 +107,15 @@ fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Coun
                 ctx.reply_int(i64::try_from(e.error).unwrap_or(i64::MAX));
             }
         }
-        Ok(Answer::Ok) => ctx.reply_ok(),
-        Err(err) => ctx.reply_error(&err),
+        Answer::Ok => ctx.reply_ok(),
     }
+}
+
+/// Replies with `err`.
+#[cold]
+#[inline(never)]
+fn reply_error(ctx: Ctx<'_>, err: &Error) {
+    ctx.reply_error(err);
 }
 
 /// A `Handler` for each command body, with the INFO counter of its answered calls, and

@@ -227,12 +227,20 @@ impl<'a> Effects<'a> {
     /// Propagates and announces every recorded change, once.
     fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
         if let Some(name) = self.replaced.take() {
-            ctx.replicate_key(c"UNLINK", name)?;
-            ctx.notify(Class::Generic, c"del", name);
+            publish_replaced(ctx, name)?;
         }
         self.zset.publish(ctx)?;
         self.compact.publish(ctx)
     }
+}
+
+/// A conversion's `UNLINK` of the key's old value, propagated and announced.
+#[cold]
+#[inline(never)]
+fn publish_replaced<'a>(ctx: Ctx<'a>, name: RString<'a>) -> Result<(), Error> {
+    ctx.replicate_key(c"UNLINK", name)?;
+    ctx.notify(Class::Generic, c"del", name);
+    Ok(())
 }
 
 /// Everything one call changed, key by key; owned by the dispatcher, outside the unwind

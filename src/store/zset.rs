@@ -166,10 +166,17 @@ impl<'a> Effects<'a> {
     /// Sends the changes to replicas and the AOF and emits the keyspace events the seed's script
     /// would, in its order; then forgets them.
     pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
-        // A call on a compact key leaves these empty: nothing to move or drop.
-        let Some(key) = self.key.take() else {
-            return Ok(());
-        };
+        // A call on a compact key leaves these empty: nothing to move or drop, and the code that
+        // publishes stays out of the compact call's way.
+        match self.key.take() {
+            None => Ok(()),
+            Some(key) => self.publish_key(ctx, key),
+        }
+    }
+
+    /// `publish` of a call on a sorted set, `key`.
+    #[inline(never)]
+    fn publish_key(&mut self, ctx: Ctx<'a>, key: RString<'a>) -> Result<(), Error> {
         let fx = std::mem::take(self);
         match fx.trim {
             Trim::Nothing => {}
