@@ -13,8 +13,7 @@ use support::*;
 
 /// Stops Redis under a running gateway, checks what requests get meanwhile, starts it again and
 /// waits for the gateway to use it without being restarted.
-fn outage(mode: &str, while_down: u16) {
-    let mut redis = Server::start();
+fn outage(mut redis: Server, mode: &str, while_down: u16) {
     let gw = Gateway::start(&redis, &["--limit", "100/60s", "--on-redis-error", mode]);
     assert_eq!(gw.get(Some("dave")).ratelimit().1, 99);
     redis.kill9();
@@ -50,14 +49,12 @@ fn outage(mode: &str, while_down: u16) {
     assert_eq!((r.status, r.ratelimit().1), (200, 99), "{mode}: {r:?}");
 }
 
-#[test]
-fn redis_away_open_lets_requests_through() {
-    outage("open", 200);
+fn redis_away_open_lets_requests_through(redis: Server) {
+    outage(redis, "open", 200);
 }
 
-#[test]
-fn redis_away_closed_answers_503() {
-    outage("closed", 503);
+fn redis_away_closed_answers_503(redis: Server) {
+    outage(redis, "closed", 503);
 }
 
 #[test]
@@ -266,9 +263,7 @@ fn a_client_that_hangs_up_is_refunded_when_the_upstream_then_fails() {
     assert_eq!(zcard(&redis, "rl:{stays}"), 1);
 }
 
-#[test]
-fn upstream_failures_are_logged_once_a_second_with_their_cause() {
-    let redis = Server::start();
+fn upstream_failures_are_logged_once_a_second_with_their_cause(redis: Server) {
     let free = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = free.local_addr().unwrap();
     drop(free);
@@ -324,3 +319,9 @@ fn upstream_failures_are_logged_once_a_second_with_their_cause() {
         "{log}"
     );
 }
+
+on_both_backends!(
+    redis_away_open_lets_requests_through,
+    redis_away_closed_answers_503,
+    upstream_failures_are_logged_once_a_second_with_their_cause,
+);

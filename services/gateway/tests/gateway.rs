@@ -85,10 +85,12 @@ fn burst(redis: Server, backend: &str) {
     assert_eq!(ip, 1);
 }
 
-#[test]
-fn a_second_limit_binds_when_the_first_has_room() {
+fn a_second_limit_binds_when_the_first_has_room(redis: Server) {
     // Closed: a server that refuses the LIMIT option answers 503 here, not an unlimited 200.
-    let (_redis, gw) = gateway("--limit 10/1s --limit 3/60s --on-redis-error closed");
+    let gw = Gateway::cli(
+        &redis,
+        "--limit 10/1s --limit 3/60s --on-redis-error closed",
+    );
     for left in (0..3).rev() {
         let r = gw.get(Some("carol"));
         assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
@@ -109,9 +111,7 @@ fn a_second_limit_binds_when_the_first_has_room() {
     assert!((1..=60).contains(&retry_after), "{retry_after}");
 }
 
-#[test]
-fn admitted_requests_reach_the_upstream_refused_ones_do_not() {
-    let redis = Server::start();
+fn admitted_requests_reach_the_upstream_refused_ones_do_not(redis: Server) {
     let (up, hits) = upstream("HTTP/1.1");
     let gw = Gateway::start(&redis, &["--limit", "1/60s", "--upstream", &up]);
     let r = gw.get_path("/hello?x=1", Some("erin"));
@@ -219,9 +219,9 @@ fn without_the_deny_cache_every_refusal_asks_redis() {
     assert_eq!(stat(&redis, "rejected"), 3);
 }
 
-#[test]
-fn tenants_are_limited_as_a_whole_in_one_call() {
-    let (redis, gw) = gateway(
+fn tenants_are_limited_as_a_whole_in_one_call(redis: Server) {
+    let gw = Gateway::cli(
+        &redis,
         "--limit 2/60s --tenant-header x-tenant --tenant-limit 3/60s --on-redis-error closed",
     );
     let get =
@@ -257,9 +257,7 @@ fn tenants_are_limited_as_a_whole_in_one_call() {
     assert_eq!(zcard(&redis, "rl:{globex}"), 1);
 }
 
-#[test]
-fn answers_in_the_clients_http_version_and_appends_to_x_forwarded_for() {
-    let redis = Server::start();
+fn answers_in_the_clients_http_version_and_appends_to_x_forwarded_for(redis: Server) {
     let (up, _) = upstream("HTTP/1.0");
     let gw = Gateway::start(&redis, &["--limit", "10/60s", "--upstream", &up]);
     let r = gw.get_with(
@@ -443,3 +441,10 @@ fn precision_rounds_the_scores_refunds_them_and_warns_on_zset() {
         assert!(logged[1..].iter().all(|s| s % 1000 == 0), "{logged:?}");
     }
 }
+
+on_both_backends!(
+    a_second_limit_binds_when_the_first_has_room,
+    admitted_requests_reach_the_upstream_refused_ones_do_not,
+    tenants_are_limited_as_a_whole_in_one_call,
+    answers_in_the_clients_http_version_and_appends_to_x_forwarded_for,
+);

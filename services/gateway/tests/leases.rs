@@ -25,9 +25,7 @@ fn temp_path(name: &str) -> std::path::PathBuf {
     ))
 }
 
-#[test]
-fn a_global_limit_is_one_key_for_all_traffic() {
-    let redis = redis();
+fn a_global_limit_is_one_key_for_all_traffic(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "2/60s", "--global-limit", "3/60s"]);
     let r = gw.get(Some("a"));
     assert_eq!(
@@ -197,9 +195,7 @@ fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory
     }
 }
 
-#[test]
-fn every_call_is_on_redis_clock() {
-    let redis = redis();
+fn every_call_is_on_redis_clock(redis: Server) {
     let gw = Gateway::start(&redis, &["--global-limit", "10/60s", "--lease", "5/60s"]);
     let before = server_time_ms(&mut redis.client());
     for _ in 0..6 {
@@ -246,3 +242,8 @@ fn a_lease_that_cannot_fit_a_limit_is_refused_at_start() {
         assert!(stderr.contains(error), "{stderr}");
     }
 }
+
+on_both_backends!(
+    a_global_limit_is_one_key_for_all_traffic,
+    every_call_is_on_redis_clock,
+);
