@@ -59,10 +59,13 @@ def command_calls(client) -> dict:
 
 class Server:
     """redis-server on a free loopback port (or `port`), with the module unless `with_module` is
-    false, `extra` arguments last; stop() and start() keep its port (a restart)."""
+    false, `extra` arguments last; `server` names the binary (else $REDIS_SERVER, else
+    redis-server); stop() and start() keep its port (a restart)."""
 
-    def __init__(self, with_module: bool = True, extra: Sequence[str] = (), port: int = 0) -> None:
+    def __init__(self, with_module: bool = True, extra: Sequence[str] = (), port: int = 0,
+                 server: str | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="slidingwindow-py-")
+        self.server = server or os.environ.get("REDIS_SERVER", "redis-server")
         self.with_module = with_module
         self.extra = list(extra)
         self.proc = None
@@ -79,7 +82,7 @@ class Server:
     def start(self) -> bool:
         """Starts the process on this port; false when it exits before answering (port taken)."""
         args = [
-            os.environ.get("REDIS_SERVER", "redis-server"),
+            self.server,
             "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
             "--save", "", "--appendonly", "no", "--logfile", "redis.log",
         ]
