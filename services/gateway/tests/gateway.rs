@@ -378,6 +378,43 @@ fn cluster_mode_with_a_global_limit() {
     assert_eq!(zcard(&redis, "rl:{ivy}"), 0);
 }
 
+/// A 3-master cluster (each master with a replica) without the module, every master a seed:
+/// identities on each master are limited exactly, and a tenant's keys (one hash tag, one slot)
+/// are charged all or none by the script.
+#[test]
+fn a_three_master_cluster_without_the_module() {
+    let cluster = testkit::cluster::Cluster::start_without_module();
+    let urls: Vec<String> = cluster.nodes.iter().map(Server::url).collect();
+    let start = |line: &str| {
+        let mut args = vec!["--cluster", "--on-redis-error", "closed"];
+        for url in &urls {
+            args.extend(["--redis", url.as_str()]);
+        }
+        let gw = Gateway::start_with(&[args, line.split(' ').collect()].concat());
+        gw.assert_logged("gateway: backend script (auto: ");
+        gw
+    };
+    let mut con = cluster.client();
+    let mut zcard = |key: &str| -> i64 { redis::cmd("ZCARD").arg(key).query(&mut con).unwrap() };
+    // Identities whose keys are on the three masters (slots 15,495, 3,300 and 7,365).
+    let gw = start("--limit 2/60s");
+    for who in ["a", "b", "c"] {
+        let got: Vec<u16> = (0..3).map(|_| gw.get(Some(who)).status).collect();
+        assert_eq!(got, [200, 200, 429], "{who}\n{}", gw.log());
+        assert_eq!(zcard(&format!("rl:{{{who}}}")), 2);
+    }
+    let gw = start("--limit 2/60s --tenant-header x-tenant --tenant-limit 3/60s");
+    let get = |key: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", key)]);
+    assert_eq!(get("u1").ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(get("u2").ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(get("u3").ratelimit(), ("t0".to_string(), 0, 60));
+    let r = get("u4");
+    assert_eq!((r.status, r.ratelimit().0.as_str()), (429, "t0"), "{r:?}");
+    // The refused request charged neither the tenant's key nor the identity's.
+    assert_eq!(zcard("rl:{acme}:u4"), 0);
+    assert_eq!(zcard("rl:{acme}"), 3);
+}
+
 #[test]
 fn a_bad_precision_is_refused() {
     for bad in ["0", "9007199254740993", "1s", ""] {
