@@ -165,16 +165,14 @@ fn cluster_mode() {
     assert_eq!(gw.get(Some("gina")).status, 429);
 }
 
-#[test]
-fn refused_identities_are_answered_from_memory_until_their_retry_time() {
-    let redis = Server::start();
+fn refused_identities_are_answered_from_memory_until_their_retry_time(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "2/2s"]);
     for _ in 0..2 {
         assert_eq!(gw.get(Some("ivan")).status, 200);
     }
     let first = gw.get(Some("ivan"));
     assert_eq!(first.status, 429, "{first:?}");
-    assert_eq!(stat(&redis, "allow_calls"), 3);
+    assert_eq!(limiter_calls(&redis), 3);
     let mut last = retry_after_ms(&first);
     assert!((1..=2000).contains(&last), "{last}");
     // The next refusals come from memory: no call, and headers counting down from the cached
@@ -194,29 +192,23 @@ fn refused_identities_are_answered_from_memory_until_their_retry_time() {
         assert_eq!(r.json()["limit"], "l0");
         last = retry;
     }
-    assert_eq!(
-        stat(&redis, "allow_calls"),
-        3,
-        "no Redis call while refused"
-    );
+    assert_eq!(limiter_calls(&redis), 3, "no Redis call while refused");
     // Another identity is not affected.
     assert_eq!(gw.get(Some("jane")).status, 200);
     // Once the wait is over Redis is asked again, and admits.
     wait_until(STARTUP_DEADLINE, "ivan to be admitted again", || {
         gw.get(Some("ivan")).status == 200
     });
-    assert!(stat(&redis, "allow_calls") > 4);
+    assert!(limiter_calls(&redis) > 4);
 }
 
-#[test]
-fn without_the_deny_cache_every_refusal_asks_redis() {
-    let redis = Server::start();
+fn without_the_deny_cache_every_refusal_asks_redis(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "1/60s", "--deny-cache", "off"]);
     assert_eq!(gw.get(Some("ivan")).status, 200);
     for _ in 0..3 {
         assert_eq!(gw.get(Some("ivan")).status, 429);
     }
-    assert_eq!(stat(&redis, "rejected"), 3);
+    assert_eq!(limiter_calls(&redis), 1 + 3);
 }
 
 fn tenants_are_limited_as_a_whole_in_one_call(redis: Server) {
@@ -307,9 +299,7 @@ fn a_limit_without_a_unit_is_refused() {
     }
 }
 
-#[test]
-fn the_deny_cache_is_bounded_in_bytes() {
-    let redis = Server::start();
+fn the_deny_cache_is_bounded_in_bytes(redis: Server) {
     // 1 KB: a handful of entries. Twenty identities refused once each, then asked again: the
     // ones the cache could not keep ask Redis again.
     let small = Gateway::start(&redis, &["--limit", "1/60s", "--deny-cache-bytes", "1024"]);
@@ -318,12 +308,13 @@ fn the_deny_cache_is_bounded_in_bytes() {
         assert_eq!(small.get(Some(id)).status, 200);
         assert_eq!(small.get(Some(id)).status, 429);
     }
-    let before = stat(&redis, "rejected");
-    assert_eq!(before, 20);
+    // Each identity's admission and refusal.
+    let before = limiter_calls(&redis);
+    assert_eq!(before, 40);
     for id in &ids {
         assert_eq!(small.get(Some(id)).status, 429);
     }
-    let asked = stat(&redis, "rejected") - before;
+    let asked = limiter_calls(&redis) - before;
     assert!(asked >= 10, "only {asked} of 20 refusals asked Redis again");
     // The default (16 MiB) keeps them all.
     let big = Gateway::start(&redis, &["--limit", "1/60s"]);
@@ -332,15 +323,11 @@ fn the_deny_cache_is_bounded_in_bytes() {
         assert_eq!(big.get(Some(id)).status, 200);
         assert_eq!(big.get(Some(id)).status, 429);
     }
-    let before = stat(&redis, "rejected");
+    let before = limiter_calls(&redis);
     for id in &ids {
         assert_eq!(big.get(Some(id)).status, 429);
     }
-    assert_eq!(
-        stat(&redis, "rejected"),
-        before,
-        "every refusal from memory"
-    );
+    assert_eq!(limiter_calls(&redis), before, "every refusal from memory");
 }
 
 #[test]
@@ -481,6 +468,9 @@ fn precision_rounds_the_scores_refunds_them_and_warns_on_zset() {
 
 on_both_backends!(
     a_second_limit_binds_when_the_first_has_room,
+    refused_identities_are_answered_from_memory_until_their_retry_time,
+    without_the_deny_cache_every_refusal_asks_redis,
+    the_deny_cache_is_bounded_in_bytes,
     admitted_requests_reach_the_upstream_refused_ones_do_not,
     tenants_are_limited_as_a_whole_in_one_call,
     answers_in_the_clients_http_version_and_appends_to_x_forwarded_for,

@@ -485,6 +485,16 @@ pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
     reply[1] - reply[0]
 }
 
+/// The rate limit calls the server has run on either path (`INFO commandstats`): the module's
+/// `SLIDINGWINDOW.ALLOW` and `ALLOWALL`, or the script's `EVALSHA`.
+pub fn limiter_calls(redis: &Server) -> u64 {
+    let calls = testkit::probe::command_calls(redis);
+    ["slidingwindow.allow", "slidingwindow.allowall", "evalsha"]
+        .iter()
+        .filter_map(|c| calls.get(*c))
+        .sum()
+}
+
 /// Each named test, `fn name(redis: Server)`, twice: `name::module` on a server with the module
 /// and `name::script` on one without it (`enable-module-command no`: the gateway's script path).
 #[allow(unused_macros)]
