@@ -38,12 +38,7 @@ fn key(who: &str) -> Vec<(&'static str, String)> {
 }
 
 fn n_plus_one_held_requests_see_exactly_one_429_and_slots_return_at_the_end(redis: Server) {
-    let up = Upstream::start();
-    let gw = Gateway::proxy(
-        &redis,
-        &up,
-        "--concurrency 3/30s --metrics-listen 127.0.0.1:0",
-    );
+    let (up, gw) = proxied_on(&redis, "--concurrency 3/30s --metrics-listen 127.0.0.1:0");
     let (tx, rx) = mpsc::channel();
     for _ in 0..4 {
         send(&gw, "/held", key("alice"), &tx);
@@ -186,10 +181,8 @@ fn a_killed_gateways_slot_returns_after_hold(redis: Server) {
 }
 
 fn a_tenant_shares_its_slots_and_other_tenants_keep_theirs(redis: Server) {
-    let up = Upstream::start();
-    let gw = Gateway::proxy(
+    let (up, gw) = proxied_on(
         &redis,
-        &up,
         "--tenant-header x-tenant --tenant-limit 1000/60s --tenant-concurrency 2/30s",
     );
     let of = |tenant: &str, who: &str| {

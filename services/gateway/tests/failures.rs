@@ -168,10 +168,8 @@ fn redis_stalled_open_refunds_the_abandoned_calls() {
 fn a_refund_drops_the_refusals_it_may_have_caused(redis: Server) {
     // Issue 26's case: a tenant at 3 a minute, u3's request fails and is refunded, u4 was
     // refused by the tenant meanwhile: u4 is admitted once the refund is made.
-    let up = Upstream::start();
-    let gw = Gateway::proxy(
+    let (up, gw) = proxied_on(
         &redis,
-        &up,
         "--limit 10/60s --tenant-header x-tenant --tenant-limit 3/60s --refund-on 5xx",
     );
     let get =
@@ -202,10 +200,8 @@ fn a_refund_drops_the_refusals_it_may_have_caused(redis: Server) {
 }
 
 fn a_silent_upstream_gets_504_and_the_charge_back(redis: Server) {
-    let up = Upstream::start();
-    let gw = Gateway::proxy(
+    let (up, gw) = proxied_on(
         &redis,
-        &up,
         "--limit 5/60s --refund-on 5xx --upstream-timeout 200ms",
     );
     let r = gw.get_path("/hang", Some("quiet"));

@@ -159,9 +159,15 @@ pub fn gateway(line: &str) -> (Server, Gateway) {
 /// `gateway` in front of an `Upstream`.
 pub fn proxied(line: &str) -> (Server, Upstream, Gateway) {
     let redis = Server::start();
-    let up = Upstream::start();
-    let gw = Gateway::proxy(&redis, &up, line);
+    let (up, gw) = proxied_on(&redis, line);
     (redis, up, gw)
+}
+
+/// `proxied` on the server `redis`.
+pub fn proxied_on(redis: &Server, line: &str) -> (Upstream, Gateway) {
+    let up = Upstream::start();
+    let gw = Gateway::proxy(redis, &up, line);
+    (up, gw)
 }
 
 /// An HTTP client that returns 4xx and 5xx answers as replies, giving up after `timeout`.
