@@ -109,14 +109,12 @@ test-envoy: build $(ENVOY_VENV)/.installed
 	$(MAKE) --no-print-directory test-envoy-e2e
 
 # The end-to-end pytest alone, against ENVOY_RATELIMIT (default this build's debug binary): no
-# cargo (scripts/test.sh runs it beside other jobs). The script path's cases run on Valkey 9 too
-# (VALKEY_SERVER, from scripts/servers.sh).
+# cargo (scripts/test.sh runs it beside other jobs).
 ENVOY_RATELIMIT ?= $(ENVOY_TARGET)/debug/envoy-ratelimit
 
 test-envoy-e2e: $(ENVOY_VENV)/.installed
-	valkey=$$(bash scripts/servers.sh valkey9 | cut -f2) && test -x "$$valkey" && \
-		cd services/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_RATELIMIT)' \
-		VALKEY_SERVER="$$valkey" '$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
+	cd services/envoy-ratelimit/tests && SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_RATELIMIT)' \
+		'$(ENVOY_VENV)/bin/pytest' -p no:cacheprovider
 
 # ShouldRateLimit through the crate's `load` example, variants taking turns in each of
 # BENCH_ROUNDS rounds of BENCH_SECONDS each: two unlimited descriptors (no Redis call); on each

@@ -5,7 +5,7 @@ installed by `make test-envoy`), and a gRPC client that is not Rust: Envoy's own
 envoy-data-plane package (betterproto2), RateLimitServiceSyncStub over grpcio.
 
 The cases marked `each_server` and those with `plain_server` run on Valkey 9 without the module
-too, when $VALKEY_SERVER names its binary (`make test-envoy-e2e` sets it).
+too (scripts/servers.sh valkey9).
 
 Service: $ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make
 test-envoy` builds it).
@@ -32,7 +32,7 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitResponse,
     RateLimitServiceSyncStub,
 )
-from slidingwindow_testkit import DEADLINE_S, REPO, Server
+from slidingwindow_testkit import DEADLINE_S, REPO, Server, named_server
 
 
 def service_binary() -> str:
@@ -138,9 +138,8 @@ def write_config(directory: Path, text: str, name: str = "config.yaml") -> Path:
 
 
 # The servers without the module, as managed Redis and Valkey are (`enable-module-command no`: the
-# service's script path): redis-server ($REDIS_SERVER, else on PATH), and Valkey 9 when
-# $VALKEY_SERVER names its binary (`make test-envoy-e2e` sets it from scripts/servers.sh).
-VALKEY_SERVER = os.environ.get("VALKEY_SERVER")
+# service's script path): redis-server ($REDIS_SERVER, else on PATH), and Valkey 9
+# (scripts/servers.sh valkey9).
 PLAIN = ["--enable-module-command", "no"]
 
 
@@ -149,14 +148,13 @@ def pytest_generate_tests(metafunc) -> None:
     the tests marked `each_server` (the script path's calls, where servers differ). `plain_server`:
     Redis without the module, and Valkey 9 without it; a test with `plain_server` has
     `redis_server` with the module only."""
-    valkey = ["valkey9-script"] if VALKEY_SERVER else []
     if "plain_server" in metafunc.fixturenames:
-        metafunc.parametrize("plain_server", ["script", *valkey], indirect=True, scope="session")
+        metafunc.parametrize("plain_server", ["script", "valkey9-script"], indirect=True, scope="session")
         # Such a test names its server: the shared one (`start`'s default) once.
         if "redis_server" in metafunc.fixturenames:
             metafunc.parametrize("redis_server", ["module"], indirect=True, scope="session")
     elif "redis_server" in metafunc.fixturenames:
-        on_valkey = valkey if metafunc.definition.get_closest_marker("each_server") else []
+        on_valkey = ["valkey9-script"] if metafunc.definition.get_closest_marker("each_server") else []
         metafunc.parametrize("redis_server", ["module", "script", *on_valkey], indirect=True, scope="session")
 
 
@@ -164,7 +162,7 @@ def start_server(kind: str) -> Server:
     if kind == "module":
         return Server()
     if kind == "valkey9-script":
-        return Server(with_module=False, extra=PLAIN, server=VALKEY_SERVER)
+        return Server(with_module=False, extra=PLAIN, server=named_server("valkey9"))
     return Server(with_module=False, extra=PLAIN)
 
 

@@ -28,6 +28,16 @@ def module_path() -> str:
     return str(path.resolve())
 
 
+def named_server(name: str) -> str:
+    """The server binary that scripts/servers.sh gives for `name` (e.g. ``valkey9``), fetched into
+    target/servers/ on first use."""
+    got = subprocess.run(["bash", str(REPO / "scripts/servers.sh"), name], capture_output=True, text=True)
+    paths = [line.split("\t")[1] for line in got.stdout.splitlines() if "\t" in line]
+    if got.returncode != 0 or not paths:
+        raise RuntimeError(f"scripts/servers.sh {name} gave no server: {got.stdout}{got.stderr}")
+    return paths[0]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
