@@ -76,6 +76,10 @@ run() {
     c1=$(redis_cpu "$port")
     calls=$(redis_calls "$port")
     totals=$(key_totals "$port" "$count")
+    if ! grep -q ' 0 errors ' <<<"$line"; then
+        echo "$name: requests failed: $line" >&2
+        exit 1
+    fi
     n=$(echo "$line" | awk '{ for (i = 1; i <= NF; i++) { if ($i == "OK,") { ok = $(i - 1); sub(/^\(/, "", ok) } if ($i == "OVER_LIMIT,") over = $(i - 1) } } END { print ok + over }')
     line=$(awk -v rate="${line%% *}" -v n="$n" -v c0="$c0" -v c1="$c1" -v calls="$calls" \
         -v s=$((s1 - s0)) -v hz="$ticks_per_s" -v totals="$totals" 'BEGIN {

@@ -55,8 +55,8 @@ enum Target {
 /// The bench config's limits of `user` and `route`: (window in seconds, requests in it).
 const FIXED_LIMITS: [(u64, i64); 2] = [(60, 1_000_000), (1, 1_000_000)];
 
-/// A request's codes on the fixed window: one pipeline of INCRBY and EXPIRE for each descriptor
-/// (key `domain_key_value_windowstart`), over when any count passes its limit.
+/// Whether the fixed window admits a request: one pipeline of INCRBY and EXPIRE for each
+/// descriptor (key `domain_key_value_windowstart`), refused when any count passes its limit.
 async fn fixed_window(
     redis: &mut redis::aio::MultiplexedConnection,
     domain: &str,
