@@ -12,7 +12,7 @@ SERVERS ?= redis7 redis8 valkey8 valkey9
 
 .PHONY: all setup build panic-module servers run test check examples-setup test-envoy-e2e layout lint bench fuzz soak clean \
 	test-examples test-rust-client test-gateway test-python test-node test-go test-envoy venv-envoy bench-gateway bench-regions bench-envoy \
-	bench-go bench-memory bench-vs-cell bench-top dist test-dist test-monitoring measure-asm \
+	bench-go bench-memory bench-vs-cell bench-top bench-backends dist test-dist test-monitoring measure-asm \
 	test-packages images test-images
 
 all: build
@@ -137,6 +137,16 @@ bench-envoy: build
 		FLOOR='$(ENVOY_TARGET)/bench-floor/release/envoy-ratelimit' \
 		LOAD='$(ENVOY_TARGET)/release/examples/load' ROUNDS='$(BENCH_ROUNDS)' \
 		bash services/envoy-ratelimit/bench.sh $(BENCH_SECONDS)
+
+# The Envoy service's backends beside each other on one redis-server (bench/backends.sh): the
+# module, the Lua script (a server with enable-module-command no) and envoyproxy/ratelimit's fixed
+# window (INCRBY+EXPIRE) sent by the load example; requests/s, Redis CPU, commands and bytes a
+# request, medians of BENCH_ROUNDS rounds of BENCH_SECONDS each.
+bench-backends: build
+	cargo build --release -p envoy-ratelimit --bin envoy-ratelimit --example load
+	SLIDINGWINDOW_MODULE='$(MODULE)' ENVOY_RATELIMIT='$(ENVOY_TARGET)/release/envoy-ratelimit' \
+		LOAD='$(ENVOY_TARGET)/release/examples/load' ROUNDS='$(BENCH_ROUNDS)' \
+		bash bench/backends.sh $(BENCH_SECONDS)
 
 # npm writes node_modules/.package-lock.json on every install.
 clients/node/node_modules/.package-lock.json: clients/node/package-lock.json

@@ -51,17 +51,8 @@ YAML
 # start_service NAME [REDIS [BINARY]]: the service on redis REDIS (default NAME); sets NAME_addr
 # and NAME_service_pid.
 start_service() {
-    local name=$1 port_var=${2:-$1}_port
-    mkdir -p "$dir/$name"
-    "${3:-$service}" --config "$dir/bench.yaml" --redis "redis://127.0.0.1:${!port_var}" \
-        --listen 127.0.0.1:0 >"$dir/$name/service.out" 2>"$dir/$name/service.log" &
-    pids+=($!)
-    printf -v "${name}_service_pid" %s $!
-    for _ in $(seq 200); do
-        grep -q '^listening on ' "$dir/$name/service.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    printf -v "${name}_addr" %s "$(sed -n 's/^listening on //p' "$dir/$name/service.out")"
+    local port_var=${2:-$1}_port
+    start_envoy "$1" "${!port_var}" "${3:-$service}"
 }
 start_service zset
 start_service compact

@@ -36,6 +36,27 @@ pub fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
 }
 
+/// The server binary that `scripts/servers.sh` gives for `name` (e.g. `valkey9`), fetched into
+/// target/servers/ on first use.
+pub fn named_server_bin(name: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/servers.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(name)
+        .output()
+        .expect("run scripts/servers.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = stdout.lines().find_map(|l| l.split('\t').nth(1));
+    match (out.status.success(), path) {
+        (true, Some(path)) => path.to_string(),
+        _ => panic!(
+            "scripts/servers.sh {name} gave no server ({}):\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
 /// The redis-cli to drive: `$REDIS_CLI`, else the one on PATH.
 pub fn redis_cli_bin() -> String {
     std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string())
@@ -157,6 +178,7 @@ pub struct Builder {
     cluster: bool,
     config: Option<String>,
     place: Place,
+    binary: Option<String>,
 }
 
 /// Where a server listens: a network namespace to start it in, the address it binds and its port.
@@ -168,6 +190,18 @@ struct Place {
 }
 
 impl Builder {
+    /// As managed Redis and Valkey are: no module, and none loadable (`enable-module-command no`).
+    pub fn managed(self) -> Self {
+        self.without_module()
+            .args(["--enable-module-command", "no"])
+    }
+
+    /// Starts `binary` instead of `$REDIS_SERVER` (e.g. `named_server_bin("valkey9")`).
+    pub fn binary(mut self, binary: impl Into<String>) -> Self {
+        self.binary = Some(binary.into());
+        self
+    }
+
     /// Appends one extra `redis-server` argument (e.g. `"--appendonly"`, then `"yes"`).
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
@@ -277,6 +311,7 @@ impl Builder {
                 cluster: self.cluster,
                 config: self.config.clone(),
                 place: self.place.clone(),
+                binary: self.binary.clone(),
             };
             match server.spawn() {
                 Ok(()) => return Ok(server),
@@ -312,6 +347,7 @@ pub struct Server {
     cluster: bool,
     config: Option<String>,
     place: Place,
+    binary: Option<String>,
 }
 
 impl Server {
@@ -323,6 +359,7 @@ impl Server {
             cluster: false,
             config: None,
             place: Place::default(),
+            binary: None,
         }
     }
 
@@ -334,10 +371,7 @@ impl Server {
     /// A server as managed Redis and Valkey are: no module, and none loadable
     /// (`enable-module-command no`): the clients' script path.
     pub fn start_without_module() -> Server {
-        Server::builder()
-            .without_module()
-            .args(["--enable-module-command", "no"])
-            .start()
+        Server::builder().managed().start()
     }
 
     pub fn port(&self) -> u16 {
@@ -413,13 +447,14 @@ impl Server {
 
     /// Spawns the child and waits for PING.
     fn spawn(&mut self) -> Result<(), Spawn> {
+        let binary = self.binary.clone().unwrap_or_else(redis_server_bin);
         let mut command = match &self.place.netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(redis_server_bin());
+                c.args(["netns", "exec", ns]).arg(binary);
                 c
             }
-            None => Command::new(redis_server_bin()),
+            None => Command::new(binary),
         };
         let child = command
             .args(self.command_line())

@@ -4,6 +4,9 @@ module has take `module_only`): servers from the repository's harness (slidingwi
 installed by `make test-envoy`), and a gRPC client that is not Rust: Envoy's own protos from the
 envoy-data-plane package (betterproto2), RateLimitServiceSyncStub over grpcio.
 
+The cases marked `each_server` and those with `plain_server` run on Valkey 9 without the module
+too (scripts/servers.sh valkey9).
+
 Service: $ENVOY_RATELIMIT (else target/debug/envoy-ratelimit at the repository root, as `make
 test-envoy` builds it).
 """
@@ -29,7 +32,7 @@ from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitResponse,
     RateLimitServiceSyncStub,
 )
-from slidingwindow_testkit import DEADLINE_S, REPO, Server
+from slidingwindow_testkit import DEADLINE_S, REPO, Server, named_server
 
 
 def service_binary() -> str:
@@ -118,7 +121,7 @@ def logged(r, k: str, window: int, max_: int) -> int:
 def module_only(request) -> None:
     """Skips the test on the server without the module: it reads what only the module has."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec and callspec.params.get("redis_server") == "script":
+    if callspec and callspec.params.get("redis_server", "module") != "module":
         pytest.skip("needs the module (its commands by name, configs, CONVERT or INFO)")
 
 
@@ -134,23 +137,48 @@ def write_config(directory: Path, text: str, name: str = "config.yaml") -> Path:
     return path
 
 
-@pytest.fixture(scope="session", params=["module", "script"])
+# The servers without the module, as managed Redis and Valkey are (`enable-module-command no`: the
+# service's script path): redis-server ($REDIS_SERVER, else on PATH), and Valkey 9
+# (scripts/servers.sh valkey9).
+PLAIN = ["--enable-module-command", "no"]
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """`redis_server`: with the module, then without it (each test again); on Valkey 9 too for
+    the tests marked `each_server` (the script path's calls, where servers differ). `plain_server`:
+    Redis without the module, and Valkey 9 without it; a test with `plain_server` has
+    `redis_server` with the module only."""
+    if "plain_server" in metafunc.fixturenames:
+        metafunc.parametrize("plain_server", ["script", "valkey9-script"], indirect=True, scope="session")
+        # Such a test names its server: the shared one (`start`'s default) once.
+        if "redis_server" in metafunc.fixturenames:
+            metafunc.parametrize("redis_server", ["module"], indirect=True, scope="session")
+    elif "redis_server" in metafunc.fixturenames:
+        on_valkey = ["valkey9-script"] if metafunc.definition.get_closest_marker("each_server") else []
+        metafunc.parametrize("redis_server", ["module", "script", *on_valkey], indirect=True, scope="session")
+
+
+def start_server(kind: str) -> Server:
+    if kind == "module":
+        return Server()
+    if kind == "valkey9-script":
+        return Server(with_module=False, extra=PLAIN, server=named_server("valkey9"))
+    return Server(with_module=False, extra=PLAIN)
+
+
+@pytest.fixture(scope="session")
 def redis_server(request):
-    """The shared server: with the module, and (each test again) without it, as managed Redis
-    and Valkey are (`enable-module-command no`: the service's script path). A test of what
-    needs the module asks for `module_server` instead."""
-    if request.param == "module":
-        s = Server()
-    else:
-        s = Server(with_module=False, extra=["--enable-module-command", "no"])
+    """The shared server: with the module, and (each test again) without it. A test of what
+    needs the module takes `module_only`."""
+    s = start_server(request.param)
     yield s
     s.close()
 
 
 @pytest.fixture(scope="session")
-def plain_server():
+def plain_server(request):
     """A server as managed Redis and Valkey are: no module, none loadable (the script path)."""
-    s = Server(with_module=False, extra=["--enable-module-command", "no"])
+    s = start_server(request.param)
     yield s
     s.close()
 

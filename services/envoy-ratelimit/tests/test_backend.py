@@ -2,15 +2,16 @@
 module (`enable-module-command no`, as managed Redis and Valkey are) the service started with no
 backend flag runs the Lua script and is exact, all or none across descriptors; `module` there
 refuses to start; a server that loses the script path is a configuration error (NOT_SERVING,
-counted, logged, OVER_LIMIT whatever --on-redis-error says), served again once it is fixed."""
+counted, logged, OVER_LIMIT whatever --on-redis-error says), served again once it is fixed. A
+3-master cluster without the module: exact, all or none within a domain's slot."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 
-from conftest import service_binary, write_config
-from slidingwindow_testkit import DEADLINE_S, wait_for
+from conftest import Service, service_binary, write_config
+from slidingwindow_testkit import DEADLINE_S, Cluster, wait_for
 from test_service import CONFIG, OK, OVER, key
 
 
@@ -64,3 +65,34 @@ def test_a_lost_script_path_is_not_serving(start, plain, plain_server):
     err = s.close()
     assert "configuration error: SCRIPT LOAD answered NOPERM" in err, err
     assert "allow SCRIPT and EVALSHA, or load the module" in err, err
+
+
+def test_a_three_master_cluster_without_the_module(tmp_path):
+    """Three domains, each a hash tag on a master of its own (slots 3,808, 7,653 and 13,556),
+    every master a seed: each domain's limits exact, its descriptors charged all or none."""
+    domains = ["shop", "blog", "docs"]
+    cluster = Cluster(with_module=False)
+    try:
+        config = tmp_path / "config"
+        config.mkdir()
+        for d in domains:
+            write_config(config, CONFIG.replace("domain: shop", f"domain: {d}"), f"{d}.yaml")
+        s = Service(config, [n.url for n in cluster.nodes], "--cluster")
+        try:
+            c = cluster.client()
+            for d in domains:
+                user = [("user", "u1")]
+                assert [s.ask(d, user).overall_code for _ in range(4)] == [OK, OK, OK, OVER], d
+                both = ([("route", "search")], [("route", "checkout")])
+                assert [st.code for st in s.ask(d, *both).statuses] == [OK, OK], d
+                assert [st.code for st in s.ask(d, *both).statuses] == [OK, OVER], d
+                # Descriptor 1 had room but was not charged.
+                assert c.zcard(f"ratelimit:{{{d}}}:route=search") == 1, d
+                assert c.zcard(f"ratelimit:{{{d}}}:user=u1") == 3, d
+            # Every master holds one domain's three keys.
+            assert [n.client().dbsize() for n in cluster.nodes] == [3, 3, 3]
+        finally:
+            err = s.close()
+        assert "envoy-ratelimit: backend script (auto: " in err, err
+    finally:
+        cluster.close()

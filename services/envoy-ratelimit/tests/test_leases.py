@@ -11,6 +11,7 @@ import threading
 import time
 
 import grpc
+import pytest
 from envoy_data_plane.envoy.service.ratelimit.v3 import (
     RateLimitRequest,
     RateLimitResponseCode as Code,
@@ -166,6 +167,7 @@ def test_lease_statistics_are_in_metrics(module_only, start, r):
 TIGHT = leased("second", 100, 10, 100, 30)
 
 
+@pytest.mark.each_server
 def test_a_leased_descriptor_under_load_never_admits_more_than_its_limit(start, r):
     """Several times the limit: in no window of one second more admissions than 100 for the
     leased descriptor, nor than 30 for the exact one that shares some requests with it (its
@@ -202,6 +204,7 @@ def ask_n(s: Service, n: int) -> None:
         assert s.ask("d", [("hot", "x")]).overall_code == OK
 
 
+@pytest.mark.each_server
 def test_unused_permits_go_back_on_shutdown(tmp_path, redis_server, r):
     """60 requests: the first 49 exact, then the key is busy (50 within the lease's duration)
     and one lease of 50 serves the rest; the log holds 49 + 50. SIGTERM gives the 39 unused

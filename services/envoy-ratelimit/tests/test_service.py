@@ -49,6 +49,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@pytest.mark.each_server
 def test_exact_admissions_then_over_limit_with_the_logs_wait(start, r):
     s = start(CONFIG)
     for remaining in (2, 1, 0):
@@ -99,6 +100,7 @@ def test_most_specific_match_nested_and_wildcard(start, r):
     assert (alone.overall_code, alone.statuses[0].current_limit) == (OK, None)
 
 
+@pytest.mark.each_server
 def test_hits_addend_request_and_descriptor(start, r):
     s = start(CONFIG)
     k = key(("route", "search"))
@@ -128,6 +130,7 @@ def test_hits_addend_request_and_descriptor(start, r):
     assert before <= newest + 3_600_000 - ms(st.duration_until_reset) <= after
 
 
+@pytest.mark.each_server
 def test_atomic_descriptors_refused_one_charges_none(start, r):
     s = start(CONFIG)
     both = ([("route", "search")], [("route", "checkout")])
@@ -143,6 +146,7 @@ def test_atomic_descriptors_refused_one_charges_none(start, r):
     assert r.zcard(key(("route", "search"))) == 1
 
 
+@pytest.mark.each_server
 def test_atomic_across_mixed_costs(start, r):
     """Descriptors with different hits_addend need two ALLOWALL calls; a refusal by the second
     takes back the first's charge."""
@@ -159,6 +163,7 @@ def test_atomic_across_mixed_costs(start, r):
     assert r.exists(key(("route", "search"))) == 0
 
 
+@pytest.mark.each_server
 def test_atomic_across_more_than_16_keys(start, r):
     """ALLOWALL takes 16 keys: 17 descriptors are two calls, still all or nothing."""
     s = start(CONFIG)
@@ -197,6 +202,7 @@ def test_unlimited_is_never_counted(start, r):
     assert r.dbsize() == 0
 
 
+@pytest.mark.each_server
 def test_zero_limit_refuses_without_charging_others(start, r):
     s = start(CONFIG)
     resp = s.ask("shop", [("user", "a")], [("banned", "1.2.3.4")])
@@ -227,6 +233,7 @@ def test_shadow_mode_counts_reports_never_refuses(start, r):
     assert before <= oldest + 60_000 - ms(st.duration_until_reset) <= after
 
 
+@pytest.mark.each_server
 def test_negative_hits_give_back_with_refund(start, r):
     s = start(CONFIG)
     k = key(("route", "search"))
@@ -356,6 +363,7 @@ def test_one_allowall_per_request(module_only, start, r):
     assert "multi" not in got and "slidingwindow.peek" not in got and "exec" not in got
 
 
+@pytest.mark.each_server
 def test_check_only_descriptor_on_a_full_limit_is_over(start, r):
     s = start(CONFIG)
     look = descriptor([("route", "checkout")], hits_addend=0)
@@ -376,6 +384,7 @@ def test_check_only_descriptor_on_a_full_limit_is_over(start, r):
     assert r.zcard(key(("route", "checkout"))) == 1
 
 
+@pytest.mark.each_server
 def test_the_same_descriptor_twice_counts_twice(start, r):
     s = start(CONFIG)
     resp = s.ask("shop", [("user", "dave")], [("user", "dave")])

@@ -37,9 +37,8 @@ fn key(who: &str) -> Vec<(&'static str, String)> {
     vec![("x-api-key", who.to_string())]
 }
 
-#[test]
-fn n_plus_one_held_requests_see_exactly_one_429_and_slots_return_at_the_end() {
-    let (redis, up, gw) = proxied("--concurrency 3/30s --metrics-listen 127.0.0.1:0");
+fn n_plus_one_held_requests_see_exactly_one_429_and_slots_return_at_the_end(redis: Server) {
+    let (up, gw) = proxied_on(&redis, "--concurrency 3/30s --metrics-listen 127.0.0.1:0");
     let (tx, rx) = mpsc::channel();
     for _ in 0..4 {
         send(&gw, "/held", key("alice"), &tx);
@@ -107,9 +106,7 @@ fn counting_upstream() -> Counting {
     Counting { url, most, served }
 }
 
-#[test]
-fn the_upstream_never_sees_more_than_n_in_flight() {
-    let redis = Server::start();
+fn the_upstream_never_sees_more_than_n_in_flight(redis: Server) {
     let up = counting_upstream();
     let gw = Gateway::start(
         &redis,
@@ -152,9 +149,7 @@ fn the_upstream_never_sees_more_than_n_in_flight() {
     assert!((1..=3).contains(&most), "{most} in flight at once");
 }
 
-#[test]
-fn a_killed_gateways_slot_returns_after_hold() {
-    let redis = Server::start();
+fn a_killed_gateways_slot_returns_after_hold(redis: Server) {
     let up = Upstream::start();
     let args = ["--upstream", up.url.as_str(), "--concurrency", "1/10s"];
     let mut first = Gateway::start(&redis, &args);
@@ -185,10 +180,11 @@ fn a_killed_gateways_slot_returns_after_hold() {
     up.release();
 }
 
-#[test]
-fn a_tenant_shares_its_slots_and_other_tenants_keep_theirs() {
-    let (redis, up, gw) =
-        proxied("--tenant-header x-tenant --tenant-limit 1000/60s --tenant-concurrency 2/30s");
+fn a_tenant_shares_its_slots_and_other_tenants_keep_theirs(redis: Server) {
+    let (up, gw) = proxied_on(
+        &redis,
+        "--tenant-header x-tenant --tenant-limit 1000/60s --tenant-concurrency 2/30s",
+    );
     let of = |tenant: &str, who: &str| {
         vec![
             ("x-tenant", tenant.to_string()),
@@ -216,3 +212,10 @@ fn a_tenant_shares_its_slots_and_other_tenants_keep_theirs() {
     let r = gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", "a3")]);
     assert_eq!(r.status, 201, "{r:?}");
 }
+
+on_both_backends!(
+    n_plus_one_held_requests_see_exactly_one_429_and_slots_return_at_the_end,
+    the_upstream_never_sees_more_than_n_in_flight,
+    a_killed_gateways_slot_returns_after_hold,
+    a_tenant_shares_its_slots_and_other_tenants_keep_theirs,
+);

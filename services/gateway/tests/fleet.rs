@@ -11,7 +11,7 @@
 //! 10 for 50 ms: one global limit; one tenant limit with per-identity limits; one global limit
 //! with a gateway killed with SIGKILL half-way through. Two gateways, 200 in any 1 s (issue 35's
 //! trial): exact, and leased 20 for 100 ms; the pair also on a server without the module
-//! (`script`: the gateways' own choice, the Lua script). With `FLEET_HISTOGRAM=1` each run also
+//! (`script`: the gateways' own choice, the Lua script), and on Valkey 9 without it. With `FLEET_HISTOGRAM=1` each run also
 //! prints its admissions per 250 ms.
 
 use testkit::harness;
@@ -201,12 +201,19 @@ fn admissions(logs: &[PathBuf]) -> Vec<(u64, String)> {
 fn fleet(storage: &str, scenario: Scenario, shape: Shape) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Shape { max, window_ms, .. } = shape;
-    // The module's defaults: lateness 0; or no module at all.
-    let script = storage == "script";
-    let redis = match script {
-        true => Server::start_without_module(),
-        false => Server::builder().storage(storage).start(),
+    // The module's defaults: lateness 0; or no module at all, on the default server or Valkey 9.
+    let script = storage.starts_with("script");
+    let redis = match storage {
+        "script" => Server::start_without_module(),
+        "script-valkey9" => Server::builder()
+            .managed()
+            .binary(harness::named_server_bin("valkey9"))
+            .start(),
+        _ => Server::builder().storage(storage).start(),
     };
+    if storage == "script-valkey9" {
+        assert!(redis.info_field("server", "valkey_version").is_some());
+    }
     let tag = format!("{}-{}", std::process::id(), unix_ms());
     let logs: Vec<PathBuf> = (0..shape.gateways)
         .map(|i| std::env::temp_dir().join(format!("fleet-{tag}-{i}.log")))
@@ -439,6 +446,16 @@ fn two_exact_gateways_without_the_module() {
 #[test]
 fn two_leased_gateways_without_the_module() {
     fleet("script", Scenario::Global, PAIR_LEASED);
+}
+
+#[test]
+fn two_exact_gateways_on_valkey_9_without_the_module() {
+    fleet("script-valkey9", Scenario::Global, PAIR);
+}
+
+#[test]
+fn two_leased_gateways_on_valkey_9_without_the_module() {
+    fleet("script-valkey9", Scenario::Global, PAIR_LEASED);
 }
 
 #[test]

@@ -85,10 +85,12 @@ fn burst(redis: Server, backend: &str) {
     assert_eq!(ip, 1);
 }
 
-#[test]
-fn a_second_limit_binds_when_the_first_has_room() {
+fn a_second_limit_binds_when_the_first_has_room(redis: Server) {
     // Closed: a server that refuses the LIMIT option answers 503 here, not an unlimited 200.
-    let (_redis, gw) = gateway("--limit 10/1s --limit 3/60s --on-redis-error closed");
+    let gw = Gateway::cli(
+        &redis,
+        "--limit 10/1s --limit 3/60s --on-redis-error closed",
+    );
     for left in (0..3).rev() {
         let r = gw.get(Some("carol"));
         assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
@@ -109,9 +111,7 @@ fn a_second_limit_binds_when_the_first_has_room() {
     assert!((1..=60).contains(&retry_after), "{retry_after}");
 }
 
-#[test]
-fn admitted_requests_reach_the_upstream_refused_ones_do_not() {
-    let redis = Server::start();
+fn admitted_requests_reach_the_upstream_refused_ones_do_not(redis: Server) {
     let (up, hits) = upstream("HTTP/1.1");
     let gw = Gateway::start(&redis, &["--limit", "1/60s", "--upstream", &up]);
     let r = gw.get_path("/hello?x=1", Some("erin"));
@@ -165,16 +165,14 @@ fn cluster_mode() {
     assert_eq!(gw.get(Some("gina")).status, 429);
 }
 
-#[test]
-fn refused_identities_are_answered_from_memory_until_their_retry_time() {
-    let redis = Server::start();
+fn refused_identities_are_answered_from_memory_until_their_retry_time(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "2/2s"]);
     for _ in 0..2 {
         assert_eq!(gw.get(Some("ivan")).status, 200);
     }
     let first = gw.get(Some("ivan"));
     assert_eq!(first.status, 429, "{first:?}");
-    assert_eq!(stat(&redis, "allow_calls"), 3);
+    assert_eq!(limiter_calls(&redis), 3);
     let mut last = retry_after_ms(&first);
     assert!((1..=2000).contains(&last), "{last}");
     // The next refusals come from memory: no call, and headers counting down from the cached
@@ -194,34 +192,28 @@ fn refused_identities_are_answered_from_memory_until_their_retry_time() {
         assert_eq!(r.json()["limit"], "l0");
         last = retry;
     }
-    assert_eq!(
-        stat(&redis, "allow_calls"),
-        3,
-        "no Redis call while refused"
-    );
+    assert_eq!(limiter_calls(&redis), 3, "no Redis call while refused");
     // Another identity is not affected.
     assert_eq!(gw.get(Some("jane")).status, 200);
     // Once the wait is over Redis is asked again, and admits.
     wait_until(STARTUP_DEADLINE, "ivan to be admitted again", || {
         gw.get(Some("ivan")).status == 200
     });
-    assert!(stat(&redis, "allow_calls") > 4);
+    assert!(limiter_calls(&redis) > 4);
 }
 
-#[test]
-fn without_the_deny_cache_every_refusal_asks_redis() {
-    let redis = Server::start();
+fn without_the_deny_cache_every_refusal_asks_redis(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "1/60s", "--deny-cache", "off"]);
     assert_eq!(gw.get(Some("ivan")).status, 200);
     for _ in 0..3 {
         assert_eq!(gw.get(Some("ivan")).status, 429);
     }
-    assert_eq!(stat(&redis, "rejected"), 3);
+    assert_eq!(limiter_calls(&redis), 1 + 3);
 }
 
-#[test]
-fn tenants_are_limited_as_a_whole_in_one_call() {
-    let (redis, gw) = gateway(
+fn tenants_are_limited_as_a_whole_in_one_call(redis: Server) {
+    let gw = Gateway::cli(
+        &redis,
         "--limit 2/60s --tenant-header x-tenant --tenant-limit 3/60s --on-redis-error closed",
     );
     let get =
@@ -257,9 +249,7 @@ fn tenants_are_limited_as_a_whole_in_one_call() {
     assert_eq!(zcard(&redis, "rl:{globex}"), 1);
 }
 
-#[test]
-fn answers_in_the_clients_http_version_and_appends_to_x_forwarded_for() {
-    let redis = Server::start();
+fn answers_in_the_clients_http_version_and_appends_to_x_forwarded_for(redis: Server) {
     let (up, _) = upstream("HTTP/1.0");
     let gw = Gateway::start(&redis, &["--limit", "10/60s", "--upstream", &up]);
     let r = gw.get_with(
@@ -309,9 +299,7 @@ fn a_limit_without_a_unit_is_refused() {
     }
 }
 
-#[test]
-fn the_deny_cache_is_bounded_in_bytes() {
-    let redis = Server::start();
+fn the_deny_cache_is_bounded_in_bytes(redis: Server) {
     // 1 KB: a handful of entries. Twenty identities refused once each, then asked again: the
     // ones the cache could not keep ask Redis again.
     let small = Gateway::start(&redis, &["--limit", "1/60s", "--deny-cache-bytes", "1024"]);
@@ -320,12 +308,13 @@ fn the_deny_cache_is_bounded_in_bytes() {
         assert_eq!(small.get(Some(id)).status, 200);
         assert_eq!(small.get(Some(id)).status, 429);
     }
-    let before = stat(&redis, "rejected");
-    assert_eq!(before, 20);
+    // Each identity's admission and refusal.
+    let before = limiter_calls(&redis);
+    assert_eq!(before, 40);
     for id in &ids {
         assert_eq!(small.get(Some(id)).status, 429);
     }
-    let asked = stat(&redis, "rejected") - before;
+    let asked = limiter_calls(&redis) - before;
     assert!(asked >= 10, "only {asked} of 20 refusals asked Redis again");
     // The default (16 MiB) keeps them all.
     let big = Gateway::start(&redis, &["--limit", "1/60s"]);
@@ -334,15 +323,11 @@ fn the_deny_cache_is_bounded_in_bytes() {
         assert_eq!(big.get(Some(id)).status, 200);
         assert_eq!(big.get(Some(id)).status, 429);
     }
-    let before = stat(&redis, "rejected");
+    let before = limiter_calls(&redis);
     for id in &ids {
         assert_eq!(big.get(Some(id)).status, 429);
     }
-    assert_eq!(
-        stat(&redis, "rejected"),
-        before,
-        "every refusal from memory"
-    );
+    assert_eq!(limiter_calls(&redis), before, "every refusal from memory");
 }
 
 #[test]
@@ -378,6 +363,43 @@ fn cluster_mode_with_a_global_limit() {
     let r = gw.get(Some("ivy"));
     assert_eq!((r.status, r.ratelimit().0.as_str()), (429, "g0"));
     assert_eq!(zcard(&redis, "rl:{ivy}"), 0);
+}
+
+/// A 3-master cluster (each master with a replica) without the module, every master a seed:
+/// identities on each master are limited exactly, and a tenant's keys (one hash tag, one slot)
+/// are charged all or none by the script.
+#[test]
+fn a_three_master_cluster_without_the_module() {
+    let cluster = testkit::cluster::Cluster::start_without_module();
+    let urls: Vec<String> = cluster.nodes.iter().map(Server::url).collect();
+    let start = |line: &str| {
+        let mut args = vec!["--cluster", "--on-redis-error", "closed"];
+        for url in &urls {
+            args.extend(["--redis", url.as_str()]);
+        }
+        let gw = Gateway::start_with(&[args, line.split(' ').collect()].concat());
+        gw.assert_logged("gateway: backend script (auto: ");
+        gw
+    };
+    let mut con = cluster.client();
+    let mut zcard = |key: &str| -> i64 { redis::cmd("ZCARD").arg(key).query(&mut con).unwrap() };
+    // Identities whose keys are on the three masters (slots 15,495, 3,300 and 7,365).
+    let gw = start("--limit 2/60s");
+    for who in ["a", "b", "c"] {
+        let got: Vec<u16> = (0..3).map(|_| gw.get(Some(who)).status).collect();
+        assert_eq!(got, [200, 200, 429], "{who}\n{}", gw.log());
+        assert_eq!(zcard(&format!("rl:{{{who}}}")), 2);
+    }
+    let gw = start("--limit 2/60s --tenant-header x-tenant --tenant-limit 3/60s");
+    let get = |key: &str| gw.get_with("/", &[("x-tenant", "acme"), ("x-api-key", key)]);
+    assert_eq!(get("u1").ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(get("u2").ratelimit(), ("l0".to_string(), 1, 60));
+    assert_eq!(get("u3").ratelimit(), ("t0".to_string(), 0, 60));
+    let r = get("u4");
+    assert_eq!((r.status, r.ratelimit().0.as_str()), (429, "t0"), "{r:?}");
+    // The refused request charged neither the tenant's key nor the identity's.
+    assert_eq!(zcard("rl:{acme}:u4"), 0);
+    assert_eq!(zcard("rl:{acme}"), 3);
 }
 
 #[test]
@@ -443,3 +465,13 @@ fn precision_rounds_the_scores_refunds_them_and_warns_on_zset() {
         assert!(logged[1..].iter().all(|s| s % 1000 == 0), "{logged:?}");
     }
 }
+
+on_both_backends!(
+    a_second_limit_binds_when_the_first_has_room,
+    refused_identities_are_answered_from_memory_until_their_retry_time,
+    without_the_deny_cache_every_refusal_asks_redis,
+    the_deny_cache_is_bounded_in_bytes,
+    admitted_requests_reach_the_upstream_refused_ones_do_not,
+    tenants_are_limited_as_a_whole_in_one_call,
+    answers_in_the_clients_http_version_and_appends_to_x_forwarded_for,
+);

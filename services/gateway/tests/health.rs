@@ -20,9 +20,7 @@ fn healthcheck(args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("run http-gateway healthcheck")
 }
 
-#[test]
-fn the_health_path_answers_past_the_limit_and_healthcheck_follows_it() {
-    let redis = Server::start();
+fn the_health_path_answers_past_the_limit_and_healthcheck_follows_it(redis: Server) {
     let mut gw = Gateway::start(&redis, &["--limit", "1/60s", "--health-path", "/healthz"]);
     assert_eq!(gw.get(Some("a")).status, 200);
     assert_eq!(gw.get(Some("a")).status, 429);
@@ -132,3 +130,5 @@ fn the_module_backend_without_the_module_refuses_to_start() {
         );
     }
 }
+
+on_both_backends!(the_health_path_answers_past_the_limit_and_healthcheck_follows_it,);

@@ -7,9 +7,7 @@ mod support;
 use harness::Server;
 use support::*;
 
-#[test]
-fn an_ipv4_client_of_an_ipv6_socket_has_one_quota() {
-    let redis = Server::start();
+fn an_ipv4_client_of_an_ipv6_socket_has_one_quota(redis: Server) {
     let url = redis.url();
     // An IPv6 socket on the IPv4 loopback: its peers are ::ffff:127.0.0.1.
     let gw = Gateway::start_with(&[
@@ -37,9 +35,7 @@ fn hashed(identity: &str) -> String {
     format!("rl:{{sha256:{hex}}}")
 }
 
-#[test]
-fn long_identities_are_keyed_by_their_hash() {
-    let redis = Server::start();
+fn long_identities_are_keyed_by_their_hash(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "2/60s"]);
     let edge = "e".repeat(128);
     let long = "x".repeat(20_000);
@@ -69,9 +65,7 @@ fn long_identities_are_keyed_by_their_hash() {
     assert!(keys.iter().all(|k| k.len() <= 4 + 128 + 1), "{keys:?}");
 }
 
-#[test]
-fn the_identity_header_is_chosen_and_an_empty_one_is_the_address() {
-    let redis = Server::start();
+fn the_identity_header_is_chosen_and_an_empty_one_is_the_address(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "5/60s", "--identity-header", "x-user"]);
     assert_eq!(
         gw.get_with("/", &[("x-user", "bob"), ("x-api-key", "k")])
@@ -86,9 +80,7 @@ fn the_identity_header_is_chosen_and_an_empty_one_is_the_address() {
     assert_eq!((k, address), (0, 2));
 }
 
-#[test]
-fn ipv6_clients_share_a_prefix() {
-    let redis = Server::start();
+fn ipv6_clients_share_a_prefix(redis: Server) {
     let url = redis.url();
     let by64 = Gateway::start_with(&["--redis", &url, "--listen", "[::1]:0", "--limit", "5/60s"]);
     assert_eq!(by64.get(None).status, 200);
@@ -106,3 +98,10 @@ fn ipv6_clients_share_a_prefix() {
     assert_eq!(by128.get(None).status, 200);
     assert_eq!(zcard(&redis, "rl:{::1}"), 1);
 }
+
+on_both_backends!(
+    an_ipv4_client_of_an_ipv6_socket_has_one_quota,
+    long_identities_are_keyed_by_their_hash,
+    the_identity_header_is_chosen_and_an_empty_one_is_the_address,
+    ipv6_clients_share_a_prefix,
+);

@@ -2,18 +2,13 @@
 //! a tenant's permit taken from its lease only when the identity's own exact call admits (a
 //! request charged to every key or to none), a lease refused near the limit, unused permits
 //! back at each lease's end and on SIGTERM, the admission log on Redis's clock, no lateness
-//! needed (the module's defaults).
+//! needed (the module's defaults). Each on a server with the module and on one without it.
 
 use testkit::harness;
 mod support;
 
 use harness::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
 use support::*;
-
-/// A server with the module's defaults (lateness 0): the gateway decides on Redis's clock.
-fn redis() -> Server {
-    Server::start()
-}
 
 fn temp_path(name: &str) -> std::path::PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -25,9 +20,7 @@ fn temp_path(name: &str) -> std::path::PathBuf {
     ))
 }
 
-#[test]
-fn a_global_limit_is_one_key_for_all_traffic() {
-    let redis = redis();
+fn a_global_limit_is_one_key_for_all_traffic(redis: Server) {
     let gw = Gateway::start(&redis, &["--limit", "2/60s", "--global-limit", "3/60s"]);
     let r = gw.get(Some("a"));
     assert_eq!(
@@ -48,9 +41,7 @@ fn a_global_limit_is_one_key_for_all_traffic() {
     assert_eq!(other.get(Some("d")).status, 429);
 }
 
-#[test]
-fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
-    let redis = redis();
+fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm(redis: Server) {
     let log = temp_path("admissions");
     let mut gw = Gateway::start(
         &redis,
@@ -71,7 +62,7 @@ fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
             ("g0".to_string(), 1000 - i, 60)
         );
     }
-    assert_eq!(stat(&redis, "allow_calls"), 9);
+    assert_eq!(limiter_calls(&redis), 9);
     // The tenth fills one: a lease of 10 is taken (one call), then five more from memory.
     for i in 10..=15 {
         let r = gw.get(Some("x"));
@@ -84,13 +75,16 @@ fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
             "request {i}"
         );
     }
-    assert_eq!(stat(&redis, "allow_calls"), 10);
+    assert_eq!(limiter_calls(&redis), 10);
     assert_eq!(zcard(&redis, "rl:global"), 19, "the lease is logged whole");
     let status = gw.terminate();
     assert!(status.success(), "{status:?}\n{}", gw.log());
     gw.assert_logged("gateway: leases closed, 4 unused permits given back");
-    assert_eq!(zcard(&redis, "rl:global"), 15);
-    assert_eq!(stat(&redis, "refunded"), 4);
+    assert_eq!(
+        zcard(&redis, "rl:global"),
+        15,
+        "4 unused permits given back"
+    );
     // The admission log: one line per admitted request, its time and first key.
     let text = std::fs::read_to_string(&log).unwrap();
     let after = server_time_ms(&mut redis.client());
@@ -113,9 +107,7 @@ fn a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm() {
     assert!(!gw.log().contains("lateness"), "{}", gw.log());
 }
 
-#[test]
-fn a_lease_ends_and_gives_its_unused_permits_back() {
-    let redis = redis();
+fn a_lease_ends_and_gives_its_unused_permits_back(redis: Server) {
     let gw = Gateway::start(
         &redis,
         &["--global-limit", "1000/60s", "--lease", "5/300ms"],
@@ -125,16 +117,13 @@ fn a_lease_ends_and_gives_its_unused_permits_back() {
     }
     // Four exact calls, then a lease of 5 whose first permit is the fifth request's; 300 ms
     // later its 4 unused permits go back.
-    assert_eq!(stat(&redis, "allow_calls"), 5);
+    assert_eq!(limiter_calls(&redis), 5);
     wait_until(STARTUP_DEADLINE, "the lease's end", || {
-        stat(&redis, "refunded") == 4
+        zcard(&redis, "rl:global") == 5
     });
-    assert_eq!(zcard(&redis, "rl:global"), 5);
 }
 
-#[test]
-fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
-    let redis = redis();
+fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits(redis: Server) {
     let mut gw = Gateway::cli(
         &redis,
         "--limit 2/60s --tenant-header x-tenant --tenant-limit 100/60s --lease 5/60s --on-redis-error closed",
@@ -144,16 +133,16 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
     for who in ["u1", "u1", "u2", "u2"] {
         assert_eq!(get(who).status, 200);
     }
-    assert_eq!(stat(&redis, "allow_calls"), 4);
+    assert_eq!(limiter_calls(&redis), 4);
     // The fifth fills a lease: the tenant's 5 permits in one call, then u3's own exact ALLOW.
     let r = get("u3");
     assert_eq!(r.status, 200, "{r:?}\n{}", gw.log());
     assert_eq!(r.ratelimit(), ("l0".to_string(), 1, 60));
-    assert_eq!(stat(&redis, "allow_calls"), 6);
+    assert_eq!(limiter_calls(&redis), 6);
     assert_eq!(zcard(&redis, "rl:{acme}"), 4 + 5);
     assert_eq!(get("u3").status, 200);
     assert_eq!(
-        stat(&redis, "allow_calls"),
+        limiter_calls(&redis),
         7,
         "one call: the tenant's permit from memory"
     );
@@ -174,9 +163,7 @@ fn a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits() {
     assert_eq!(identities, 7);
 }
 
-#[test]
-fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory() {
-    let redis = redis();
+fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory(redis: Server) {
     let gw = Gateway::cli(
         &redis,
         "--limit 100/60s --tenant-header x-tenant --tenant-limit 6/60s --lease 5/60s",
@@ -187,7 +174,7 @@ fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory
     // then the tenant's lease refuses from memory: every last permit handed out, none twice, and
     // refused requests charge no one (and cost no call).
     assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 429, 429]);
-    assert_eq!(stat(&redis, "allow_calls"), 4 + 1 + 2);
+    assert_eq!(limiter_calls(&redis), 4 + 1 + 2);
     assert_eq!(zcard(&redis, "rl:{acme}"), 6);
     for i in 0..8 {
         assert_eq!(
@@ -197,9 +184,7 @@ fn near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory
     }
 }
 
-#[test]
-fn every_call_is_on_redis_clock() {
-    let redis = redis();
+fn every_call_is_on_redis_clock(redis: Server) {
     let gw = Gateway::start(&redis, &["--global-limit", "10/60s", "--lease", "5/60s"]);
     let before = server_time_ms(&mut redis.client());
     for _ in 0..6 {
@@ -246,3 +231,12 @@ fn a_lease_that_cannot_fit_a_limit_is_refused_at_start() {
         assert!(stderr.contains(error), "{stderr}");
     }
 }
+
+on_both_backends!(
+    a_busy_global_key_is_leased_and_its_unused_permits_come_back_on_sigterm,
+    a_lease_ends_and_gives_its_unused_permits_back,
+    a_tenants_permit_comes_from_its_lease_only_when_the_identity_admits,
+    near_the_tenants_limit_its_lease_is_refused_and_the_rest_answered_from_memory,
+    a_global_limit_is_one_key_for_all_traffic,
+    every_call_is_on_redis_clock,
+);

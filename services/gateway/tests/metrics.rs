@@ -14,9 +14,11 @@ fn top_series(text: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn refusals_are_counted_and_the_top_is_bounded_by_metrics_top() {
-    let (_redis, gw) = gateway("--limit 1/60s --metrics-listen 127.0.0.1:0 --metrics-top 2");
+fn refusals_are_counted_and_the_top_is_bounded_by_metrics_top(redis: Server) {
+    let gw = Gateway::cli(
+        &redis,
+        "--limit 1/60s --metrics-listen 127.0.0.1:0 --metrics-top 2",
+    );
     // Each identity admitted once, then refused: alice 5 times, bob and carol once each.
     for (who, refusals) in [("alice", 5), ("bob", 1), ("carol", 1)] {
         let r = gw.get(Some(who));
@@ -48,9 +50,7 @@ fn refusals_are_counted_and_the_top_is_bounded_by_metrics_top() {
     );
 }
 
-#[test]
-fn the_default_top_lists_ten_identities() {
-    let redis = Server::start();
+fn the_default_top_lists_ten_identities(redis: Server) {
     let gw = Gateway::start(
         &redis,
         &["--limit", "1/60s", "--metrics-listen", "127.0.0.1:0"],
@@ -71,3 +71,8 @@ fn the_default_top_lists_ten_identities() {
     assert_eq!(sample(&text, "gateway_requests_refused_total"), Some(13));
     assert_eq!(sample(&text, "gateway_requests_admitted_total"), Some(12));
 }
+
+on_both_backends!(
+    refusals_are_counted_and_the_top_is_bounded_by_metrics_top,
+    the_default_top_lists_ten_identities,
+);

@@ -60,9 +60,7 @@ fn holds(redis: &Server, max: u64, n: i64) {
     );
 }
 
-#[test]
-fn unused_is_refunded_excess_charged_and_no_header_keeps_the_reservation() {
-    let redis = Server::start();
+fn unused_is_refunded_excess_charged_and_no_header_keeps_the_reservation(redis: Server) {
     let gw = gateway(&redis, "100/60s");
     // 10 reserved, 3 used: 7 refunded.
     let r = gw.get_path("/tokens/3", Some("alice"));
@@ -93,9 +91,7 @@ fn unused_is_refunded_excess_charged_and_no_header_keeps_the_reservation() {
     gw.assert_logged("x-tokens header failed, keeping the reservation");
 }
 
-#[test]
-fn an_excess_past_the_limit_is_an_overrun_in_metrics() {
-    let redis = Server::start();
+fn an_excess_past_the_limit_is_an_overrun_in_metrics(redis: Server) {
     let gw = gateway(&redis, "20/60s");
     // 10 reserved, 30 used: 20 more do not fit in 20 with 10 logged.
     assert_eq!(gw.get_path("/tokens/30", Some("alice")).status, 200);
@@ -115,3 +111,8 @@ fn an_excess_past_the_limit_is_an_overrun_in_metrics() {
     assert_eq!(sample(&text, "gateway_requests_refused_total"), Some(1));
     assert_eq!(sample(&text, "gateway_requests_admitted_total"), Some(2));
 }
+
+on_both_backends!(
+    unused_is_refunded_excess_charged_and_no_header_keeps_the_reservation,
+    an_excess_past_the_limit_is_an_overrun_in_metrics,
+);

@@ -15,8 +15,10 @@ from slidingwindow_testkit.servers import (
     command_calls,
     free_port,
     module_path,
+    named_server,
     wait_for,
 )
 from slidingwindow_testkit.sentinels import Sentinels
 
-__all__ = ["DEADLINE_S", "REPO", "Cluster", "Sentinels", "Server", "command_calls", "free_port", "module_path", "wait_for"]
+__all__ = ["DEADLINE_S", "REPO", "Cluster", "Sentinels", "Server", "command_calls", "free_port", "module_path", "named_server",
+           "wait_for"]

@@ -28,6 +28,16 @@ def module_path() -> str:
     return str(path.resolve())
 
 
+def named_server(name: str) -> str:
+    """The server binary that scripts/servers.sh gives for `name` (e.g. ``valkey9``), fetched into
+    target/servers/ on first use."""
+    got = subprocess.run(["bash", str(REPO / "scripts/servers.sh"), name], capture_output=True, text=True)
+    paths = [line.split("\t")[1] for line in got.stdout.splitlines() if "\t" in line]
+    if got.returncode != 0 or not paths:
+        raise RuntimeError(f"scripts/servers.sh {name} gave no server: {got.stdout}{got.stderr}")
+    return paths[0]
+
+
 def free_port(bus: bool = False) -> int:
     """A free loopback port; with `bus`, one whose cluster bus port (+10000, at most 65535) is
     free too (a cluster node on another port exits at start)."""
@@ -72,10 +82,13 @@ def command_calls(client) -> dict:
 
 class Server:
     """redis-server on a free loopback port (or `port`), with the module unless `with_module` is
-    false, `extra` arguments last; stop() and start() keep its port (a restart)."""
+    false, `extra` arguments last; `server` names the binary (else $REDIS_SERVER, else
+    redis-server); stop() and start() keep its port (a restart)."""
 
-    def __init__(self, with_module: bool = True, extra: Sequence[str] = (), port: int = 0) -> None:
+    def __init__(self, with_module: bool = True, extra: Sequence[str] = (), port: int = 0,
+                 server: str | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="slidingwindow-py-")
+        self.server = server or os.environ.get("REDIS_SERVER", "redis-server")
         self.with_module = with_module
         self.extra = list(extra)
         self.proc = None
@@ -92,7 +105,7 @@ class Server:
     def start(self) -> bool:
         """Starts the process on this port; false when it exits before answering (port taken)."""
         args = [
-            os.environ.get("REDIS_SERVER", "redis-server"),
+            self.server,
             "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
             "--save", "", "--appendonly", "no", "--logfile", "redis.log",
             # A replica's full sync starts at once, not after the default 5 s.

@@ -159,9 +159,15 @@ pub fn gateway(line: &str) -> (Server, Gateway) {
 /// `gateway` in front of an `Upstream`.
 pub fn proxied(line: &str) -> (Server, Upstream, Gateway) {
     let redis = Server::start();
-    let up = Upstream::start();
-    let gw = Gateway::proxy(&redis, &up, line);
+    let (up, gw) = proxied_on(&redis, line);
     (redis, up, gw)
+}
+
+/// `proxied` on the server `redis`.
+pub fn proxied_on(redis: &Server, line: &str) -> (Upstream, Gateway) {
+    let up = Upstream::start();
+    let gw = Gateway::proxy(redis, &up, line);
+    (up, gw)
 }
 
 /// An HTTP client that returns 4xx and 5xx answers as replies, giving up after `timeout`.
@@ -460,18 +466,58 @@ pub fn sample(text: &str, series: &str) -> Option<u64> {
 }
 
 /// What the key's window holds now: `SLIDINGWINDOW.PEEK key window max *` answers what an ALLOW
-/// of cost 1 would, so its `count` includes that request when it would be admitted.
+/// of cost 1 would, so its `count` includes that request when it would be admitted. On a server
+/// without the module the same call runs through the Lua script (EVAL).
 pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
-    let reply = crate::harness::call(
-        &mut redis.client(),
-        &[
-            "SLIDINGWINDOW.PEEK",
-            key,
-            &window.to_string(),
-            &max.to_string(),
-            "*",
-        ],
-    );
-    let reply = crate::harness::ints(&reply);
+    let (window, max) = (window.to_string(), max.to_string());
+    let args = [window.as_str(), max.as_str(), "*"];
+    let mut con = redis.client();
+    let reply: redis::RedisResult<Vec<i64>> = redis::cmd("SLIDINGWINDOW.PEEK")
+        .arg(key)
+        .arg(&args)
+        .query(&mut con);
+    let reply = match reply {
+        Err(e) if e.to_string().contains("unknown command") => redis::cmd("EVAL")
+            .arg(slidingwindow_client::SCRIPT)
+            .arg(1)
+            .arg(key)
+            .arg("peek")
+            .arg("0".repeat(16))
+            .arg(&args)
+            .query(&mut con),
+        other => other,
+    }
+    .expect("PEEK");
     reply[1] - reply[0]
 }
+
+/// The rate limit calls the server has run on either path (`INFO commandstats`): the module's
+/// `SLIDINGWINDOW.ALLOW` and `ALLOWALL`, or the script's `EVALSHA`.
+pub fn limiter_calls(redis: &Server) -> u64 {
+    let calls = testkit::probe::command_calls(redis);
+    ["slidingwindow.allow", "slidingwindow.allowall", "evalsha"]
+        .iter()
+        .filter_map(|c| calls.get(*c))
+        .sum()
+}
+
+/// Each named test, `fn name(redis: Server)`, twice: `name::module` on a server with the module
+/// and `name::script` on one without it (`enable-module-command no`: the gateway's script path).
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn module() {
+                super::$name(testkit::harness::Server::start());
+            }
+
+            #[test]
+            fn script() {
+                super::$name(testkit::harness::Server::start_without_module());
+            }
+        }
+    )+};
+}
+#[allow(unused_imports)]
+pub(crate) use on_both_backends;
