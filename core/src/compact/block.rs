@@ -428,8 +428,8 @@ impl Block {
     }
 
     /// The slot holding request `i` (below the length) and the requests before that slot,
-    /// walked from the nearer end: `LOCATE_STEP` slots' counts summed at once, then slot by slot
-    /// inside the group that holds it.
+    /// walked from the nearer end: `LOCATE_STEP` slots' counts summed at once while it lies
+    /// farther than that many requests from the end, then slot by slot.
     #[inline]
     fn locate(&self, i: usize) -> (usize, usize) {
         if !self.counted() {
@@ -438,7 +438,7 @@ impl Block {
         let slots = self.slots();
         if i * 2 <= self.len() {
             let (mut s, mut before) = (0, 0);
-            while s + LOCATE_STEP <= slots {
+            while i >= before + LOCATE_STEP && s + LOCATE_STEP <= slots {
                 let n = self.sum(s, s + LOCATE_STEP);
                 if i < before + n {
                     break;
@@ -455,7 +455,7 @@ impl Block {
             (slots.saturating_sub(1), before)
         } else {
             let (mut s, mut after) = (slots, self.len());
-            while s >= LOCATE_STEP {
+            while i + LOCATE_STEP < after && s >= LOCATE_STEP {
                 let n = self.sum(s - LOCATE_STEP, s);
                 if i >= after.saturating_sub(n) {
                     break;
@@ -544,7 +544,12 @@ impl Block {
         if self.sealed() {
             return self.sealed_count_le(t);
         }
-        let (mut lo, mut hi) = (0, self.slots());
+        self.prefix(self.first_past(t, 0, self.slots()))
+    }
+
+    /// The first slot of `lo..hi` past `t` (`hi` when none is), by halving.
+    #[inline]
+    fn first_past(&self, t: u64, mut lo: usize, mut hi: usize) -> usize {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.slot(mid) <= t {
@@ -553,7 +558,25 @@ impl Block {
                 hi = mid;
             }
         }
-        self.prefix(lo)
+        lo
+    }
+
+    /// `count_le` searched from the front in the byte form (slots 0, 1, 3, 7, ... until one is
+    /// past `t`, then halving): O(log k) for the k slots at or before `t`, which is few for a
+    /// trim of the oldest requests.
+    #[inline]
+    pub fn count_le_front(&self, t: u64) -> usize {
+        let slots = self.slots();
+        if self.sealed() || slots == 0 || self.last() <= t {
+            return self.count_le(t);
+        }
+        // Slot `end` is the last, which is past `t`.
+        let end = slots - 1;
+        let (mut lo, mut hi) = (0, 0);
+        while self.slot(hi) <= t {
+            (lo, hi) = (hi + 1, (2 * hi + 1).min(end));
+        }
+        self.prefix(self.first_past(t, lo, hi))
     }
 
     pub fn values(&self) -> Values<'_> {
@@ -796,6 +819,12 @@ mod tests {
                         model.partition_point(|t| *t < probe)
                     );
                     assert_eq!(block.get(at - 1), probe, "step {step}");
+                }
+                for &probe in model.iter().step_by(7) {
+                    for q in [probe - 1, probe] {
+                        let want = model.partition_point(|t| *t <= q);
+                        assert_eq!(block.count_le_front(q), want, "step {step} at {q}");
+                    }
                 }
             }
         }
