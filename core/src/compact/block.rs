@@ -435,6 +435,12 @@ impl Block {
         if !self.counted() {
             return (i, i);
         }
+        self.locate_counted(i)
+    }
+
+    /// `locate` in the counted form, kept out of line so that the plain form's stays inline.
+    #[inline(never)]
+    fn locate_counted(&self, i: usize) -> (usize, usize) {
         let slots = self.slots();
         if i * 2 <= self.len() {
             let (mut s, mut before) = (0, 0);
