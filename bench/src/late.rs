@@ -1,5 +1,5 @@
 //! The `late` workload: one hot key with a 1-day window and LOGGED requests already logged,
-//! then callers on time (appends) and callers 1 s, 1 min and 25 min behind the clock, whose
+//! then callers on time (appends) and callers 1 s, 1 min, 5 min and 25 min behind the clock, whose
 //! requests land inside the log. In-command time of each kind, on each storage.
 
 use redis::{Connection, Value};
@@ -18,10 +18,11 @@ const MAX: u64 = 1 << 40;
 pub const STEP_MS: u64 = 40;
 const FIRST_MS: u64 = 1_700_000_000_000;
 /// How far behind the clock each kind of caller is (0: on time, an append).
-pub const LAGS: [(&str, u64); 4] = [
+pub const LAGS: [(&str, u64); 5] = [
     ("append", 0),
     ("1 s late", 1000),
     ("1 min late", 60_000),
+    ("5 min late", 300_000),
     ("25 min late", 1_500_000),
 ];
 /// Each round sends a batch of each kind, on-time first; the clock runs through all of them.

@@ -142,6 +142,31 @@ impl Ef {
         ) + 1
     }
 
+    /// The counts of slots `a..b` summed (counted form): up to 8-bit counts a field group at a
+    /// time (the groups that fit 56 bits read as one value, each of the field's bits weighted by
+    /// a popcount over that bit of every field), wider ones one by one.
+    pub fn count_sum(&self, buf: &[u8], a: usize, b: usize) -> u64 {
+        let cb = self.cb as usize;
+        let at = self.n * self.low as usize;
+        let (mut i, mut sum) = (a, (b.saturating_sub(a)) as u64);
+        if (1..=8).contains(&cb) {
+            let per = 56 / cb;
+            // Bit 0 of each of `per` fields; bit j of each is this shifted by j.
+            let ones = (0..per).fold(0u64, |m, f| m | 1 << (f * cb));
+            while i + per <= b {
+                let group = bits_at(buf, at + i * cb, (per * cb) as u32);
+                sum += (0..cb)
+                    .map(|j| u64::from((group & ones << j).count_ones()) << j)
+                    .sum::<u64>();
+                i += per;
+            }
+        }
+        for k in i..b {
+            sum += bits_at(buf, at + k * cb, self.cb);
+        }
+        sum
+    }
+
     /// Sets the count of slot `i` (counted form; 1 up to the count it had).
     pub fn set_count(&self, buf: &mut [u8], i: usize, count: u64) {
         let at = self.n * self.low as usize + i * self.cb as usize;
@@ -290,6 +315,28 @@ mod tests {
                     assert_eq!(ef.count(&buf, n - 1), 1);
                     assert_eq!(ef.get(&buf, n - 1), top);
                 }
+            }
+        }
+    }
+
+    /// Sums of counts of every width up to 12 bits over ranges of every length, against the
+    /// counts read one by one.
+    #[test]
+    fn count_sums_match_the_counts() {
+        let mut rng = Rng::new(58);
+        for cb in 1..=12u32 {
+            let n = 300;
+            let slots: Vec<(u64, u64)> = (0..n as u64)
+                .map(|i| (i, rng.range(1, (1 << cb) + 1)))
+                .collect();
+            let (ef, bytes) = plan(n, n as u64, cb);
+            let mut buf = vec![0u8; bytes];
+            ef.encode(&mut buf, slots.iter().copied());
+            for _ in 0..300 {
+                let a = rng.range(0, n as u64 + 1) as usize;
+                let b = rng.range(a as u64, n as u64 + 1) as usize;
+                let want: u64 = (a..b).map(|i| ef.count(&buf, i)).sum();
+                assert_eq!(ef.count_sum(&buf, a, b), want, "cb {cb} {a}..{b}");
             }
         }
     }

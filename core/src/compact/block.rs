@@ -41,6 +41,9 @@ pub const BLOCK_BYTES: usize = 32;
 /// block stays 48 bytes; a count above it (up to 2^53, the most a key logs) takes up to 33 blocks.
 pub const MAX_LEN: usize = (1 << 48) - 1;
 
+/// Slots whose counts `Block::locate` sums at once before walking them one by one.
+const LOCATE_STEP: usize = 32;
+
 /// The bit of `Block::low` that marks an open block (the low bits take at most 56, 6 bits).
 const OPEN: u8 = 0x80;
 
@@ -99,6 +102,28 @@ fn totals(runs: &[(u64, u64)]) -> (usize, usize) {
     runs.iter().fold((0, 0), |(len, most), (_, n)| {
         (len + *n as usize, most.max(*n as usize))
     })
+}
+
+/// The sum of the little-endian counts of `cw` bytes (1 to 8) packed in `bytes`: a loop of
+/// its own for each of the narrow widths, which the compiler vectorizes.
+fn sum_counts(bytes: &[u8], cw: usize) -> usize {
+    match cw {
+        1 => bytes.iter().map(|&b| usize::from(b)).sum(),
+        2 => bytes
+            .chunks_exact(2)
+            .map(|c| <[u8; 2]>::try_from(c).map_or(0, |c| usize::from(u16::from_le_bytes(c))))
+            .sum(),
+        _ => bytes
+            .chunks_exact(cw.clamp(1, 8))
+            .map(|c| {
+                let mut b = [0u8; 8];
+                if let Some(to) = b.get_mut(..c.len()) {
+                    to.copy_from_slice(c);
+                }
+                u64::from_le_bytes(b) as usize
+            })
+            .sum(),
+    }
 }
 
 /// A sorted run of timestamps, each slot storing its offset from `base` in `width` little-endian
@@ -375,10 +400,18 @@ impl Block {
         self.read_count(usize::from(self.start) + s)
     }
 
-    /// Requests in slots `a..b` (counted form).
+    /// Requests in slots `a..b` (counted form): one pass over their counts.
     fn sum(&self, a: usize, b: usize) -> usize {
         let start = usize::from(self.start);
-        (start + a..start + b).map(|i| self.read_count(i)).sum()
+        if self.sealed() {
+            return self.ef().count_sum(&self.buf, start + a, start + b) as usize;
+        }
+        let (cw, at) = (self.cw(), self.counts_at());
+        let bytes = self
+            .buf
+            .get(at + (start + a) * cw..at + (start + b) * cw)
+            .unwrap_or_default();
+        sum_counts(bytes, cw)
     }
 
     /// Requests in the slots before slot `s`: summed from the nearer end.
@@ -395,27 +428,49 @@ impl Block {
     }
 
     /// The slot holding request `i` (below the length) and the requests before that slot,
-    /// walked from the nearer end.
+    /// walked from the nearer end: `LOCATE_STEP` slots' counts summed at once while it lies
+    /// farther than that many requests from the end, then slot by slot.
     #[inline]
     fn locate(&self, i: usize) -> (usize, usize) {
         if !self.counted() {
             return (i, i);
         }
+        self.locate_counted(i)
+    }
+
+    /// `locate` in the counted form, kept out of line so that the plain form's stays inline.
+    #[inline(never)]
+    fn locate_counted(&self, i: usize) -> (usize, usize) {
         let slots = self.slots();
         if i * 2 <= self.len() {
-            let mut before = 0;
-            for s in 0..slots {
+            let (mut s, mut before) = (0, 0);
+            while i >= before + LOCATE_STEP && s + LOCATE_STEP <= slots {
+                let n = self.sum(s, s + LOCATE_STEP);
+                if i < before + n {
+                    break;
+                }
+                (s, before) = (s + LOCATE_STEP, before + n);
+            }
+            while s < slots {
                 let n = self.count_at(s);
                 if i < before + n {
                     return (s, before);
                 }
-                before += n;
+                (s, before) = (s + 1, before + n);
             }
             (slots.saturating_sub(1), before)
         } else {
-            let mut after = self.len();
-            for s in (0..slots).rev() {
-                after -= self.count_at(s);
+            let (mut s, mut after) = (slots, self.len());
+            while i + LOCATE_STEP < after && s >= LOCATE_STEP {
+                let n = self.sum(s - LOCATE_STEP, s);
+                if i >= after.saturating_sub(n) {
+                    break;
+                }
+                (s, after) = (s - LOCATE_STEP, after - n);
+            }
+            while s > 0 {
+                s -= 1;
+                after = after.saturating_sub(self.count_at(s));
                 if i >= after {
                     return (s, after);
                 }
@@ -495,7 +550,12 @@ impl Block {
         if self.sealed() {
             return self.sealed_count_le(t);
         }
-        let (mut lo, mut hi) = (0, self.slots());
+        self.prefix(self.first_past(t, 0, self.slots()))
+    }
+
+    /// The first slot of `lo..hi` past `t` (`hi` when none is), by halving.
+    #[inline]
+    fn first_past(&self, t: u64, mut lo: usize, mut hi: usize) -> usize {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.slot(mid) <= t {
@@ -504,7 +564,25 @@ impl Block {
                 hi = mid;
             }
         }
-        self.prefix(lo)
+        lo
+    }
+
+    /// `count_le` searched from the front in the byte form (slots 0, 1, 3, 7, ... until one is
+    /// past `t`, then halving): O(log k) for the k slots at or before `t`, which is few for a
+    /// trim of the oldest requests.
+    #[inline]
+    pub fn count_le_front(&self, t: u64) -> usize {
+        let slots = self.slots();
+        if self.sealed() || slots == 0 || self.last() <= t {
+            return self.count_le(t);
+        }
+        // Slot `end` is the last, which is past `t`.
+        let end = slots - 1;
+        let (mut lo, mut hi) = (0, 0);
+        while self.slot(hi) <= t {
+            (lo, hi) = (hi + 1, (2 * hi + 1).min(end));
+        }
+        self.prefix(self.first_past(t, lo, hi))
     }
 
     pub fn values(&self) -> Values<'_> {
@@ -748,6 +826,39 @@ mod tests {
                     );
                     assert_eq!(block.get(at - 1), probe, "step {step}");
                 }
+                for &probe in model.iter().step_by(7) {
+                    for q in [probe - 1, probe] {
+                        let want = model.partition_point(|t| *t <= q);
+                        assert_eq!(block.count_le_front(q), want, "step {step} at {q}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every request's timestamp and every time's rank in a counted block of hundreds of slots,
+    /// in bytes and sealed (the counts summed in groups, from either end).
+    #[test]
+    fn counted_reads_everywhere() {
+        let mut rng = crate::rng::Rng::new(58);
+        let t = 1u64 << 40;
+        let runs: Vec<(u64, u64)> = (0..700u64).map(|s| (t + 3 * s, rng.range(1, 9))).collect();
+        let model: Vec<u64> = runs
+            .iter()
+            .flat_map(|&(ts, n)| std::iter::repeat_n(ts, n as usize))
+            .collect();
+        let mut block = Block::best(&runs, None, 0).expect("fits");
+        for sealed in [false, true] {
+            if sealed {
+                block.seal();
+            }
+            assert_eq!((block.counted(), block.sealed()), (true, sealed));
+            for (i, &ts) in model.iter().enumerate() {
+                assert_eq!(block.get(i), ts, "sealed {sealed}, request {i}");
+            }
+            for q in t - 1..t + 3 * 700 {
+                let want = model.partition_point(|x| *x <= q);
+                assert_eq!(block.count_le(q), want, "sealed {sealed}, at {q}");
             }
         }
     }

@@ -262,6 +262,15 @@ impl Blocks {
         }
     }
 
+    /// `count_le`, searched from the front of the first block when `t` falls inside it.
+    #[inline]
+    fn count_le_front(&self, t: u64) -> u64 {
+        match self.tree.first() {
+            Some(block) if block.last() > t => block.count_le_front(t) as u64,
+            _ => self.count_le(t),
+        }
+    }
+
     /// Adds `n` copies of `ts` after every equal one.
     fn add(&mut self, ts: u64, n: u64) {
         let Some((i, _, block)) = self.tree.find_key(ts) else {
@@ -454,10 +463,11 @@ pub struct CompactLog {
     repr: Repr,
 }
 
-/// Two logs are equal when they hold the same timestamps, whatever their layout.
+/// Two logs are equal when they hold the same timestamps, whatever their layout: compared run by
+/// run (a timestamp and its count), so in O(distinct timestamps) however large the counts.
 impl PartialEq for CompactLog {
     fn eq(&self, other: &CompactLog) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
+        self.len() == other.len() && self.runs().eq(other.runs())
     }
 }
 
@@ -545,12 +555,27 @@ impl CompactLog {
     /// Removes every timestamp at or before `cutoff`; returns how many went.
     #[inline]
     pub fn trim(&mut self, cutoff: i64) -> u64 {
+        let m = self.count_trimmed(cutoff);
+        self.remove(0, m);
+        m
+    }
+
+    /// Timestamps at or before `cutoff`, which `trim` removes: searched from the oldest, in
+    /// O(log m) for the m it finds when they lie in the first block.
+    #[inline]
+    pub fn count_trimmed(&self, cutoff: i64) -> u64 {
         let Ok(cutoff) = u64::try_from(cutoff) else {
             return 0;
         };
-        let m = self.count_le(cutoff);
+        match &self.repr {
+            Repr::Small(s) => s.count_le(cutoff) as u64,
+            Repr::Blocks(b) => b.count_le_front(cutoff),
+        }
+    }
+
+    /// Removes the `m` oldest timestamps (what `count_trimmed` counted).
+    pub fn remove_oldest(&mut self, m: u64) {
         self.remove(0, m);
-        m
     }
 
     /// Removes up to `n` of the newest timestamps at or before `through`; returns how many went.

@@ -291,23 +291,19 @@ impl Log for CompactStore<'_, '_> {
         let Some(log) = self.log() else {
             return Ok(0);
         };
-        // A log that expired whole is no key, as an empty sorted set is none: unlinked as it is,
-        // so that a large buffer is freed off the main thread.
-        let len = log.len();
-        let removed = match u64::try_from(cutoff)
-            .ok()
-            .and_then(|c| log.newest().filter(|n| *n <= c))
-        {
-            Some(_) => {
-                self.key.unlink()?;
-                self.fx.emptied = true;
-                len
-            }
-            None => self.change(|log| log.trim(cutoff)).unwrap_or(0),
-        };
-        if removed > 0 {
-            self.fx.trimmed = Some(cutoff);
+        let (len, removed) = (log.len(), log.count_trimmed(cutoff));
+        if removed == 0 {
+            return Ok(0);
         }
+        if removed == len {
+            // A log that expired whole is no key, as an empty sorted set is none: unlinked as it
+            // is, so that a large buffer is freed off the main thread.
+            self.key.unlink()?;
+            self.fx.emptied = true;
+        } else {
+            self.change(|log| log.remove_oldest(removed));
+        }
+        self.fx.trimmed = Some(cutoff);
         Ok(removed)
     }
 
