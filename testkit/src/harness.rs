@@ -378,6 +378,11 @@ impl Server {
         self.port
     }
 
+    /// Whether the server was started with the module loaded.
+    pub fn has_module(&self) -> bool {
+        self.module
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

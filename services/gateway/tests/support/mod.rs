@@ -465,10 +465,9 @@ pub fn sample(text: &str, series: &str) -> Option<u64> {
     })
 }
 
-/// What the key's window holds now: `SLIDINGWINDOW.PEEK key window max *` answers what an ALLOW
-/// of cost 1 would, so its `count` includes that request when it would be admitted. On a server
-/// without the module the same call runs through the Lua script (EVAL).
-pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
+/// `SLIDINGWINDOW.PEEK key window max *`'s reply: what an ALLOW of cost 1 would answer. On a
+/// server without the module the same call runs through the Lua script (EVAL).
+pub fn peek(redis: &Server, key: &str, window: u64, max: u64) -> Vec<i64> {
     let (window, max) = (window.to_string(), max.to_string());
     let args = [window.as_str(), max.as_str(), "*"];
     let mut con = redis.client();
@@ -476,7 +475,7 @@ pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
         .arg(key)
         .arg(&args)
         .query(&mut con);
-    let reply = match reply {
+    match reply {
         Err(e) if e.to_string().contains("unknown command") => redis::cmd("EVAL")
             .arg(slidingwindow_client::SCRIPT)
             .arg(1)
@@ -487,7 +486,13 @@ pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
             .query(&mut con),
         other => other,
     }
-    .expect("PEEK");
+    .expect("PEEK")
+}
+
+/// What the key's window holds now: `peek`'s `count` includes the request it asks about when it
+/// would be admitted, which this takes out.
+pub fn peek_count(redis: &Server, key: &str, window: u64, max: u64) -> i64 {
+    let reply = peek(redis, key, window, max);
     reply[1] - reply[0]
 }
 
@@ -501,10 +506,44 @@ pub fn limiter_calls(redis: &Server) -> u64 {
         .sum()
 }
 
+/// The rate limit calls and refunds the server has run on either path: `limiter_calls` and the
+/// module's `refund_calls`, or the script's `EVALSHA` (which runs both).
+pub fn calls_and_refunds(redis: &Server) -> u64 {
+    let refunds = if redis.has_module() {
+        stat(redis, "refund_calls")
+    } else {
+        0
+    };
+    limiter_calls(redis) + refunds
+}
+
+/// Waits until the key `key` is empty, all its requests refunded, and on a server with the
+/// module until its `refunded` counter reaches `refunds`.
+pub fn wait_refunded(redis: &Server, refunds: u64, key: &str) {
+    wait_until(STARTUP_DEADLINE, &format!("{key} refunded"), || {
+        (!redis.has_module() || stat(redis, "refunded") == refunds) && zcard(redis, key) == 0
+    });
+}
+
 /// Each named test, `fn name(redis: Server)`, twice: `name::module` on a server with the module
 /// and `name::script` on one without it (`enable-module-command no`: the gateway's script path).
+/// `builders: name, ...` passes the test `Server::builder()` and `Server::builder().managed()`
+/// instead, for tests that configure their server (`fn name(server: Builder)`).
 #[allow(unused_macros)]
 macro_rules! on_both_backends {
+    (builders: $($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn module() {
+                super::$name(testkit::harness::Server::builder());
+            }
+
+            #[test]
+            fn script() {
+                super::$name(testkit::harness::Server::builder().managed());
+            }
+        }
+    )+};
     ($($name:ident),+ $(,)?) => {$(
         mod $name {
             #[test]
