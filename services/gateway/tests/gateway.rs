@@ -1,11 +1,11 @@
-//! End to end: a real redis-server with the module (the shared harness), the gateway binary as its
-//! own process on a free port, and a real HTTP client: limits, tenants, the deny cache, cluster
-//! mode, precision. Failures are in failures.rs, identities in identities.rs.
+//! End to end: a real redis-server with the module and one without it (the shared harness), the
+//! gateway binary as its own process on a free port, and a real HTTP client: limits, tenants, the
+//! deny cache, cluster mode, precision. Failures are in failures.rs, identities in identities.rs.
 
 use testkit::harness;
 mod support;
 
-use harness::{STARTUP_DEADLINE, Server, server_time_ms, wait_until};
+use harness::{Builder, STARTUP_DEADLINE, Server, server_time_ms, wait_until};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -134,9 +134,10 @@ fn without_limits_nothing_is_limited() {
     assert!(gw.log().contains("not rate limited"));
 }
 
-/// A one-node cluster holding every slot: the cluster client's routing, on one process.
-fn one_node_cluster() -> Server {
-    let redis = Server::builder().args(["--cluster-enabled", "yes"]).start();
+/// A one-node cluster holding every slot, started from `server`: the cluster client's routing, on
+/// one process.
+fn one_node_cluster(server: Builder) -> Server {
+    let redis = server.cluster().start();
     let mut con = redis.client();
     let _: () = redis::cmd("CLUSTER")
         .arg("ADDSLOTSRANGE")
@@ -155,11 +156,11 @@ fn one_node_cluster() -> Server {
     redis
 }
 
-#[test]
-fn cluster_mode() {
-    let redis = one_node_cluster();
+fn cluster_mode(server: Builder) {
+    let redis = one_node_cluster(server);
     let url = redis.url();
     let gw = Gateway::start_with(&["--cluster", "--redis", &url, "--limit", "2/60s"]);
+    gw.assert_auto_backend(&redis);
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 1, 60));
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 0, 60));
     assert_eq!(gw.get(Some("gina")).status, 429);
@@ -330,11 +331,10 @@ fn the_deny_cache_is_bounded_in_bytes(redis: Server) {
     assert_eq!(limiter_calls(&redis), before, "every refusal from memory");
 }
 
-#[test]
-fn cluster_mode_with_a_global_limit() {
+fn cluster_mode_with_a_global_limit(server: Builder) {
     // The global key has a slot of its own: its own call, first, taken back when the identity's
     // then refuses.
-    let redis = one_node_cluster();
+    let redis = one_node_cluster(server);
     let url = redis.url();
     let gw = Gateway::start_with(&[
         "--cluster",
@@ -347,6 +347,7 @@ fn cluster_mode_with_a_global_limit() {
         "--on-redis-error",
         "closed",
     ]);
+    gw.assert_auto_backend(&redis);
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 1, 60));
     assert_eq!(gw.get(Some("gina")).ratelimit(), ("l0".to_string(), 0, 60));
     let r = gw.get(Some("gina"));
@@ -475,3 +476,5 @@ on_both_backends!(
     tenants_are_limited_as_a_whole_in_one_call,
     answers_in_the_clients_http_version_and_appends_to_x_forwarded_for,
 );
+
+on_both_backends!(builders: cluster_mode, cluster_mode_with_a_global_limit);

@@ -98,6 +98,17 @@ impl Gateway {
         }
     }
 
+    /// Asserts that the gateway chose the backend that `redis` calls for on its own: the module
+    /// where it is loaded, else the script.
+    pub fn assert_auto_backend(&self, redis: &Server) {
+        let backend = if redis.has_module() {
+            "module"
+        } else {
+            "script"
+        };
+        self.assert_logged(&format!("gateway: backend {backend} (auto: "));
+    }
+
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
