@@ -4,7 +4,9 @@
 # send them) with the counters zeroed before and dumped after; prints for each kind the
 # instructions a call of the whole server (reading, parsing, the command, the reply, the event
 # loop; the server's cron included, whose share follows the wall clock) and inside the command
-# (RedisModuleCommandDispatcher's inclusive cost: the module's command and the Redis API it calls).
+# (RedisModuleCommandDispatcher's inclusive cost: the module's command and the Redis API it calls),
+# and of those the module's own (the instructions of its library's functions, the API calls and
+# libc's not counted).
 # Kinds: append (no trim), trim (one trimmed, one appended), refusal (the window full), repeat
 # (appended on the newest timestamp), on a compact key; zappend, an append on a sorted set; new,
 # each call on a compact key of its own that it creates (not run unless KINDS names it).
@@ -64,9 +66,13 @@ sys.stdout.write("".join(out))
 PY
 }
 
-# per_call DUMP: "whole in-command" instructions a call, then the data misses if simulated.
+# per_call DUMP MODULE: "whole in-command module" instructions a call, then the misses if simulated.
 per_call() {
-    callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v calls="$calls" '
+    local own
+    own=$(callgrind_annotate --threshold=100 "$1" 2>/dev/null | awk -v so="[$2]" '
+        index($0, so) { v = $1; gsub(",", "", v); sum += v }
+        END { printf "%.0f", sum }')
+    callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v calls="$calls" -v own="$own" '
         # With the cache simulated: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, each with its share.
         /PROGRAM TOTALS/ {
             gsub(",", "", $0); whole = $1
@@ -74,7 +80,7 @@ per_call() {
         }
         /ModuleCommandDispatcher / && !cmd { v = $1; gsub(",", "", v); cmd = v }
         END {
-            printf "%9.0f %11.0f", whole / calls, cmd / calls
+            printf "%9.0f %11.0f %7.0f", whole / calls, cmd / calls, own / calls
             if (d1 != "") printf " %9.1f %9.1f %9.2f", i1 / calls, d1 / calls, ll / calls
             printf "\n"
         }'
@@ -92,9 +98,10 @@ for module in "${modules[@]}"; do
     fi
     printf '%s\n' "$module"
     if [ -n "${CACHE_SIM:-}" ]; then
-        printf '  %-8s %9s %11s %9s %9s %9s\n' kind whole in-command 'I1 miss' 'D1 miss' 'LL miss'
+        printf '  %-8s %9s %11s %7s %9s %9s %9s\n' kind whole in-command module 'I1 miss' 'D1 miss' \
+            'LL miss'
     else
-        printf '  %-8s %9s %11s\n' kind whole in-command
+        printf '  %-8s %9s %11s %7s\n' kind whole in-command module
     fi
     for kind in $kinds; do
         storage=compact
@@ -108,7 +115,7 @@ for module in "${modules[@]}"; do
         callgrind_control -d "$vg" >/dev/null 2>&1
         dump=$(ls "$work"/cg.out.* | tail -1)
         [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$dump" "$KEEP/$n-$kind.out"; }
-        printf '  %-8s %s\n' "$kind" "$(per_call "$dump")"
+        printf '  %-8s %s\n' "$kind" "$(per_call "$dump" "$module")"
     done
     "$cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$vg" 2>/dev/null || true
