@@ -108,9 +108,9 @@ fn for_each_batch(log: &CompactLog, mut f: impl FnMut(&[u8])) {
     let mut change = Vec::new();
     let mut added = 0;
     let mut flush = |pairs: &mut Vec<(u64, u64)>| {
-        change.clear();
-        if write_change(&mut change, -1, 0, pairs).is_ok() {
-            f(&change);
+        change.resize(change::change_bytes(pairs.len()), 0);
+        if let Some(start) = write_change(&mut change, -1, 0, pairs) {
+            f(change.get(start..).unwrap_or_default());
         }
         pairs.clear();
     };
@@ -183,12 +183,10 @@ impl<'a> Effects<'a> {
             let at = fx.expire.at().unwrap_or(0);
             let added = fx.added.as_slice();
             // One call's change fits a small buffer on the stack: four numbers.
-            let mut buf = [0u8; 96];
-            let mut rest = &mut buf[..];
-            write_change(&mut rest, fx.trimmed.unwrap_or(-1), at, added)
-                .map_err(|_| Error::Server("an APPLY change"))?;
-            let len = 96 - rest.len();
-            let change = buf.get(..len).unwrap_or_default();
+            let mut buf = [0u8; change::change_bytes(1)];
+            let start = write_change(&mut buf, fx.trimmed.unwrap_or(-1), at, added)
+                .ok_or(Error::Server("an APPLY change"))?;
+            let change = buf.get(start..).unwrap_or_default();
             ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
         if fx.trimmed.is_some() {
@@ -224,10 +222,11 @@ fn publish_refund<'a>(
     if verbatim {
         ctx.replicate_verbatim()?;
     } else {
-        let mut change = Vec::with_capacity(48);
-        change::write_refund(&mut change, through, n)
-            .map_err(|_| Error::Server("an APPLY change"))?;
-        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, &change)?;
+        let mut buf = [0u8; change::REFUND_BYTES];
+        let start =
+            change::write_refund(&mut buf, through, n).ok_or(Error::Server("an APPLY change"))?;
+        let change = buf.get(start..).unwrap_or_default();
+        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
     }
     ctx.notify(Class::Module, c"slidingwindow.refund", key);
     if emptied {
