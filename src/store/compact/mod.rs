@@ -162,44 +162,44 @@ pub struct Effects<'a> {
 }
 
 impl<'a> Effects<'a> {
-    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
-        let fx = std::mem::take(self);
-        let Some(key) = fx.key else {
+    /// Propagates and announces what the call recorded.
+    pub fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
+        let Some(key) = self.key else {
             return Ok(());
         };
-        if let Some((through, n)) = fx.refunded {
-            return publish_refund(ctx, key, through, n, fx.emptied, fx.verbatim);
+        if let Some((through, n)) = self.refunded {
+            return publish_refund(ctx, key, through, n, self.emptied, self.verbatim);
         }
-        for change in &fx.imported {
+        for change in &self.imported {
             ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
-        let changed = fx.trimmed.is_some() || fx.added.is_some();
-        if fx.verbatim {
-            if changed || fx.expire != Expire::Untouched {
+        let changed = self.trimmed.is_some() || self.added.is_some();
+        if self.verbatim {
+            if changed || self.expire != Expire::Untouched {
                 ctx.replicate_verbatim()?;
             }
-        } else if changed || fx.expire != Expire::Untouched {
+        } else if changed || self.expire != Expire::Untouched {
             // The key's resulting expiry, moved or not (0: a call that set none).
-            let at = fx.expire.at().unwrap_or(0);
-            let added = fx.added.as_slice();
+            let at = self.expire.at().unwrap_or(0);
+            let added = self.added.as_slice();
             // One call's change fits a small buffer on the stack: four numbers.
             let mut buf = [0u8; change::change_bytes(1)];
-            let start = write_change(&mut buf, fx.trimmed.unwrap_or(-1), at, added)
+            let start = write_change(&mut buf, self.trimmed.unwrap_or(-1), at, added)
                 .ok_or(Error::Server("an APPLY change"))?;
             let change = buf.get(start..).unwrap_or_default();
             ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
-        if fx.trimmed.is_some() {
+        if self.trimmed.is_some() {
             ctx.notify(Class::Module, c"slidingwindow.trim", key);
         }
-        if fx.emptied {
+        if self.emptied {
             ctx.notify(Class::Generic, c"del", key);
         }
-        let added = fx.added.is_some() || !fx.imported.is_empty();
+        let added = self.added.is_some() || !self.imported.is_empty();
         if added {
             ctx.notify(Class::Module, c"slidingwindow.add", key);
         }
-        if let Expire::Set(_) = fx.expire {
+        if let Expire::Set(_) = self.expire {
             ctx.notify(Class::Generic, c"expire", key);
         }
         if changed || added {
