@@ -56,12 +56,12 @@ pub fn apply(change: &[u8], max_add: u64) -> Result<Apply, Error> {
 
 /// The word that opens a REFUND's change, `refund through n`: remove up to `n` of the newest
 /// timestamps at or before `through`. No window change starts with a letter.
-const REFUND: &[u8] = b"refund";
+const REFUND: &[u8; 6] = b"refund";
 
 /// A REFUND's change, if `change` is one: `(through, n)`, or what is wrong with it.
 pub fn refund(change: &[u8]) -> Option<Result<(u64, u64), Error>> {
     let mut words = change.split(|b| *b == b' ');
-    if words.next() != Some(REFUND) {
+    if words.next() != Some(&REFUND[..]) {
         return None;
     }
     let through = words.next().and_then(|w| integer(w, 0, MAX_EXACT));
@@ -94,7 +94,7 @@ pub fn write_refund(out: &mut [u8], through: u64, n: u64) -> Option<usize> {
     w.decimal(through)?;
     w.byte(b' ')?;
     w.bytes(REFUND)?;
-    Some(w.at)
+    Some(w.start())
 }
 
 /// Writes `APPLY`'s change, `cutoff pexpireat [ts n]...`, at the end of `out`; where it starts,
@@ -120,38 +120,38 @@ pub fn write_change(
     if cutoff < 0 {
         w.byte(b'-')?;
     }
-    Some(w.at)
+    Some(w.start())
 }
 
-/// Where a change being written from its end starts in its buffer: the bytes before `at` are
-/// still free.
+/// A change being written from its end: the part of its buffer before it, still free.
 struct Cursor<'b> {
-    out: &'b mut [u8],
-    at: usize,
+    free: &'b mut [u8],
 }
 
 impl<'b> Cursor<'b> {
     fn new(out: &'b mut [u8]) -> Self {
-        let at = out.len();
-        Cursor { out, at }
+        Cursor { free: out }
     }
 
-    /// The `n` bytes before `at`, taken.
-    fn take(&mut self, n: usize) -> Option<&mut [u8]> {
-        let start = self.at.checked_sub(n)?;
-        let taken = self.out.get_mut(start..self.at)?;
-        self.at = start;
+    /// Where the change starts in the buffer.
+    fn start(&self) -> usize {
+        self.free.len()
+    }
+
+    /// The last `N` free bytes, taken.
+    fn take<const N: usize>(&mut self) -> Option<&'b mut [u8; N]> {
+        let (free, taken) = std::mem::take(&mut self.free).split_last_chunk_mut::<N>()?;
+        self.free = free;
         Some(taken)
     }
 
     fn byte(&mut self, b: u8) -> Option<()> {
-        self.at = self.at.checked_sub(1)?;
-        *self.out.get_mut(self.at)? = b;
+        *self.take::<1>()? = [b];
         Some(())
     }
 
-    fn bytes(&mut self, bytes: &[u8]) -> Option<()> {
-        self.take(bytes.len())?.copy_from_slice(bytes);
+    fn bytes<const N: usize>(&mut self, bytes: &[u8; N]) -> Option<()> {
+        *self.take::<N>()? = *bytes;
         Some(())
     }
 
@@ -161,14 +161,13 @@ impl<'b> Cursor<'b> {
         while v >= 10_000 {
             let r = (v % 10_000) as usize;
             v /= 10_000;
-            let four = self.take(4)?;
-            four[..2].copy_from_slice(&PAIRS[r / 100]);
-            four[2..].copy_from_slice(&PAIRS[r % 100]);
+            let ([a, b], [c, d]) = (PAIRS[r / 100], PAIRS[r % 100]);
+            *self.take::<4>()? = [a, b, c, d];
         }
         // One to four digits left.
         let v = v as usize;
         if v >= 100 {
-            self.take(2)?.copy_from_slice(&PAIRS[v % 100]);
+            *self.take::<2>()? = PAIRS[v % 100];
             self.head(v / 100)
         } else {
             self.head(v)
@@ -178,7 +177,7 @@ impl<'b> Cursor<'b> {
     /// The leading one or two digits of a number, `v` below 100.
     fn head(&mut self, v: usize) -> Option<()> {
         match PAIRS.get(v) {
-            Some(pair) if v >= 10 => self.take(2)?.copy_from_slice(pair),
+            Some(&pair) if v >= 10 => *self.take::<2>()? = pair,
             _ => self.byte(b'0' + (v % 10) as u8)?,
         }
         Some(())
@@ -284,7 +283,7 @@ mod tests {
         for v in numbers {
             let mut w = Cursor::new(&mut out);
             assert_eq!(w.decimal(v), Some(()), "{v}");
-            let at = w.at;
+            let at = w.start();
             assert_eq!(&out[at..], v.to_string().as_bytes(), "{v}");
         }
         let written = |cutoff, pexpireat, adds: &[(u64, u64)]| {
