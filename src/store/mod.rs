@@ -94,7 +94,7 @@ pub struct Opened<'a> {
 
 /// The one way in: opens `name` for a command. Any type but the two logs is `WRONGTYPE`.
 pub fn open<'a>(ctx: Ctx<'a>, name: RString<'a>, mode: Mode) -> Result<Opened<'a>, Error> {
-    let key = Key::open(ctx, name, mode)?;
+    let mut key = Key::open(ctx, name, mode)?;
     let held = match key.kind::<CompactLog>() {
         Kind::Empty => None,
         Kind::Zset => Some(Storage::Zset),
