@@ -163,10 +163,23 @@ pub struct Effects<'a> {
 
 impl<'a> Effects<'a> {
     /// Propagates and announces what the call recorded.
+    #[inline]
     pub fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
-        let Some(key) = self.key else {
-            return Ok(());
-        };
+        // A refusal, a PEEK: nothing recorded, nothing sent.
+        let unchanged = self.trimmed.is_none()
+            && self.added.is_none()
+            && self.expire == Expire::Untouched
+            && self.refunded.is_none()
+            && self.imported.is_empty();
+        match self.key {
+            Some(key) if !unchanged => self.publish_key(ctx, key),
+            _ => Ok(()),
+        }
+    }
+
+    /// `publish` of a call that changed `key` or its expiry.
+    #[inline(never)]
+    fn publish_key(&self, ctx: Ctx<'a>, key: RString<'a>) -> Result<(), Error> {
         if let Some((through, n)) = self.refunded {
             return publish_refund(ctx, key, through, n, self.emptied, self.verbatim);
         }
