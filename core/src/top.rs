@@ -45,7 +45,8 @@ pub struct Summary {
     order: Vec<u32>,
     /// A name's slot number.
     index: HashMap<Box<[u8]>, u32, RandomState>,
-    /// The first position in `order` of each count present.
+    /// The first position in `order` of each count present but the largest, whose run starts at
+    /// 0: a key refused again and again stays first, and its count moves without a table.
     starts: HashMap<u64, u32, RandomState>,
     /// Names counted since the reset.
     total: u64,
@@ -112,7 +113,7 @@ impl Summary {
                 at: slot,
             });
             self.order.push(slot);
-            self.starts.entry(0).or_insert(slot);
+            self.run_starts(0, slot);
             self.index.insert(name, slot);
             return slot;
         }
@@ -129,8 +130,11 @@ impl Summary {
     fn bump(&mut self, slot: u32) {
         let at = self.slots[slot as usize].at;
         let count = self.slots[slot as usize].entry.count;
-        // The first entry is the first of its count.
-        let first = if at == 0 { 0 } else { self.starts[&count] };
+        // The first entry is the first of its count (`starts` holds no run that starts at 0).
+        let first = match at {
+            0 => 0,
+            _ => self.starts.get(&count).copied().unwrap_or(0),
+        };
         if first != at {
             let other = self.order[first as usize];
             self.order.swap(first as usize, at as usize);
@@ -140,11 +144,22 @@ impl Summary {
         let next = first as usize + 1;
         if next < self.order.len() && self.slots[self.order[next] as usize].entry.count == count {
             self.starts.insert(count, next as u32);
-        } else {
+        } else if first != 0 {
             self.starts.remove(&count);
         }
         self.slots[slot as usize].entry.count = count + 1;
-        self.starts.entry(count + 1).or_insert(first);
+        self.run_starts(count + 1, first);
+    }
+
+    /// Records that the entry at `at` has `count`: the first of that count's run unless the entry
+    /// before it has `count` too; a run at 0 is not recorded.
+    fn run_starts(&mut self, count: u64, at: u32) {
+        let Some(before) = (at as usize).checked_sub(1) else {
+            return;
+        };
+        if self.slots[self.order[before] as usize].entry.count != count {
+            self.starts.insert(count, at);
+        }
     }
 
     /// The entries as `TOP` lists them: largest count first, then the smaller error, then the
@@ -245,6 +260,46 @@ mod tests {
 
     fn entry(name: &str, count: u64, error: u64) -> (String, u64, u64) {
         (name.to_string(), count, error)
+    }
+
+    /// `order` runs from the largest count down, and `starts` holds the first position of each
+    /// count's run but the one at 0, and nothing else.
+    fn check_runs(s: &Summary) {
+        let counts: Vec<u64> = s
+            .order
+            .iter()
+            .map(|&o| s.slots[o as usize].entry.count)
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+        for (i, &o) in s.order.iter().enumerate() {
+            assert_eq!(s.slots[o as usize].at as usize, i);
+        }
+        let mut want = HashMap::<u64, u32, RandomState>::default();
+        for (i, c) in counts.iter().enumerate().skip(1) {
+            if counts[i - 1] != *c {
+                want.insert(*c, i as u32);
+            }
+        }
+        assert_eq!(s.starts, want, "{counts:?}");
+    }
+
+    #[test]
+    fn runs_stay_sorted_and_recorded() {
+        let mut rng = Rng::new(0x70_0001);
+        for capacity in [1, 2, 3, 8, 64] {
+            let mut s = Summary::new(capacity);
+            for _ in 0..5_000 {
+                // Mostly a few names, now and then a new one; runs of one name too.
+                let name = match rng.range(0, 9) {
+                    0 => rng.range(0, 1_000),
+                    _ => rng.range(0, 6),
+                };
+                for _ in 0..rng.range(1, 3) {
+                    s.count(format!("k{name}").as_bytes());
+                    check_runs(&s);
+                }
+            }
+        }
     }
 
     #[test]

@@ -65,12 +65,13 @@ impl Gauge {
         self.bytes.fetch_sub(held as u64, Ordering::Relaxed);
     }
 
-    /// A live value's heap went from `before` to `after` bytes.
+    /// A live value's heap went from `before` to `after` bytes (most calls: unchanged, and then
+    /// no locked instruction).
     pub fn resized(&self, before: usize, after: usize) {
-        if after >= before {
+        if after > before {
             self.bytes
                 .fetch_add((after - before) as u64, Ordering::Relaxed);
-        } else {
+        } else if after < before {
             self.bytes
                 .fetch_sub((before - after) as u64, Ordering::Relaxed);
         }

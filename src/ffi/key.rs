@@ -116,8 +116,9 @@ impl<'a> Key<'a> {
         self.ptr.map(NonNull::as_ptr).ok_or(Error::Server(what))
     }
 
-    /// What the key holds, telling `T`'s values apart from every other type.
-    pub fn kind<T: NativeType>(&self) -> Kind {
+    /// What the key holds, telling `T`'s values apart from every other type. A boxed `T` found
+    /// here is kept for `native`, which then asks Redis nothing.
+    pub fn kind<T: NativeType>(&mut self) -> Kind {
         let Some(k) = self.ptr else {
             return Kind::Empty;
         };
@@ -128,7 +129,15 @@ impl<'a> Key<'a> {
                 Kind::Empty
             }
             raw::REDISMODULE_KEYTYPE_ZSET => Kind::Zset,
-            raw::REDISMODULE_KEYTYPE_MODULE if self.native_ptr::<T>().is_some() => Kind::Native,
+            raw::REDISMODULE_KEYTYPE_MODULE => match self.native_ptr::<T>() {
+                Some(p) => {
+                    if let Some(Stored::Boxed(value)) = stored::<T>(p.as_ptr()) {
+                        self.native = Some((T::slot().get(), value.cast()));
+                    }
+                    Kind::Native
+                }
+                None => Kind::Other,
+            },
             _ => Kind::Other,
         }
     }

@@ -94,7 +94,7 @@ pub struct Opened<'a> {
 
 /// The one way in: opens `name` for a command. Any type but the two logs is `WRONGTYPE`.
 pub fn open<'a>(ctx: Ctx<'a>, name: RString<'a>, mode: Mode) -> Result<Opened<'a>, Error> {
-    let key = Key::open(ctx, name, mode)?;
+    let mut key = Key::open(ctx, name, mode)?;
     let held = match key.kind::<CompactLog>() {
         Kind::Empty => None,
         Kind::Zset => Some(Storage::Zset),
@@ -109,8 +109,8 @@ impl<'a> Opened<'a> {
     /// something is added to it.
     pub fn log<'k>(&'k mut self, fx: &'k mut Effects<'a>, new: Storage) -> Slot<'k, 'a> {
         match self.held.unwrap_or(new) {
-            Storage::Zset => Slot::Zset(ZsetLog::new(&mut self.key, &mut fx.zset)),
-            Storage::Compact => Slot::Compact(CompactStore::new(&mut self.key, &mut fx.compact)),
+            Storage::Zset => Slot::Zset(ZsetLog::new(&mut self.key, fx.zset())),
+            Storage::Compact => Slot::Compact(CompactStore::new(&mut self.key, fx.compact())),
         }
     }
 
@@ -140,8 +140,8 @@ impl<'a> Opened<'a> {
         fx.replaced = Some(key.name());
         self.held = None;
         match target {
-            Storage::Compact => compact::import(key, &mut fx.compact, log)?,
-            Storage::Zset => zset::import(key, &mut fx.zset, &log)?,
+            Storage::Compact => compact::import(key, fx.compact(), log)?,
+            Storage::Zset => zset::import(key, fx.zset(), &log)?,
         }
         self.held = (len > 0).then_some(target);
         if let Some(at) = ttl.filter(|_| len > 0) {
@@ -214,23 +214,37 @@ impl Store for Slot<'_, '_> {
     }
 }
 
-/// What one call changed on one key, whatever the storage.
+/// What one call changed on one key, whatever the storage: each storage's record begins when the
+/// call first reaches the key through it, so a call records (and later drops) only its own.
 #[derive(Default)]
 pub struct Effects<'a> {
     /// The key's old value was unlinked first (a conversion).
     replaced: Option<RString<'a>>,
-    zset: zset::Effects<'a>,
-    compact: compact::Effects<'a>,
+    zset: Option<zset::Effects<'a>>,
+    compact: Option<compact::Effects<'a>>,
 }
 
 impl<'a> Effects<'a> {
-    /// Propagates and announces every recorded change, once.
-    fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
-        if let Some(name) = self.replaced.take() {
+    fn zset(&mut self) -> &mut zset::Effects<'a> {
+        self.zset.get_or_insert_with(Default::default)
+    }
+
+    fn compact(&mut self) -> &mut compact::Effects<'a> {
+        self.compact.get_or_insert_with(Default::default)
+    }
+
+    /// Propagates and announces every recorded change.
+    fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
+        if let Some(name) = self.replaced {
             publish_replaced(ctx, name)?;
         }
-        self.zset.publish(ctx)?;
-        self.compact.publish(ctx)
+        if let Some(fx) = &self.zset {
+            fx.publish(ctx)?;
+        }
+        match &self.compact {
+            Some(fx) => fx.publish(ctx),
+            None => Ok(()),
+        }
     }
 }
 
@@ -264,10 +278,10 @@ impl<'a> Changes<'a> {
         std::iter::once(&mut self.first).chain(self.more.iter_mut())
     }
 
-    /// Propagates and announces every key's changes in order, once.
-    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
+    /// Propagates and announces every key's changes in order.
+    pub fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
         self.first.publish(ctx)?;
-        self.more.iter_mut().try_for_each(|fx| fx.publish(ctx))
+        self.more.iter().try_for_each(|fx| fx.publish(ctx))
     }
 }
 

@@ -164,21 +164,13 @@ pub struct Effects<'a> {
 
 impl<'a> Effects<'a> {
     /// Sends the changes to replicas and the AOF and emits the keyspace events the seed's script
-    /// would, in its order; then forgets them.
-    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
-        // A call on a compact key leaves these empty: nothing to move or drop, and the code that
-        // publishes stays out of the compact call's way.
-        match self.key.take() {
-            None => Ok(()),
-            Some(key) => self.publish_key(ctx, key),
-        }
-    }
-
-    /// `publish` of a call on a sorted set, `key`.
+    /// would, in its order. Out of line: a call on a compact key never reaches it.
     #[inline(never)]
-    fn publish_key(&mut self, ctx: Ctx<'a>, key: RString<'a>) -> Result<(), Error> {
-        let fx = std::mem::take(self);
-        match fx.trim {
+    pub fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
+        let Some(key) = self.key else {
+            return Ok(());
+        };
+        match self.trim {
             Trim::Nothing => {}
             Trim::Walked { cutoff, emptied } => {
                 ctx.replicate_key_word_int(c"ZREMRANGEBYSCORE", key, c"-inf", cutoff)?;
@@ -196,16 +188,16 @@ impl<'a> Effects<'a> {
                 ctx.notify(Class::Generic, c"del", key);
             }
         }
-        match fx.added.as_slice() {
+        match self.added.as_slice() {
             [] => {}
-            [one] => ctx.replicate_key_int_string(c"ZADD", key, fx.added_at, one)?,
+            [one] => ctx.replicate_key_int_string(c"ZADD", key, self.added_at, one)?,
             many => {
-                let score = ctx.string(fx.added_at.to_string().as_bytes())?;
+                let score = ctx.string(self.added_at.to_string().as_bytes())?;
                 let pairs = many.iter().map(|m| (score.as_rstring(), m.as_rstring()));
                 replicate_zadd(ctx, key, pairs)?;
             }
         }
-        for batch in fx.imported.chunks(MEMBERS_PER_ZADD) {
+        for batch in self.imported.chunks(MEMBERS_PER_ZADD) {
             let scores = batch
                 .iter()
                 .map(|(ts, _)| ctx.string(ts.to_string().as_bytes()))
@@ -216,27 +208,27 @@ impl<'a> Effects<'a> {
                 .map(|(s, (_, m))| (s.as_rstring(), m.as_rstring()));
             replicate_zadd(ctx, key, pairs)?;
         }
-        let added = !fx.added.as_slice().is_empty() || !fx.imported.is_empty();
+        let added = !self.added.as_slice().is_empty() || !self.imported.is_empty();
         if added {
             ctx.notify(Class::Zset, c"zadd", key);
         }
-        match fx.expire {
+        match self.expire {
             Expire::Untouched | Expire::Kept(_) => {}
             Expire::Set(at) => {
                 ctx.replicate_key_ints(c"PEXPIREAT", key, &[at])?;
                 ctx.notify(Class::Generic, c"expire", key);
             }
         }
-        let refunded = fx.refunded.as_slice();
+        let refunded = self.refunded.as_slice();
         if !refunded.is_empty() {
             let members: Vec<RString<'_>> = refunded.iter().map(|m| m.as_rstring()).collect();
             ctx.replicate_key_args(c"ZREM", key, &members)?;
             ctx.notify(Class::Zset, c"zrem", key);
-            if fx.refund_emptied {
+            if self.refund_emptied {
                 ctx.notify(Class::Generic, c"del", key);
             }
         }
-        if fx.trim != Trim::Nothing || added || !refunded.is_empty() {
+        if self.trim != Trim::Nothing || added || !refunded.is_empty() {
             ctx.signal_modified(key);
         }
         Ok(())

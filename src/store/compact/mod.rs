@@ -108,9 +108,9 @@ fn for_each_batch(log: &CompactLog, mut f: impl FnMut(&[u8])) {
     let mut change = Vec::new();
     let mut added = 0;
     let mut flush = |pairs: &mut Vec<(u64, u64)>| {
-        change.clear();
-        if write_change(&mut change, -1, 0, pairs).is_ok() {
-            f(&change);
+        change.resize(change::change_bytes(pairs.len()), 0);
+        if let Some(start) = write_change(&mut change, -1, 0, pairs) {
+            f(change.get(start..).unwrap_or_default());
         }
         pairs.clear();
     };
@@ -162,46 +162,57 @@ pub struct Effects<'a> {
 }
 
 impl<'a> Effects<'a> {
-    pub fn publish(&mut self, ctx: Ctx<'a>) -> Result<(), Error> {
-        let fx = std::mem::take(self);
-        let Some(key) = fx.key else {
-            return Ok(());
-        };
-        if let Some((through, n)) = fx.refunded {
-            return publish_refund(ctx, key, through, n, fx.emptied, fx.verbatim);
+    /// Propagates and announces what the call recorded.
+    #[inline]
+    pub fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
+        // A refusal, a PEEK: nothing recorded, nothing sent.
+        let unchanged = self.trimmed.is_none()
+            && self.added.is_none()
+            && self.expire == Expire::Untouched
+            && self.refunded.is_none()
+            && self.imported.is_empty();
+        match self.key {
+            Some(key) if !unchanged => self.publish_key(ctx, key),
+            _ => Ok(()),
         }
-        for change in &fx.imported {
+    }
+
+    /// `publish` of a call that changed `key` or its expiry.
+    #[inline(never)]
+    fn publish_key(&self, ctx: Ctx<'a>, key: RString<'a>) -> Result<(), Error> {
+        if let Some((through, n)) = self.refunded {
+            return publish_refund(ctx, key, through, n, self.emptied, self.verbatim);
+        }
+        for change in &self.imported {
             ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
-        let changed = fx.trimmed.is_some() || fx.added.is_some();
-        if fx.verbatim {
-            if changed || fx.expire != Expire::Untouched {
+        let changed = self.trimmed.is_some() || self.added.is_some();
+        if self.verbatim {
+            if changed || self.expire != Expire::Untouched {
                 ctx.replicate_verbatim()?;
             }
-        } else if changed || fx.expire != Expire::Untouched {
+        } else if changed || self.expire != Expire::Untouched {
             // The key's resulting expiry, moved or not (0: a call that set none).
-            let at = fx.expire.at().unwrap_or(0);
-            let added = fx.added.as_slice();
+            let at = self.expire.at().unwrap_or(0);
+            let added = self.added.as_slice();
             // One call's change fits a small buffer on the stack: four numbers.
-            let mut buf = [0u8; 96];
-            let mut rest = &mut buf[..];
-            write_change(&mut rest, fx.trimmed.unwrap_or(-1), at, added)
-                .map_err(|_| Error::Server("an APPLY change"))?;
-            let len = 96 - rest.len();
-            let change = buf.get(..len).unwrap_or_default();
+            let mut buf = [0u8; change::change_bytes(1)];
+            let start = write_change(&mut buf, self.trimmed.unwrap_or(-1), at, added)
+                .ok_or(Error::Server("an APPLY change"))?;
+            let change = buf.get(start..).unwrap_or_default();
             ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
         }
-        if fx.trimmed.is_some() {
+        if self.trimmed.is_some() {
             ctx.notify(Class::Module, c"slidingwindow.trim", key);
         }
-        if fx.emptied {
+        if self.emptied {
             ctx.notify(Class::Generic, c"del", key);
         }
-        let added = fx.added.is_some() || !fx.imported.is_empty();
+        let added = self.added.is_some() || !self.imported.is_empty();
         if added {
             ctx.notify(Class::Module, c"slidingwindow.add", key);
         }
-        if let Expire::Set(_) = fx.expire {
+        if let Expire::Set(_) = self.expire {
             ctx.notify(Class::Generic, c"expire", key);
         }
         if changed || added {
@@ -224,10 +235,11 @@ fn publish_refund<'a>(
     if verbatim {
         ctx.replicate_verbatim()?;
     } else {
-        let mut change = Vec::with_capacity(48);
-        change::write_refund(&mut change, through, n)
-            .map_err(|_| Error::Server("an APPLY change"))?;
-        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, &change)?;
+        let mut buf = [0u8; change::REFUND_BYTES];
+        let start =
+            change::write_refund(&mut buf, through, n).ok_or(Error::Server("an APPLY change"))?;
+        let change = buf.get(start..).unwrap_or_default();
+        ctx.replicate_key_bytes(c"SLIDINGWINDOW.APPLY", key, change)?;
     }
     ctx.notify(Class::Module, c"slidingwindow.refund", key);
     if emptied {
