@@ -10,6 +10,10 @@ use super::limits::{KeyedLimits, Limit, Limits};
 /// `PRECISION p`, `DETAIL`, 15 `LIMIT w m`.
 pub const MOST_WORDS: usize = 5 + 2 + 2 + 2 + 1 + 3 * (MAX_LIMITS - 1);
 
+/// A call of this many words is parsed without its command's name (word 0) by every parser
+/// here: each reads the name only for a wrong arity, and none has one at five words.
+pub const NAMELESS: usize = 5;
+
 /// When the request happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Now {
@@ -466,6 +470,31 @@ mod tests {
             ("123456789012345\u{7f}", None),
         ] {
             assert_eq!(integer(word.as_bytes(), 0, u64::MAX), want, "{word}");
+        }
+    }
+
+    #[test]
+    fn no_parser_reads_the_name_of_a_call_of_five_words() {
+        let lines = [
+            "ALLOW k 10 5 1000",
+            "ALLOW k 10 5 *",
+            "ALLOW k x 5 1000",
+            "ALLOWALL 1 k 5 LIMIT",
+            "ALLOWALL 2 a b 5",
+            "ALLOWALL 3 a b c",
+            "ALLOWALL 9 a b c",
+            "REFUND k 1 AT 5",
+            "REFUND k 1 AT x",
+            "REFUND k x y z",
+        ];
+        for line in lines {
+            let named: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            assert_eq!(named.len(), NAMELESS);
+            let mut nameless = named.clone();
+            nameless[0] = b"";
+            assert_eq!(parse(&named), parse(&nameless), "{line}");
+            assert_eq!(parse_all(&named), parse_all(&nameless), "{line}");
+            assert_eq!(parse_refund(&named), parse_refund(&nameless), "{line}");
         }
     }
 
