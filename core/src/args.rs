@@ -10,6 +10,10 @@ use super::limits::{KeyedLimits, Limit, Limits};
 /// `PRECISION p`, `DETAIL`, 15 `LIMIT w m`.
 pub const MOST_WORDS: usize = 5 + 2 + 2 + 2 + 1 + 3 * (MAX_LIMITS - 1);
 
+/// A call of this many words is parsed without its command's name (word 0) by every parser
+/// here: each reads the name only for a wrong arity, and none has one at five words.
+pub const NAMELESS: usize = 5;
+
 /// When the request happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Now {
@@ -277,6 +281,71 @@ fn limit(window_s: u64, max: u64) -> Limit {
 
 /// A plain decimal integer (ASCII digits only, no sign, no spaces) within `lo..=hi`.
 pub fn integer(bytes: &[u8], lo: u64, hi: u64) -> Option<u64> {
+    let n = bytes.len();
+    // Four or eight digits at a time: a word of at least four digits is read as its first and
+    // last four (or eight) bytes, overlapping, the overlap counted once.
+    let value = match (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) {
+        (Some(head), _) if n == 8 => eight(*head, 0)?,
+        (Some(head), Some(tail)) if n <= 16 => eight(*head, 0)?
+            .wrapping_mul(POW10[n - 8])
+            .wrapping_add(eight(*tail, 16 - n)?),
+        (Some(_), Some(_)) => long(bytes)?,
+        _ => match (bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+            (Some(head), _) if n == 4 => four(*head, 0)?,
+            (Some(head), Some(tail)) => four(*head, 0)?
+                .wrapping_mul(POW10[n - 4])
+                .wrapping_add(four(*tail, 8 - n)?),
+            _ => long(bytes)?,
+        },
+    };
+    (lo..=hi).contains(&value).then_some(value)
+}
+
+/// 10^k for every k a word of 4 to 16 digits needs.
+const POW10: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// Each byte of a word.
+const BYTES8: u64 = 0x0101_0101_0101_0101;
+
+/// Eight ASCII digits, the first `skip` of them counted as 0; None if any byte is not a digit.
+fn eight(chunk: [u8; 8], skip: usize) -> Option<u64> {
+    let x = u64::from_le_bytes(chunk);
+    // Each byte's high half is 3, and adding 6 keeps it 3 (the low half at most 9).
+    let high = 0xF0 * BYTES8;
+    if x & high != 0x30 * BYTES8 || x.wrapping_add(6 * BYTES8) & high != 0x30 * BYTES8 {
+        return None;
+    }
+    // The first digit is the lowest byte: pairs, then fours, then the eight.
+    let d = (x - 0x30 * BYTES8) & u64::MAX.checked_shl(8 * skip as u32).unwrap_or(0);
+    let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let d = (d.wrapping_mul(100) + (d >> 16)) & 0x0000_FFFF_0000_FFFF;
+    Some((d.wrapping_mul(10_000) + (d >> 32)) & 0xFFFF_FFFF)
+}
+
+/// Four ASCII digits, the first `skip` of them counted as 0; None if any byte is not a digit.
+fn four(chunk: [u8; 4], skip: usize) -> Option<u64> {
+    let x = u32::from_le_bytes(chunk);
+    let high = 0xF0F0_F0F0;
+    if x & high != 0x3030_3030 || x.wrapping_add(0x0606_0606) & high != 0x3030_3030 {
+        return None;
+    }
+    let d = (x - 0x3030_3030) & u32::MAX.checked_shl(8 * skip as u32).unwrap_or(0);
+    let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00FF_00FF;
+    Some(u64::from((d.wrapping_mul(100) + (d >> 16)) & 0xFFFF))
+}
+
+/// A word of any length, a digit at a time.
+fn long(bytes: &[u8]) -> Option<u64> {
     if bytes.is_empty() {
         return None;
     }
@@ -296,7 +365,7 @@ pub fn integer(bytes: &[u8], lo: u64, hi: u64) -> Option<u64> {
             value = value.checked_mul(10)?.checked_add(digit)?;
         }
     }
-    (lo..=hi).contains(&value).then_some(value)
+    Some(value)
 }
 
 #[cfg(test)]
@@ -368,6 +437,65 @@ mod tests {
         assert_eq!(integer(b"000000000000000000:", 0, max), None);
         assert_eq!(integer(b"/", 0, max), None);
         assert_eq!(integer(b"7", 8, max), None);
+    }
+
+    #[test]
+    fn integers_read_in_chunks_agree_with_a_digit_at_a_time() {
+        let mut rng = crate::rng::Rng::new(58);
+        // Every length a chunk covers, and past it; one byte in a few not a digit, at any place.
+        for _ in 0..20_000 {
+            let n = rng.range(0, 21) as usize;
+            let mut word: Vec<u8> = (0..n).map(|_| b'0' + rng.range(0, 9) as u8).collect();
+            if n > 0 && rng.chance(30) {
+                let at = rng.range(0, n as u64 - 1) as usize;
+                word[at] = rng.pick(b"/:0a \xff\x00-+.9".as_slice());
+            }
+            let want = long(&word);
+            assert_eq!(integer(&word, 0, u64::MAX), want, "{word:?}");
+            if let Some(v) = want {
+                assert_eq!(integer(&word, v, v), Some(v));
+                assert_eq!(integer(&word, v.saturating_add(1), u64::MAX), None);
+            }
+        }
+        for (word, want) in [
+            ("3600", Some(3600)),
+            ("1000000000", Some(1_000_000_000)),
+            ("1700000001000", Some(1_700_000_001_000)),
+            ("12345678", Some(12_345_678)),
+            ("1234567890123456", Some(1_234_567_890_123_456)),
+            ("00000000", Some(0)),
+            ("9999999999999999", Some(9_999_999_999_999_999)),
+            ("1234567/", None),
+            ("123:", None),
+            ("123456789012345\u{7f}", None),
+        ] {
+            assert_eq!(integer(word.as_bytes(), 0, u64::MAX), want, "{word}");
+        }
+    }
+
+    #[test]
+    fn no_parser_reads_the_name_of_a_call_of_five_words() {
+        let lines = [
+            "ALLOW k 10 5 1000",
+            "ALLOW k 10 5 *",
+            "ALLOW k x 5 1000",
+            "ALLOWALL 1 k 5 LIMIT",
+            "ALLOWALL 2 a b 5",
+            "ALLOWALL 3 a b c",
+            "ALLOWALL 9 a b c",
+            "REFUND k 1 AT 5",
+            "REFUND k 1 AT x",
+            "REFUND k x y z",
+        ];
+        for line in lines {
+            let named: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            assert_eq!(named.len(), NAMELESS);
+            let mut nameless = named.clone();
+            nameless[0] = b"";
+            assert_eq!(parse(&named), parse(&nameless), "{line}");
+            assert_eq!(parse_all(&named), parse_all(&nameless), "{line}");
+            assert_eq!(parse_refund(&named), parse_refund(&nameless), "{line}");
+        }
     }
 
     #[test]

@@ -46,6 +46,11 @@ impl Limits {
         1 + self.more.len()
     }
 
+    /// The positional limit, when it is the only one.
+    pub fn only(&self) -> Option<Limit> {
+        self.more.is_empty().then_some(self.first)
+    }
+
     /// Whether the call named `LIMIT` options (its reply then carries the binding limit).
     pub fn has_options(&self) -> bool {
         !self.more.is_empty()
@@ -337,6 +342,7 @@ mod tests {
             max: 3,
         });
         assert!(!limits.has_options());
+        assert_eq!(limits.only().map(|l| l.max), Some(3));
         assert_eq!(limits.longest_window_ms(), 5000);
         for i in 1..MAX_LIMITS {
             assert!(limits.push(Limit {
@@ -348,6 +354,7 @@ mod tests {
         assert!(!limits.push(one));
         assert_eq!(limits.count(), MAX_LIMITS);
         assert!(limits.has_options());
+        assert_eq!(limits.only(), None);
         assert_eq!(limits.longest_window_ms(), 32_000);
         assert_eq!(limits.iter().next().map(|l| l.max), Some(3));
         assert_eq!(limits.iter().count(), MAX_LIMITS);

@@ -109,7 +109,12 @@ pub struct Outcome {
 /// An admission that would add more than `max_add` members is an error that changes nothing, for
 /// ALLOW and PEEK alike; a call that would be refused anyway just answers.
 pub fn allow<L: Log>(log: &mut L, req: &Request) -> Result<Outcome, Error> {
-    decide::<L, _, MAX_LIMITS>(std::slice::from_mut(log), req.limits.each(), &req.call())
+    let logs = std::slice::from_mut(log);
+    match req.limits.only() {
+        // The common call, one limit: its per-limit arrays of one.
+        Some(l) => decide::<L, _, 1, 1>(logs, std::iter::once((0, l)), &req.call()),
+        None => decide::<L, _, 1, MAX_LIMITS>(logs, req.limits.each(), &req.call()),
+    }
 }
 
 /// `SLIDINGWINDOW.PEEK`: what `allow` would answer now, without touching `log` (`trimmed` is
@@ -128,9 +133,9 @@ pub fn allow_all<L: Log, S: Scope>(logs: &mut [L], req: &Request<S>) -> Result<O
     let call = req.call();
     // Per-limit arrays on the stack, sized for the common call or for the largest one.
     if req.limits.count() <= MAX_LIMITS {
-        decide::<L, _, MAX_LIMITS>(logs, req.limits.each(), &call)
+        decide::<L, _, MAX_KEYS, MAX_LIMITS>(logs, req.limits.each(), &call)
     } else {
-        decide::<L, _, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.each(), &call)
+        decide::<L, _, MAX_KEYS, { MAX_KEYS * MAX_LIMITS }>(logs, req.limits.each(), &call)
     }
 }
 
@@ -161,15 +166,19 @@ impl Call {
     }
 }
 
-/// The decision over one or several logs; `limits` are `(log index, limit)` in position order,
-/// at most `N`, every log having at least one.
-fn decide<L, I, const N: usize>(logs: &mut [L], limits: I, call: &Call) -> Result<Outcome, Error>
+/// The decision over one or several logs, at most `K`; `limits` are `(log index, limit)` in
+/// position order, at most `N`, every log having at least one.
+fn decide<L, I, const K: usize, const N: usize>(
+    logs: &mut [L],
+    limits: I,
+    call: &Call,
+) -> Result<Outcome, Error>
 where
     L: Log,
     I: Iterator<Item = (usize, Limit)> + Clone,
 {
-    let keys = logs.len().min(MAX_KEYS);
-    let mut longest = [0u64; MAX_KEYS];
+    let keys = logs.len().min(K);
+    let mut longest = [0u64; K];
     for (k, l) in limits.clone() {
         if let Some(w) = longest.get_mut(k) {
             *w = (*w).max(l.window_ms);
@@ -185,7 +194,7 @@ where
         });
     }
     let mut trimmed = 0u64;
-    let mut before = [0u64; MAX_KEYS];
+    let mut before = [0u64; K];
     let late = to_i64(call.lateness);
     for ((log, b), w) in logs.iter_mut().zip(&mut before).zip(&longest) {
         // Lateness keeps more than any window holds, for a later call whose `now` is behind.

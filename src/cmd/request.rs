@@ -11,6 +11,11 @@ use crate::store::{self, Opened};
 pub fn words<T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
     // The common short call fills a small array; one with options a larger one.
     match argv.len() {
+        // ALLOW and PEEK without options: five words, each read once, but for the command's
+        // name, which no parser reads in a call of five words.
+        args::NAMELESS => parse(&std::array::from_fn::<_, { args::NAMELESS }, _>(|i| {
+            if i == 0 { &[] } else { argv.bytes(i) }
+        })),
         0..=8 => inline::<8, T>(argv, parse),
         9..=16 => inline::<16, T>(argv, parse),
         17..=args::MOST_WORDS => inline::<{ args::MOST_WORDS }, T>(argv, parse),
