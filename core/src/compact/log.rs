@@ -239,6 +239,10 @@ impl Blocks {
 
     /// The `k`-th oldest (0-based).
     fn get(&self, k: u64) -> Option<u64> {
+        if k == 0 {
+            // The oldest, which every trim reads: the first block's first, kept beside its slots.
+            return self.tree.first().map(Block::first);
+        }
         let (_, at, block) = self.tree.find_rank(k)?;
         Some(block.get(at as usize))
     }
