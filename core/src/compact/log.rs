@@ -277,6 +277,14 @@ impl Blocks {
 
     /// Adds `n` copies of `ts` after every equal one.
     fn add(&mut self, ts: u64, n: u64) {
+        // The common call, an append at the log's end that the last block takes in bytes as it
+        // is: no search, no re-layout.
+        let last = self.tree.items().saturating_sub(1);
+        if let Ok(m) = usize::try_from(n)
+            && self.tree.edit(last, |b| b.append(ts, m)) == Some(true)
+        {
+            return;
+        }
         let Some((i, _, block)) = self.tree.find_key(ts) else {
             self.tree = Tree::from_vec(runs_of(ts, n));
             return;

@@ -3,7 +3,7 @@
 //! keeps its buffer tight after them. A sealed block is edited through its own path (`seal`).
 
 use super::super::heap::size_class;
-use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, totals, width_for, zeroed};
+use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, reach, totals, width_for, zeroed};
 
 impl Block {
     /// Writes `offset` into the `n` slots from byte `at`.
@@ -32,6 +32,45 @@ impl Block {
             return done;
         }
         self.insert_bytes(p, ts, n)
+    }
+
+    /// `insert` of `n` copies of `ts` at the end, in the byte form, when that keeps the block's
+    /// form, base and width: a counted block's newest timestamp's count bumped or its next slot
+    /// taken, a plain block's slots written after its live ones. False: the block is unchanged
+    /// and `insert` applies (the same edits as `insert` where this one makes them).
+    #[inline]
+    pub fn append(&mut self, ts: u64, n: usize) -> bool {
+        let (len, slots) = (self.len(), self.slots());
+        if self.sealed() || slots == 0 || len + n > MAX_LEN {
+            return false;
+        }
+        let last = self.slot(slots - 1);
+        if ts < last || ts - self.base >= reach(self.w()) {
+            return false;
+        }
+        let (w, end) = (self.w(), usize::from(self.start) + slots);
+        if self.counted() {
+            if ts == last {
+                let c = self.read_count(end - 1);
+                if !self.count_fits(c + n) {
+                    return false;
+                }
+                self.set_count(end - 1, c + n);
+            } else if self.count_fits(n) && !self.is_full() && end < self.cap() {
+                self.fill(end * w, 1, ts - self.base);
+                self.set_count(end, n);
+                self.slots += 1;
+            } else {
+                return false;
+            }
+            self.set_len(len + n);
+            return true;
+        }
+        if (len + n) * w > BLOCK_BYTES || self.run_ends_at(len, ts, n) {
+            return false;
+        }
+        self.insert_plain(len, ts, n);
+        true
     }
 
     /// `insert`, whatever the block's flag.
@@ -164,7 +203,9 @@ impl Block {
         let start = usize::from(self.start);
         let cap = self.buf.len() / w;
         let (room_before, room_after) = (start >= n, start + len + n <= cap);
-        if room_before && (p * 2 <= len || !room_after) {
+        if p == len && room_after {
+            // An append with room after the live slots: nothing moves.
+        } else if room_before && (p * 2 <= len || !room_after) {
             // Room before the live slots: the first `p` move down.
             self.buf
                 .copy_within(start * w..(start + p) * w, (start - n) * w);
