@@ -205,6 +205,11 @@ impl Block {
         let (room_before, room_after) = (start >= n, start + len + n <= cap);
         if p == len && room_after {
             // An append with room after the live slots: nothing moves.
+        } else if p == len && len + n <= cap {
+            // An append with the room before them: they move to the buffer's start, so that the
+            // appends after this one find all the room after them.
+            self.buf.copy_within(start * w..(start + len) * w, 0);
+            self.start = 0;
         } else if room_before && (p * 2 <= len || !room_after) {
             // Room before the live slots: the first `p` move down.
             self.buf
