@@ -273,9 +273,11 @@ impl Block {
         } else if !self.counted() && !self.sealed() {
             let w = self.w();
             if a <= len - b {
-                // The first `a` move up to close the gap.
-                self.buf
-                    .copy_within(start * w..(start + a) * w, (start + b - a) * w);
+                // The first `a` move up to close the gap (none for a cut at the front).
+                if a > 0 {
+                    self.buf
+                        .copy_within(start * w..(start + a) * w, (start + b - a) * w);
+                }
                 self.start = (start + b - a) as u16;
             } else {
                 self.buf
