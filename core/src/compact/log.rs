@@ -398,9 +398,13 @@ impl Blocks {
             }
             Some(left == Some(true) || right == Some(true))
         };
-        // Nothing to tidy when the cut left its blocks large and is not next to a last block
-        // kept empty (the common trim and refund: most of a block stays).
-        if left_small == Some(true) || i + 3 >= self.tree.items() {
+        // Nothing to tidy when the cut left its blocks large (none emptied, none to merge) and
+        // no last block is kept empty (the common trim and refund: most of a block stays), nor
+        // in a log of one block (it has no neighbour; emptied, the log goes back to the small
+        // form).
+        if self.tree.items() > 1
+            && (left_small == Some(true) || self.tree.last().is_some_and(Block::is_empty))
+        {
             self.tidy(i);
         }
     }
