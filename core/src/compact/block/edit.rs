@@ -6,9 +6,18 @@ use super::super::heap::size_class;
 use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, reach, totals, width_for, zeroed};
 
 impl Block {
-    /// Writes `offset` into the `n` slots from byte `at`.
+    /// Writes `offset` into the `n` slots from byte `at`: one slot with one 8-byte load and
+    /// store (the bytes past it kept) where the buffer has 8 bytes left, else byte by byte.
     fn fill(&mut self, at: usize, n: usize, offset: u64) {
         let w = self.w();
+        if n == 1
+            && let Some(Ok(word)) = self.buf.get_mut(at..at + 8).map(<&mut [u8; 8]>::try_from)
+        {
+            let mask = u64::MAX >> (64 - 8 * w as u32);
+            let kept = u64::from_le_bytes(*word) & !mask;
+            *word = (kept | (offset & mask)).to_le_bytes();
+            return;
+        }
         if let (Some(span), Some(bytes)) = (
             self.buf.get_mut(at..at + n * w),
             offset.to_le_bytes().get(..w),
@@ -69,7 +78,14 @@ impl Block {
         if (len + n) * w > BLOCK_BYTES || self.run_ends_at(len, ts, n) {
             return false;
         }
-        self.insert_plain(len, ts, n);
+        if (end + n) * w <= self.buf.len() {
+            // Room after the live slots: written there, nothing moves.
+            self.fill(end * w, n, ts - self.base);
+            self.set_len(len + n);
+            self.slots = (len + n) as u16;
+        } else {
+            self.insert_plain(len, ts, n);
+        }
         true
     }
 
