@@ -370,9 +370,16 @@ impl Blocks {
         if a >= b {
             return;
         }
-        let (Some((i, pa, _)), Some((j, pb, _))) =
-            (self.tree.find_rank(a), self.tree.find_rank(b - 1))
-        else {
+        // A cut inside the first block (a trim of the oldest) needs no rank search.
+        let ranks = if self.tree.first().is_some_and(|x| b <= x.len() as u64) {
+            Some(((0, a), (0, b - 1)))
+        } else {
+            match (self.tree.find_rank(a), self.tree.find_rank(b - 1)) {
+                (Some((i, pa, _)), Some((j, pb, _))) => Some(((i, pa), (j, pb))),
+                _ => None,
+            }
+        };
+        let Some(((i, pa), (j, pb))) = ranks else {
             return;
         };
         let (pa, pb) = (pa as usize, pb as usize);
