@@ -6,7 +6,8 @@
 //! in an order-statistic B-tree (`index`) whose nodes keep their subtrees' counts and bytes.
 //!
 //! Every operation costs O(log N + M) for M timestamps removed, wherever it lands: a walk down the
-//! tree finds the block holding a time or a rank, then a search inside the block; an insert changes
+//! tree finds the block holding a time or a rank, then a search inside the block (an append at the
+//! log's end, the common call, goes straight to the last block); an insert changes
 //! one block in place, or splits it into blocks with room on both sides, which enter the tree in
 //! O(log B) for B blocks; a late insert into a sealed block with room opens it (back in bytes until
 //! a late insert opens a third block, which seals again the open one farther from it), so that
