@@ -836,6 +836,44 @@ mod tests {
         }
     }
 
+    /// `append` makes the block `insert` at the end makes, wherever it takes the call: appends a
+    /// few ms apart (plain), repeats of one timestamp (counted), with removals and seals between.
+    #[test]
+    fn an_append_is_an_insert_at_the_end() {
+        let mut rng = crate::rng::Rng::new(58);
+        for (gap, repeat) in [(1u64, 0u64), (3, 2), (1 << 20, 0), (0, 1), (300, 6)] {
+            let mut block = Block::from_sorted(&[1 << 40]);
+            let mut taken = 0;
+            for step in 0..6_000 {
+                let ts = block.last() + if rng.range(0, 8) < repeat { 0 } else { gap };
+                let n = rng.range(1, 4) as usize;
+                let mut appended = block.clone();
+                let len = block.len();
+                if appended.append(ts, n) {
+                    assert!(block.insert(len, ts, n), "step {step}");
+                    assert_eq!(format!("{appended:?}"), format!("{block:?}"), "step {step}");
+                    taken += 1;
+                } else {
+                    assert_eq!(format!("{appended:?}"), format!("{block:?}"), "step {step}");
+                    if !block.insert(len, ts, n) {
+                        block = Block::from_sorted(&[ts]);
+                    }
+                }
+                if rng.range(0, 500) == 0 {
+                    block.remove(0, block.len() / 2);
+                }
+                // Sealed now and then, for a few calls (the log unseals its last block).
+                if rng.range(0, 700) == 0 {
+                    block.seal();
+                } else if block.sealed() && rng.range(0, 20) == 0 {
+                    block.unseal();
+                }
+                block.check();
+            }
+            assert!(taken > 5_000, "gap {gap}: {taken} appends taken");
+        }
+    }
+
     /// Every request's timestamp and every time's rank in a counted block of hundreds of slots,
     /// in bytes and sealed (the counts summed in groups, from either end).
     #[test]

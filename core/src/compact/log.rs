@@ -6,7 +6,8 @@
 //! in an order-statistic B-tree (`index`) whose nodes keep their subtrees' counts and bytes.
 //!
 //! Every operation costs O(log N + M) for M timestamps removed, wherever it lands: a walk down the
-//! tree finds the block holding a time or a rank, then a search inside the block; an insert changes
+//! tree finds the block holding a time or a rank, then a search inside the block (an append at the
+//! log's end, the common call, goes straight to the last block); an insert changes
 //! one block in place, or splits it into blocks with room on both sides, which enter the tree in
 //! O(log B) for B blocks; a late insert into a sealed block with room opens it (back in bytes until
 //! a late insert opens a third block, which seals again the open one farther from it), so that
@@ -239,6 +240,10 @@ impl Blocks {
 
     /// The `k`-th oldest (0-based).
     fn get(&self, k: u64) -> Option<u64> {
+        if k == 0 {
+            // The oldest, which every trim reads: the first block's first, kept beside its slots.
+            return self.tree.first().map(Block::first);
+        }
         let (_, at, block) = self.tree.find_rank(k)?;
         Some(block.get(at as usize))
     }
@@ -273,6 +278,14 @@ impl Blocks {
 
     /// Adds `n` copies of `ts` after every equal one.
     fn add(&mut self, ts: u64, n: u64) {
+        // The common call, an append at the log's end that the last block takes in bytes as it
+        // is: no search, no re-layout.
+        let last = self.tree.items().saturating_sub(1);
+        if let Ok(m) = usize::try_from(n)
+            && self.tree.edit(last, |b| b.append(ts, m)) == Some(true)
+        {
+            return;
+        }
         let Some((i, _, block)) = self.tree.find_key(ts) else {
             self.tree = Tree::from_vec(runs_of(ts, n));
             return;
@@ -358,9 +371,16 @@ impl Blocks {
         if a >= b {
             return;
         }
-        let (Some((i, pa, _)), Some((j, pb, _))) =
-            (self.tree.find_rank(a), self.tree.find_rank(b - 1))
-        else {
+        // A cut inside the first block (a trim of the oldest) needs no rank search.
+        let ranks = if self.tree.first().is_some_and(|x| b <= x.len() as u64) {
+            Some(((0, a), (0, b - 1)))
+        } else {
+            match (self.tree.find_rank(a), self.tree.find_rank(b - 1)) {
+                (Some((i, pa, _)), Some((j, pb, _))) => Some(((i, pa), (j, pb))),
+                _ => None,
+            }
+        };
+        let Some(((i, pa), (j, pb))) = ranks else {
             return;
         };
         let (pa, pb) = (pa as usize, pb as usize);
@@ -386,9 +406,13 @@ impl Blocks {
             }
             Some(left == Some(true) || right == Some(true))
         };
-        // Nothing to tidy when the cut left its blocks large and is not next to a last block
-        // kept empty (the common trim and refund: most of a block stays).
-        if left_small == Some(true) || i + 3 >= self.tree.items() {
+        // Nothing to tidy when the cut left its blocks large (none emptied, none to merge) and
+        // no last block is kept empty (the common trim and refund: most of a block stays), nor
+        // in a log of one block (it has no neighbour; emptied, the log goes back to the small
+        // form).
+        if self.tree.items() > 1
+            && (left_small == Some(true) || self.tree.last().is_some_and(Block::is_empty))
+        {
             self.tidy(i);
         }
     }

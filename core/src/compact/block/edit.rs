@@ -3,12 +3,21 @@
 //! keeps its buffer tight after them. A sealed block is edited through its own path (`seal`).
 
 use super::super::heap::size_class;
-use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, totals, width_for, zeroed};
+use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, reach, totals, width_for, zeroed};
 
 impl Block {
-    /// Writes `offset` into the `n` slots from byte `at`.
+    /// Writes `offset` into the `n` slots from byte `at`: one slot with one 8-byte load and
+    /// store (the bytes past it kept) where the buffer has 8 bytes left, else byte by byte.
     fn fill(&mut self, at: usize, n: usize, offset: u64) {
         let w = self.w();
+        if n == 1
+            && let Some(Ok(word)) = self.buf.get_mut(at..at + 8).map(<&mut [u8; 8]>::try_from)
+        {
+            let mask = u64::MAX >> (64 - 8 * w as u32);
+            let kept = u64::from_le_bytes(*word) & !mask;
+            *word = (kept | (offset & mask)).to_le_bytes();
+            return;
+        }
         if let (Some(span), Some(bytes)) = (
             self.buf.get_mut(at..at + n * w),
             offset.to_le_bytes().get(..w),
@@ -32,6 +41,52 @@ impl Block {
             return done;
         }
         self.insert_bytes(p, ts, n)
+    }
+
+    /// `insert` of `n` copies of `ts` at the end, in the byte form, when that keeps the block's
+    /// form, base and width: a counted block's newest timestamp's count bumped or its next slot
+    /// taken, a plain block's slots written after its live ones. False: the block is unchanged
+    /// and `insert` applies (the same edits as `insert` where this one makes them).
+    #[inline]
+    pub fn append(&mut self, ts: u64, n: usize) -> bool {
+        let (len, slots) = (self.len(), self.slots());
+        if self.sealed() || slots == 0 || len + n > MAX_LEN {
+            return false;
+        }
+        let last = self.slot(slots - 1);
+        if ts < last || ts - self.base >= reach(self.w()) {
+            return false;
+        }
+        let (w, end) = (self.w(), usize::from(self.start) + slots);
+        if self.counted() {
+            if ts == last {
+                let c = self.read_count(end - 1);
+                if !self.count_fits(c + n) {
+                    return false;
+                }
+                self.set_count(end - 1, c + n);
+            } else if self.count_fits(n) && !self.is_full() && end < self.cap() {
+                self.fill(end * w, 1, ts - self.base);
+                self.set_count(end, n);
+                self.slots += 1;
+            } else {
+                return false;
+            }
+            self.set_len(len + n);
+            return true;
+        }
+        if (len + n) * w > BLOCK_BYTES || self.run_ends_at(len, ts, n) {
+            return false;
+        }
+        if (end + n) * w <= self.buf.len() {
+            // Room after the live slots: written there, nothing moves.
+            self.fill(end * w, n, ts - self.base);
+            self.set_len(len + n);
+            self.slots = (len + n) as u16;
+        } else {
+            self.insert_plain(len, ts, n);
+        }
+        true
     }
 
     /// `insert`, whatever the block's flag.
@@ -164,7 +219,14 @@ impl Block {
         let start = usize::from(self.start);
         let cap = self.buf.len() / w;
         let (room_before, room_after) = (start >= n, start + len + n <= cap);
-        if room_before && (p * 2 <= len || !room_after) {
+        if p == len && room_after {
+            // An append with room after the live slots: nothing moves.
+        } else if p == len && len + n <= cap {
+            // An append with the room before them: they move to the buffer's start, so that the
+            // appends after this one find all the room after them.
+            self.buf.copy_within(start * w..(start + len) * w, 0);
+            self.start = 0;
+        } else if room_before && (p * 2 <= len || !room_after) {
             // Room before the live slots: the first `p` move down.
             self.buf
                 .copy_within(start * w..(start + p) * w, (start - n) * w);
@@ -227,9 +289,11 @@ impl Block {
         } else if !self.counted() && !self.sealed() {
             let w = self.w();
             if a <= len - b {
-                // The first `a` move up to close the gap.
-                self.buf
-                    .copy_within(start * w..(start + a) * w, (start + b - a) * w);
+                // The first `a` move up to close the gap (none for a cut at the front).
+                if a > 0 {
+                    self.buf
+                        .copy_within(start * w..(start + a) * w, (start + b - a) * w);
+                }
                 self.start = (start + b - a) as u16;
             } else {
                 self.buf

@@ -43,14 +43,16 @@ impl Block {
         if self.sealed() || self.is_empty() {
             return;
         }
-        let slots = self.decoded();
+        // A counted block's slots decoded once; a plain one's read in place, a request each.
+        let slots = self.counted().then(|| self.decoded());
         let (first, len) = (self.first, self.len());
         let top = self.last() - first;
-        let most = slots.iter().map(|s| s.1).max().unwrap_or(1);
+        let most = slots.iter().flatten().map(|s| s.1).max().unwrap_or(1);
+        let distinct = slots.as_ref().map_or(len, Vec::len);
         let limit = usize::from(u16::MAX);
         let plain = (len <= limit).then(|| plan(len, top, 0));
         let counted =
-            (most > 1 && slots.len() <= limit).then(|| plan(slots.len(), top, count_bits(most)));
+            (most > 1 && distinct <= limit).then(|| plan(distinct, top, count_bits(most)));
         // The counted form on a tie: its `bytes` are exact.
         let Some((ef, bytes)) = [counted, plain]
             .into_iter()
@@ -63,13 +65,15 @@ impl Block {
             return;
         }
         let mut buf = zeroed(size_class(bytes));
-        if ef.cb == 0 {
-            let each = slots
-                .iter()
-                .flat_map(|&(t, c)| std::iter::repeat_n((t - first, 1), c as usize));
-            ef.encode(&mut buf, each);
-        } else {
-            ef.encode(&mut buf, slots.iter().map(|&(t, c)| (t - first, c)));
+        match &slots {
+            None => ef.encode(&mut buf, (0..len).map(|s| (self.slot(s) - first, 1))),
+            Some(slots) if ef.cb == 0 => {
+                let each = slots
+                    .iter()
+                    .flat_map(|&(t, c)| std::iter::repeat_n((t - first, 1), c as usize));
+                ef.encode(&mut buf, each);
+            }
+            Some(slots) => ef.encode(&mut buf, slots.iter().map(|&(t, c)| (t - first, c))),
         }
         *self = Block {
             first,
