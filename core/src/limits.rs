@@ -211,6 +211,7 @@ pub struct Tally {
 }
 
 impl Tally {
+    #[inline]
     pub fn push(&mut self, s: Standing) {
         let key = |s: &Standing| {
             (
