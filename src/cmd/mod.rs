@@ -23,6 +23,7 @@ use crate::core::window::Outcome;
 use crate::ffi::{Argv, Ctx, Handler, Keys, Loader, Spec, counted_handler, handler};
 use crate::store::{self, Changes};
 use stats::Counter;
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use table::Command;
 
@@ -59,9 +60,11 @@ type Body = for<'a> fn(Ctx<'a>, Argv<'a>, &mut Changes<'a>) -> Result<Answer, Er
 /// every change made before it still reaches replicas and the AOF. Counts the answer for INFO:
 /// in `calls` (if any), or as an error.
 fn run<'a>(ctx: Ctx<'a>, argv: Argv<'a>, body: Body, calls: Option<&'static Counter>) {
-    let mut fx = Changes::default();
+    // Emptied by `discard` once published, then never dropped: no drop glue on the hot path.
+    let mut fx = ManuallyDrop::new(Changes::default());
     let result = catch_unwind(AssertUnwindSafe(|| body(ctx, argv, &mut fx)));
     let published = catch_unwind(AssertUnwindSafe(|| fx.publish(ctx)));
+    fx.discard();
     let answer = match (result, published) {
         (Err(_), _) | (_, Err(_)) => Err(Error::Panic),
         (Ok(answer), Ok(published)) => published.and(answer),

@@ -283,6 +283,30 @@ impl<'a> Changes<'a> {
         self.first.publish(ctx)?;
         self.more.iter().try_for_each(|fx| fx.publish(ctx))
     }
+
+    /// Empties the record in place, calling the out-of-line drop of the more keys' list and of
+    /// the first key's sorted-set record only when they hold anything: what is left owns nothing
+    /// (no allocation, no record, a borrowed name), so its holder may skip dropping it.
+    #[inline]
+    pub fn discard(&mut self) {
+        // Every field is below: one added here must be emptied here too.
+        let Changes {
+            first:
+                Effects {
+                    replaced: _,
+                    zset,
+                    compact,
+                },
+            more,
+        } = self;
+        if more.capacity() != 0 {
+            *more = Vec::new();
+        }
+        if zset.is_some() {
+            *zset = None;
+        }
+        *compact = None;
+    }
 }
 
 /// The TTL an admitted call leaves.
