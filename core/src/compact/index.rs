@@ -220,6 +220,20 @@ fn before<T>(v: &[Entry<T>], sum: Sum, c: usize) -> (u64, usize) {
     }
 }
 
+/// Runs `f` on `x`: what it returns, and what it did to the item's totals.
+#[inline]
+fn change<T: Item, R>(x: &mut T, f: impl FnOnce(&mut T) -> R) -> (R, Delta) {
+    let (count, heap, marked) = (x.count(), x.heap(), x.marked());
+    let r = f(x);
+    let d = Delta {
+        count: x.count().wrapping_sub(count),
+        heap: x.heap().wrapping_sub(heap),
+        allocs: usize::from(x.heap() > 0).wrapping_sub(usize::from(heap > 0)),
+        marked: usize::from(x.marked()).wrapping_sub(usize::from(marked)),
+    };
+    (r, d)
+}
+
 fn edit<T: Item, R>(
     node: &mut Node<T>,
     items: usize,
@@ -227,18 +241,7 @@ fn edit<T: Item, R>(
     f: impl FnOnce(&mut T) -> R,
 ) -> Option<(R, Delta)> {
     match node {
-        Node::Leaf(v) => {
-            let x = v.get_mut(i)?;
-            let (count, heap, marked) = (x.count(), x.heap(), x.marked());
-            let r = f(x);
-            let d = Delta {
-                count: x.count().wrapping_sub(count),
-                heap: x.heap().wrapping_sub(heap),
-                allocs: usize::from(x.heap() > 0).wrapping_sub(usize::from(heap > 0)),
-                marked: usize::from(x.marked()).wrapping_sub(usize::from(marked)),
-            };
-            Some((r, d))
-        }
+        Node::Leaf(v) => Some(change(v.get_mut(i)?, f)),
         Node::Inner(v) => {
             let (c, before) = child_at(v, items, i);
             let e = v.get_mut(c)?;
@@ -547,6 +550,31 @@ impl<T: Item> Tree<T> {
         Some(r)
     }
 
+    /// `edit` of the last item: down the last child at each level, then its change added to
+    /// the totals on the same path.
+    pub fn edit_last<R>(&mut self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let mut node = &mut self.root;
+        let x = loop {
+            match node {
+                Node::Leaf(v) => break v.last_mut()?,
+                Node::Inner(v) => node = &mut v.last_mut()?.node,
+            }
+        };
+        let (r, d) = change(x, f);
+        let mut node = &mut self.root;
+        while let Node::Inner(v) = node {
+            let Some(e) = v.last_mut() else {
+                break;
+            };
+            e.sum.apply(d);
+            e.sum.key = e.node.key();
+            node = &mut e.node;
+        }
+        self.sum.apply(d);
+        self.sum.key = self.root.key();
+        Some(r)
+    }
+
     /// Inserts `new` (in order with the items around) before item `i`.
     pub fn insert(&mut self, i: usize, new: Vec<T>) {
         if new.is_empty() {
@@ -799,8 +827,14 @@ mod tests {
                     }
                 }
                 _ if !model.is_empty() => {
-                    // One changes in place: it loses its last timestamp, or repeats it.
-                    let i = rng.range(0, model.len() as u64 - 1) as usize;
+                    // One changes in place (now and then the last, through `edit_last`): it
+                    // loses its last timestamp, or repeats it.
+                    let last = rng.chance(25);
+                    let i = if last {
+                        model.len() - 1
+                    } else {
+                        rng.range(0, model.len() as u64 - 1) as usize
+                    };
                     let grow_run = rng.chance(60) || model[i].0.len() < 2;
                     let change = |r: &mut Run| {
                         if grow_run {
@@ -812,7 +846,12 @@ mod tests {
                         }
                     };
                     change(&mut model[i]);
-                    assert_eq!(tree.edit(i, change), Some(()));
+                    let done = if last {
+                        tree.edit_last(change)
+                    } else {
+                        tree.edit(i, change)
+                    };
+                    assert_eq!(done, Some(()));
                 }
                 _ => {}
             }

@@ -280,9 +280,8 @@ impl Blocks {
     fn add(&mut self, ts: u64, n: u64) {
         // The common call, an append at the log's end that the last block takes in bytes as it
         // is: no search, no re-layout.
-        let last = self.tree.items().saturating_sub(1);
         if let Ok(m) = usize::try_from(n)
-            && self.tree.edit(last, |b| b.append(ts, m)) == Some(true)
+            && self.tree.edit_last(|b| b.append(ts, m)) == Some(true)
         {
             return;
         }

@@ -60,11 +60,9 @@ impl Block {
         let (w, end) = (self.w(), usize::from(self.start) + slots);
         if self.counted() {
             if ts == last {
-                let c = self.read_count(end - 1);
-                if !self.count_fits(c + n) {
+                if !self.add_count(end - 1, n) {
                     return false;
                 }
-                self.set_count(end - 1, c + n);
             } else if self.count_fits(n) && !self.is_full() && end < self.cap() {
                 self.fill(end * w, 1, ts - self.base);
                 self.set_count(end, n);
@@ -87,6 +85,27 @@ impl Block {
             self.insert_plain(len, ts, n);
         }
         true
+    }
+
+    /// Adds `n` to the count of buffer slot `i` (counted byte form) where the sum fits the count
+    /// width, its bytes located once; false leaves it unchanged.
+    fn add_count(&mut self, i: usize, n: usize) -> bool {
+        let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
+        let Some(bytes) = self.buf.get_mut(at..at + cw) else {
+            return false;
+        };
+        let mut word = [0u8; 8];
+        if let Some(to) = word.get_mut(..cw) {
+            to.copy_from_slice(bytes);
+        }
+        let c = u64::from_le_bytes(word) + n as u64;
+        match c.to_le_bytes().get(..cw) {
+            Some(from) if c < reach(cw) => {
+                bytes.copy_from_slice(from);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// `insert`, whatever the block's flag.
