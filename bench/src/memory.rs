@@ -244,8 +244,8 @@ fn bytes_per_key(con: &mut Connection, db: u32, kind: Kind, n: u64) -> Result<f6
         return Err(format!("{size} keys where {KEYS} were written").into());
     }
     // A growing hash table holds its old and new tables until the server's cron has moved every
-    // entry: read until two readings half a second apart agree within SETTLED bytes (the server
-    // may keep freeing a few hundred bytes a second meanwhile, its own bookkeeping).
+    // entry: read until two readings half a second apart agree within SETTLED bytes (`used_memory`
+    // of a server at rest may still fall by a few hundred bytes a second).
     let mut after = used_memory(con)?;
     loop {
         sleep(Duration::from_millis(500));

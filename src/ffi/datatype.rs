@@ -65,8 +65,8 @@ impl Gauge {
         self.bytes.fetch_sub(held as u64, Ordering::Relaxed);
     }
 
-    /// A live value's heap went from `before` to `after` bytes (most calls: unchanged, and then
-    /// no locked instruction).
+    /// A live value's heap went from `before` to `after` bytes (unchanged: no locked
+    /// instruction).
     pub fn resized(&self, before: usize, after: usize) {
         if after > before {
             self.bytes
