@@ -155,7 +155,7 @@ fn may(s: &Server, user: &str, key: &str) -> (bool, bool) {
 
 fn acl_cat(s: &Server, category: &str) -> Vec<String> {
     let mut names: Vec<String> = q(&mut s.client(), &["ACL", "CAT", category]);
-    names.retain(|n| n.starts_with("slidingwindow."));
+    names.retain(|n| n.starts_with("slidingwindow.") || n.starts_with("sw."));
     names.sort();
     names
 }
@@ -214,8 +214,13 @@ fn categories_alone_reach_the_commands_where_the_server_has_them() {
 #[test]
 fn acl_cat_lists_the_commands_in_their_categories() {
     let (s, support) = started();
+    // APPLY's short name stands beside it (sorted after every `slidingwindow.` name).
     let names = |names: &[&str]| -> Vec<String> {
-        names.iter().map(|n| format!("slidingwindow.{n}")).collect()
+        let mut out: Vec<String> = names.iter().map(|n| format!("slidingwindow.{n}")).collect();
+        if names.contains(&"apply") {
+            out.push("sw.apply".to_string());
+        }
+        out
     };
     let (writers, peek) = (
         names(&["allow", "allowall", "apply", "convert", "refund"]),
@@ -282,6 +287,7 @@ fn the_module_role_grants_only_this_module() {
         &["SET", "rate:y", "1"],
         &["DBSIZE"],
         &["SLIDINGWINDOW.APPLY", "rate:x", "-1 0"],
+        &["SW.APPLY", "rate:x", "-1 0"],
     ] {
         let v = call(&mut con, other);
         assert_eq!(error_code(&v), "NOPERM", "{rule}: {other:?}: {v:?}");

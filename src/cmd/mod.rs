@@ -157,6 +157,7 @@ handlers! {
     Refund = b"slidingwindow.refund" => refund::run, Some(&stats::REFUND_CALLS);
     Convert = b"slidingwindow.convert" => convert::run, None;
     Apply = b"slidingwindow.apply" => apply::run, None;
+    ApplyShort = b"sw.apply" => apply::run, None;
     Top = b"slidingwindow.top" => top::run, None;
     TopReset = b"slidingwindow.topreset" => top::reset, None;
 }

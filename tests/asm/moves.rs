@@ -84,7 +84,7 @@ fn slots_move_atomically_under_traffic() {
     // The snapshot rebuilt each compact log with APPLY commands of at most 512 (time, count)
     // pairs: an untouched big log's 20,000 distinct times take 40 of them.
     let batches = untouched.len() as u64 * BIG_CALLS.div_ceil(512);
-    let applied = calls_of(dst, "slidingwindow.apply");
+    let applied = calls_of(dst, "sw.apply");
     assert!(
         applied >= batches,
         "{applied} APPLY on the target, {batches} expected at least"

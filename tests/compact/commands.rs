@@ -197,4 +197,10 @@ fn apply_refuses_what_it_cannot_replay() {
     assert_eq!(apply(&mut c, "5 0"), 1);
     assert_eq!(apply(&mut c, "7 0"), 0);
     assert_eq!(kind(&mut c, "new"), "none");
+    // `SW.APPLY`, the name the module replicates under, is the same command.
+    assert_eq!(q::<i64>(&mut c, &["SW.APPLY", "new", "-1 0 5 2 7 1"]), 3);
+    assert_eq!(scores(&mut c, "new"), [5, 5, 7]);
+    let v = call(&mut c, &["SW.APPLY", "new", "x 0"]);
+    let err = error_line(&v).unwrap_or_else(|| panic!("SW.APPLY x 0 answered {v:?}"));
+    assert!(err.starts_with("ERR SLIDINGWINDOW.APPLY: cutoff"), "{err}");
 }

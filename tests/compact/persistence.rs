@@ -40,8 +40,7 @@ fn persists_and_moves_with_every_mechanism() {
         .map(|e| std::fs::read(e.path()).unwrap())
         .expect("a base AOF");
     assert!(
-        base.windows(19)
-            .any(|w| w.eq_ignore_ascii_case(b"SLIDINGWINDOW.APPLY")),
+        base.windows(8).any(|w| w.eq_ignore_ascii_case(b"SW.APPLY")),
         "the rewritten AOF holds no APPLY"
     );
     s.restart();
