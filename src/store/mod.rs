@@ -170,6 +170,7 @@ macro_rules! each {
 }
 
 impl Log for Slot<'_, '_> {
+    #[inline]
     fn count(&mut self) -> Result<u64, Error> {
         each!(self, log => log.count())
     }
@@ -178,6 +179,7 @@ impl Log for Slot<'_, '_> {
         each!(self, log => log.count_through(score))
     }
 
+    #[inline]
     fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
         match self {
             Slot::Zset(log) => log.trim(cutoff),
@@ -195,10 +197,12 @@ impl Log for Slot<'_, '_> {
         each!(self, log => log.add(score, n))
     }
 
+    #[inline]
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
         each!(self, log => log.kth_oldest(k))
     }
 
+    #[inline]
     fn newest(&mut self) -> Result<Option<f64>, Error> {
         each!(self, log => log.newest())
     }

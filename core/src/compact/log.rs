@@ -240,10 +240,6 @@ impl Blocks {
 
     /// The `k`-th oldest (0-based).
     fn get(&self, k: u64) -> Option<u64> {
-        if k == 0 {
-            // The oldest, which every trim reads: the first block's first, kept beside its slots.
-            return self.tree.first().map(Block::first);
-        }
         let (_, at, block) = self.tree.find_rank(k)?;
         Some(block.get(at as usize))
     }
@@ -525,6 +521,8 @@ impl CompactLog {
         let i = k.checked_sub(1).filter(|i| *i < self.len())?;
         match &self.repr {
             Repr::Small(s) => s.get(usize::try_from(i).ok()?),
+            // The oldest, which every trim reads: the first block's first, the tree's first key.
+            Repr::Blocks(b) if i == 0 => Some(b.tree.first_key()),
             Repr::Blocks(b) => b.get(i),
         }
     }

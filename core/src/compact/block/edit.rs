@@ -91,6 +91,23 @@ impl Block {
     /// width, its bytes located once; false leaves it unchanged.
     fn add_count(&mut self, i: usize, n: usize) -> bool {
         let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
+        // One 8-byte load and store that end with the count (the bytes before it kept) where the
+        // buffer has 8 bytes up to its end, else byte by byte.
+        if (1..=7).contains(&cw)
+            && let Some(Ok(word)) = (at + cw)
+                .checked_sub(8)
+                .and_then(|from| self.buf.get_mut(from..at + cw))
+                .map(<&mut [u8; 8]>::try_from)
+        {
+            let shift = 64 - 8 * cw as u32;
+            let x = u64::from_le_bytes(*word);
+            let c = (x >> shift) + n as u64;
+            if c >= reach(cw) {
+                return false;
+            }
+            *word = (x & (u64::MAX >> (8 * cw)) | c << shift).to_le_bytes();
+            return true;
+        }
         let Some(bytes) = self.buf.get_mut(at..at + cw) else {
             return false;
         };
