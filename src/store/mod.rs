@@ -179,7 +179,7 @@ impl Log for Slot<'_, '_> {
         each!(self, log => log.count_through(score))
     }
 
-    #[inline]
+    #[inline(always)]
     fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
         match self {
             Slot::Zset(log) => log.trim(cutoff),
@@ -202,7 +202,7 @@ impl Log for Slot<'_, '_> {
         each!(self, log => log.kth_oldest(k))
     }
 
-    #[inline]
+    #[inline(always)]
     fn newest(&mut self) -> Result<Option<f64>, Error> {
         each!(self, log => log.newest())
     }

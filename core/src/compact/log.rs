@@ -272,15 +272,15 @@ impl Blocks {
         }
     }
 
-    /// Adds `n` copies of `ts` after every equal one.
+    /// The common add, an append at the log's end that the last block takes in bytes as it is:
+    /// no search, no re-layout. False: nothing changed, and `add` applies.
+    #[inline]
+    fn append(&mut self, ts: u64, n: u64) -> bool {
+        usize::try_from(n).is_ok_and(|m| self.tree.edit_last(|b| b.append(ts, m)) == Some(true))
+    }
+
+    /// Adds `n` copies of `ts` after every equal one, where `append` does not.
     fn add(&mut self, ts: u64, n: u64) {
-        // The common call, an append at the log's end that the last block takes in bytes as it
-        // is: no search, no re-layout.
-        if let Ok(m) = usize::try_from(n)
-            && self.tree.edit_last(|b| b.append(ts, m)) == Some(true)
-        {
-            return;
-        }
         let Some((i, _, block)) = self.tree.find_key(ts) else {
             self.tree = Tree::from_vec(runs_of(ts, n));
             return;
@@ -613,6 +613,18 @@ impl CompactLog {
         if n == 0 || ts > MAX_TS {
             return;
         }
+        if let Repr::Blocks(b) = &mut self.repr
+            && b.append(ts, n)
+        {
+            return;
+        }
+        self.add_slow(ts, n);
+    }
+
+    /// `add` past the last block's append: into the small form, out of it, or anywhere in the
+    /// blocks.
+    #[inline(never)]
+    fn add_slow(&mut self, ts: u64, n: u64) {
         if let Repr::Small(s) = &mut self.repr {
             if s.add(ts, n) {
                 return;
@@ -622,6 +634,11 @@ impl CompactLog {
                 builder.push(t);
             }
             self.repr = Repr::Blocks(Box::new(builder.into_blocks()));
+            if let Repr::Blocks(b) = &mut self.repr
+                && b.append(ts, n)
+            {
+                return;
+            }
         }
         if let Repr::Blocks(b) = &mut self.repr {
             b.add(ts, n);

@@ -89,6 +89,7 @@ impl Block {
 
     /// Adds `n` to the count of buffer slot `i` (counted byte form) where the sum fits the count
     /// width, its bytes located once; false leaves it unchanged.
+    #[inline]
     fn add_count(&mut self, i: usize, n: usize) -> bool {
         let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
         // One 8-byte load and store that end with the count (the bytes before it kept) where the
