@@ -209,6 +209,7 @@ impl Log for Slot<'_, '_> {
 }
 
 impl Store for Slot<'_, '_> {
+    #[inline]
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
         each!(self, log => log.set_expiry(at_ms))
     }
