@@ -239,6 +239,7 @@ impl<'a> Effects<'a> {
     }
 
     /// Propagates and announces every recorded change.
+    #[inline]
     fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
         if let Some(name) = self.replaced {
             publish_replaced(ctx, name)?;
