@@ -42,6 +42,7 @@ pub struct Args<L = Limits> {
 
 /// Parses the whole argv: command name, key, window, max, now, then options, left to right; the
 /// first error wins.
+#[inline]
 pub fn parse(argv: &[&[u8]]) -> Result<Args, Error> {
     let [name, _key, window, max, now, options @ ..] = argv else {
         let name = argv.first().copied().unwrap_or(b"slidingwindow");

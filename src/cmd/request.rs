@@ -8,7 +8,7 @@ use crate::ffi::{Argv, Ctx, Mode};
 use crate::store::{self, Opened};
 
 /// Runs `parse` over the call's words, without allocating for any well-formed ALLOW or REFUND.
-pub fn words<T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
+pub fn words<T>(argv: Argv<'_>, parse: impl FnOnce(&[&[u8]]) -> T) -> T {
     // The common short call fills a small array; one with options a larger one.
     match argv.len() {
         // ALLOW and PEEK without options: five words, each read once, but for the command's
@@ -26,7 +26,7 @@ pub fn words<T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
     }
 }
 
-fn inline<const N: usize, T>(argv: Argv<'_>, parse: fn(&[&[u8]]) -> T) -> T {
+fn inline<const N: usize, T>(argv: Argv<'_>, parse: impl FnOnce(&[&[u8]]) -> T) -> T {
     let mut words: [&[u8]; N] = [&[]; N];
     for (i, slot) in words.iter_mut().enumerate().take(argv.len()) {
         *slot = argv.bytes(i);
@@ -42,13 +42,14 @@ pub fn resolve(clock: u64, at: Now) -> u64 {
     }
 }
 
-/// ALLOW's or ALLOWALL's parser.
-type Parse<S> = fn(&[&[u8]]) -> Result<Args<S>, Error>;
-
 /// The call's request: arguments checked by `parse` (ALLOW's `args::parse`, ALLOWALL's
 /// `args::parse_all`), `*` read from the server's clock once (a lease and a precision on it
 /// checked against it; every key's TTL counts from that reading).
-pub fn request<S>(ctx: Ctx<'_>, argv: Argv<'_>, parse: Parse<S>) -> Result<Request<S>, Error> {
+pub fn request<S>(
+    ctx: Ctx<'_>,
+    argv: Argv<'_>,
+    parse: impl FnOnce(&[&[u8]]) -> Result<Args<S>, Error>,
+) -> Result<Request<S>, Error> {
     let args = words(argv, parse)?;
     // One clock reading per call: `*` and the TTL agree.
     let clock = ctx.now_ms();

@@ -170,6 +170,7 @@ macro_rules! each {
 }
 
 impl Log for Slot<'_, '_> {
+    #[inline]
     fn count(&mut self) -> Result<u64, Error> {
         each!(self, log => log.count())
     }
@@ -178,6 +179,7 @@ impl Log for Slot<'_, '_> {
         each!(self, log => log.count_through(score))
     }
 
+    #[inline(always)]
     fn trim(&mut self, cutoff: i64) -> Result<u64, Error> {
         match self {
             Slot::Zset(log) => log.trim(cutoff),
@@ -195,16 +197,19 @@ impl Log for Slot<'_, '_> {
         each!(self, log => log.add(score, n))
     }
 
+    #[inline]
     fn kth_oldest(&mut self, k: u64) -> Result<Option<f64>, Error> {
         each!(self, log => log.kth_oldest(k))
     }
 
+    #[inline(always)]
     fn newest(&mut self) -> Result<Option<f64>, Error> {
         each!(self, log => log.newest())
     }
 }
 
 impl Store for Slot<'_, '_> {
+    #[inline]
     fn set_expiry(&mut self, at_ms: i64) -> Result<(), Error> {
         each!(self, log => log.set_expiry(at_ms))
     }
@@ -234,6 +239,7 @@ impl<'a> Effects<'a> {
     }
 
     /// Propagates and announces every recorded change.
+    #[inline]
     fn publish(&self, ctx: Ctx<'a>) -> Result<(), Error> {
         if let Some(name) = self.replaced {
             publish_replaced(ctx, name)?;

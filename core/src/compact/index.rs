@@ -403,6 +403,12 @@ impl<T: Item> Tree<T> {
         self.sum.allocs
     }
 
+    /// The first item's key (0 without items), from the totals: no walk.
+    #[inline]
+    pub fn first_key(&self) -> u64 {
+        self.sum.key
+    }
+
     pub fn first(&self) -> Option<&T> {
         let mut node = &self.root;
         loop {

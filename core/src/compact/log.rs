@@ -240,10 +240,6 @@ impl Blocks {
 
     /// The `k`-th oldest (0-based).
     fn get(&self, k: u64) -> Option<u64> {
-        if k == 0 {
-            // The oldest, which every trim reads: the first block's first, kept beside its slots.
-            return self.tree.first().map(Block::first);
-        }
         let (_, at, block) = self.tree.find_rank(k)?;
         Some(block.get(at as usize))
     }
@@ -276,15 +272,15 @@ impl Blocks {
         }
     }
 
-    /// Adds `n` copies of `ts` after every equal one.
+    /// The common add, an append at the log's end that the last block takes in bytes as it is:
+    /// no search, no re-layout. False: nothing changed, and `add` applies.
+    #[inline]
+    fn append(&mut self, ts: u64, n: u64) -> bool {
+        usize::try_from(n).is_ok_and(|m| self.tree.edit_last(|b| b.append(ts, m)) == Some(true))
+    }
+
+    /// Adds `n` copies of `ts` after every equal one, where `append` does not.
     fn add(&mut self, ts: u64, n: u64) {
-        // The common call, an append at the log's end that the last block takes in bytes as it
-        // is: no search, no re-layout.
-        if let Ok(m) = usize::try_from(n)
-            && self.tree.edit_last(|b| b.append(ts, m)) == Some(true)
-        {
-            return;
-        }
         let Some((i, _, block)) = self.tree.find_key(ts) else {
             self.tree = Tree::from_vec(runs_of(ts, n));
             return;
@@ -525,6 +521,8 @@ impl CompactLog {
         let i = k.checked_sub(1).filter(|i| *i < self.len())?;
         match &self.repr {
             Repr::Small(s) => s.get(usize::try_from(i).ok()?),
+            // The oldest, which every trim reads: the first block's first, the tree's first key.
+            Repr::Blocks(b) if i == 0 => Some(b.tree.first_key()),
             Repr::Blocks(b) => b.get(i),
         }
     }
@@ -615,6 +613,18 @@ impl CompactLog {
         if n == 0 || ts > MAX_TS {
             return;
         }
+        if let Repr::Blocks(b) = &mut self.repr
+            && b.append(ts, n)
+        {
+            return;
+        }
+        self.add_slow(ts, n);
+    }
+
+    /// `add` past the last block's append: into the small form, out of it, or anywhere in the
+    /// blocks.
+    #[inline(never)]
+    fn add_slow(&mut self, ts: u64, n: u64) {
         if let Repr::Small(s) = &mut self.repr {
             if s.add(ts, n) {
                 return;
@@ -624,6 +634,11 @@ impl CompactLog {
                 builder.push(t);
             }
             self.repr = Repr::Blocks(Box::new(builder.into_blocks()));
+            if let Repr::Blocks(b) = &mut self.repr
+                && b.append(ts, n)
+            {
+                return;
+            }
         }
         if let Repr::Blocks(b) = &mut self.repr {
             b.add(ts, n);

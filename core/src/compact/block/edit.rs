@@ -7,7 +7,9 @@ use super::{BLOCK_BYTES, Block, MAX_LEN, fits, form_bytes, reach, totals, width_
 
 impl Block {
     /// Writes `offset` into the `n` slots from byte `at`: one slot with one 8-byte load and
-    /// store (the bytes past it kept) where the buffer has 8 bytes left, else byte by byte.
+    /// store (the bytes past it kept) where the buffer has 8 bytes left, else byte by byte
+    /// (`fill_slots`).
+    #[inline]
     fn fill(&mut self, at: usize, n: usize, offset: u64) {
         let w = self.w();
         if n == 1
@@ -18,6 +20,13 @@ impl Block {
             *word = (kept | (offset & mask)).to_le_bytes();
             return;
         }
+        self.fill_slots(at, n, offset);
+    }
+
+    /// `fill` byte by byte.
+    #[inline(never)]
+    fn fill_slots(&mut self, at: usize, n: usize, offset: u64) {
+        let w = self.w();
         if let (Some(span), Some(bytes)) = (
             self.buf.get_mut(at..at + n * w),
             offset.to_le_bytes().get(..w),
@@ -89,8 +98,26 @@ impl Block {
 
     /// Adds `n` to the count of buffer slot `i` (counted byte form) where the sum fits the count
     /// width, its bytes located once; false leaves it unchanged.
+    #[inline(always)]
     fn add_count(&mut self, i: usize, n: usize) -> bool {
         let (cw, at) = (self.cw(), self.counts_at() + i * self.cw());
+        // One 8-byte load and store that end with the count (the bytes before it kept) where the
+        // buffer has 8 bytes up to its end, else byte by byte.
+        if (1..=7).contains(&cw)
+            && let Some(Ok(word)) = (at + cw)
+                .checked_sub(8)
+                .and_then(|from| self.buf.get_mut(from..at + cw))
+                .map(<&mut [u8; 8]>::try_from)
+        {
+            let shift = 64 - 8 * cw as u32;
+            let x = u64::from_le_bytes(*word);
+            let c = (x >> shift) + n as u64;
+            if c >= reach(cw) {
+                return false;
+            }
+            *word = (x & (u64::MAX >> (8 * cw)) | c << shift).to_le_bytes();
+            return true;
+        }
         let Some(bytes) = self.buf.get_mut(at..at + cw) else {
             return false;
         };
@@ -178,13 +205,16 @@ impl Block {
     /// Whether an append on a plain block is a point at which it tries the counted form: the
     /// block reaches a multiple of 256 requests while ending in at least 3 copies of `ts` (at
     /// most 16 tries a block, each O(block)).
+    #[inline]
     fn run_ends_at(&self, p: usize, ts: u64, n: usize) -> bool {
         let len = self.len();
-        p == len
-            && (len + n) % 256 < n
-            && p >= 3
-            && self.slot(p - 1) == ts
-            && self.slot(p - 3) == ts
+        p == len && (len + n) % 256 < n && p >= 3 && self.ends_in(p, ts)
+    }
+
+    /// Whether the slots before `p` (at least 3) end in 3 copies of `ts`.
+    #[inline(never)]
+    fn ends_in(&self, p: usize, ts: u64) -> bool {
+        self.slot(p - 1) == ts && self.slot(p - 3) == ts
     }
 
     /// Whether a plain block too full for `n` more copies of `ts` at `p` shows equal neighbours
