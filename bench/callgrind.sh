@@ -12,9 +12,9 @@
 # each call on a compact key of its own that it creates (not run unless KINDS names it); wide,
 # `make bench-vs-cell`'s `wide` (not run unless KINDS names it): 100,000 compact keys holding what
 # a full window of its stream (one request every 0.03 ms on a key drawn by its seeded generator,
-# 60 s and 10 at most) leaves in them, loaded one APPLY a key with an expiry an hour ahead, then
-# the stream's next 20,000 requests (about half admitted, each on a key few others touch), so
-# that each call reads a key and its log that no call before it read.
+# 60 s and 10 at most) leaves in them, loaded in three passes of APPLY (see `calls`) with an expiry
+# an hour ahead, then the stream's next 20,000 requests (about half admitted, each on a key few
+# others touch), so that each call reads a key and its log that no call before it read.
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
 #   TOP_KEYS=0 bash bench/callgrind.sh ...    the summary of refused keys at that size (default:
 #                                             the server's default, 1024; 0 turns it off)
@@ -75,11 +75,22 @@ if kind == "wide":
         if len(log) < 10:
             log.append(now)
     if mode == "fill":
-        at = int(time.time() * 1000) + 3_600_000
-        out = []
+        # As the stream left them, allocation by allocation: each key created by its oldest
+        # request (a word), its log boxed by the next ones, its buffer last written by its newest
+        # one, each pass in the order of those requests, so that no key's log sits beside its
+        # entry or its other allocations as one call making the whole key would leave it.
+        at, passes = int(time.time() * 1000) + 3_600_000, [[], [], []]
         for key, log in logs.items():
-            pairs = [f"{ts} {log.count(ts)}" for ts in sorted(set(log))]
-            out.append(resp("SLIDINGWINDOW.APPLY", key, " ".join(["-1", str(at)] + pairs)))
+            passes[0].append((log[0], key, log[:1]))
+            if len(log) > 2:
+                passes[1].append((log[-2], key, log[1:-1]))
+            if len(log) > 1:
+                passes[2].append((log[-1], key, log[-1:]))
+        out = []
+        for calls_of in passes:
+            for _, key, part in sorted(calls_of):
+                pairs = [f"{ts} {part.count(ts)}" for ts in sorted(set(part))]
+                out.append(resp("SLIDINGWINDOW.APPLY", key, " ".join(["-1", str(at)] + pairs)))
     else:
         out = [resp("SLIDINGWINDOW.ALLOW", key, 60, 10, now)
                for key, now in (next(stream) for _ in range(calls))]
