@@ -9,7 +9,12 @@
 # libc's not counted).
 # Kinds: append (no trim), trim (one trimmed, one appended), refusal (the window full), repeat
 # (appended on the newest timestamp), on a compact key; zappend, an append on a sorted set; new,
-# each call on a compact key of its own that it creates (not run unless KINDS names it).
+# each call on a compact key of its own that it creates (not run unless KINDS names it); wide,
+# `make bench-vs-cell`'s `wide` (not run unless KINDS names it): 100,000 compact keys holding what
+# a full window of its stream (one request every 0.03 ms on a key drawn by its seeded generator,
+# 60 s and 10 at most) leaves in them, loaded in three passes of APPLY (see `calls`) with an expiry
+# an hour ahead, then the stream's next 20,000 requests (about half admitted, each on a key few
+# others touch), so that each call reads a key and its log that no call before it read.
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
 #   TOP_KEYS=0 bash bench/callgrind.sh ...    the summary of refused keys at that size (default:
 #                                             the server's default, 1024; 0 turns it off)
@@ -37,15 +42,60 @@ cache=()
 # shellcheck source=bench/server.sh
 . bench/server.sh
 
-# calls MODE KIND: the 1,000 calls that fill key KIND (MODE fill), or the 20,000 measured ones
+# calls MODE KIND: the calls that fill the keys of KIND (MODE fill), or the 20,000 measured ones
 # (MODE stream), in RESP.
 calls() {
     python3 - "$1" "$2" "$calls" "$t0" <<'PY'
-import sys
+import sys, time
 mode, kind, calls, t0 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 def resp(*words):
     return f"*{len(words)}\r\n" + "".join(f"${len(str(w))}\r\n{w}\r\n" for w in words)
+
+def wide():
+    """bench/src/workload.rs's `wide` stream: (key, now) for ever, keys from SplitMix64."""
+    state, mask, start, i = 0x5EED, (1 << 64) - 1, 1_700_000_000_000, 0
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        yield f"sw:cmp:wide:{(z ^ (z >> 31)) % 100_000}", start + i * 3000 // 100_000
+        i += 1
+
+if kind == "wide":
+    # A full window of the stream (2,000,000 requests) through the model of ALLOW key 60 10:
+    # each key's log; then the stream goes on.
+    stream, logs = wide(), {}
+    for _ in range(2_000_000):
+        key, now = next(stream)
+        log = logs.setdefault(key, [])
+        while log and log[0] <= now - 60_000:
+            log.pop(0)
+        if len(log) < 10:
+            log.append(now)
+    if mode == "fill":
+        # As the stream left them, allocation by allocation: each key created by its oldest
+        # request (a word), its log boxed by the next ones, its buffer last written by its newest
+        # one, each pass in the order of those requests, so that no key's log sits beside its
+        # entry or its other allocations as one call making the whole key would leave it.
+        at, passes = int(time.time() * 1000) + 3_600_000, [[], [], []]
+        for key, log in logs.items():
+            passes[0].append((log[0], key, log[:1]))
+            if len(log) > 2:
+                passes[1].append((log[-2], key, log[1:-1]))
+            if len(log) > 1:
+                passes[2].append((log[-1], key, log[-1:]))
+        out = []
+        for calls_of in passes:
+            for _, key, part in sorted(calls_of):
+                pairs = [f"{ts} {part.count(ts)}" for ts in sorted(set(part))]
+                out.append(resp("SLIDINGWINDOW.APPLY", key, " ".join(["-1", str(at)] + pairs)))
+    else:
+        out = [resp("SLIDINGWINDOW.ALLOW", key, 60, 10, now)
+               for key, now in (next(stream) for _ in range(calls))]
+    sys.stdout.write("".join(out))
+    sys.exit(0)
 
 out = []
 if mode == "fill":

@@ -52,9 +52,23 @@ fn mask(w: usize) -> u64 {
     }
 }
 
-/// The `w` bits (at most 57) of `bits` from bit `at`.
+/// The `w` bits (at most 57) of `bits` from bit `at`: one 8-byte load where 8 bytes remain.
+#[inline]
 fn take(bits: &[u8], at: usize, w: usize) -> u64 {
     let byte = at / 8;
+    let word = match bits
+        .get(byte..byte + 8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+    {
+        Some(word) => word,
+        None => tail(bits, byte),
+    };
+    (u64::from_le_bytes(word) >> (at % 8)) & mask(w)
+}
+
+/// The bytes of `bits` from `byte` on, fewer than 8, zero-padded to 8.
+#[cold]
+fn tail(bits: &[u8], byte: usize) -> [u8; 8] {
     let mut word = [0u8; 8];
     let end = (byte + 8).min(bits.len());
     if let (Some(to), Some(from)) = (
@@ -63,7 +77,7 @@ fn take(bits: &[u8], at: usize, w: usize) -> u64 {
     ) {
         to.copy_from_slice(from);
     }
-    (u64::from_le_bytes(word) >> (at % 8)) & mask(w)
+    word
 }
 
 /// Writes `v` (below 2^`w`, `w` at most 57) into the `w` bits of `bits` from bit `at`.
@@ -140,10 +154,52 @@ impl Small {
         self.get(self.len().checked_sub(1)?)
     }
 
-    /// Timestamps at or before `t`.
+    /// Timestamps at or before `t`: decoded from the oldest until one is later, nothing
+    /// allocated.
     #[inline(never)]
     pub fn count_le(&self, t: u64) -> usize {
-        self.values().iter().take_while(|ts| **ts <= t).count()
+        let (len, w, bits) = self.parts();
+        if len == 0 {
+            return 0;
+        }
+        let mut ts = take(bits, 0, BASE_BITS);
+        let mut i = 0;
+        while ts <= t {
+            i += 1;
+            if i == len {
+                break;
+            }
+            ts += take(bits, BASE_BITS + (i - 1) * w, w);
+        }
+        i
+    }
+
+    /// The bits of its form, its length and width, to write in place.
+    fn parts_mut(&mut self) -> (&mut u8, &mut u8, &mut [u8]) {
+        match self {
+            Small::Inline { len, width, bits } => (len, width, &mut bits[..]),
+            Small::Buf32 { len, width, bits } => (len, width, &mut bits[..]),
+            Small::Buf64 { len, width, bits } => (len, width, &mut bits[..]),
+        }
+    }
+
+    /// Appends `n` copies of `ts`, at or after the newest, in place when its distance from the
+    /// newest takes no more bits than the others' and the form has room: what `fit` would
+    /// write for the whole log then, byte for byte (the same form, the same width). False
+    /// leaves it untouched.
+    fn append_in_place(&mut self, ts: u64, n: usize) -> bool {
+        let Some(newest) = self.newest().filter(|newest| ts >= *newest) else {
+            return false;
+        };
+        let (len, width, bits) = self.parts_mut();
+        let (at, w) = (usize::from(*len), usize::from(*width));
+        if bits_for(ts - newest) > w || BASE_BITS + (at + n - 1) * w > 8 * bits.len() {
+            return false;
+        }
+        put(bits, BASE_BITS + (at - 1) * w, w, ts - newest);
+        // The copies after the first are 0 apart: bits already clear.
+        *len += n as u8;
+        true
     }
 
     /// Bytes of heap it owns: its buffer, if any.
@@ -208,6 +264,9 @@ impl Small {
         else {
             return false;
         };
+        if self.append_in_place(ts, n) {
+            return true;
+        }
         let mut all = self.values();
         let p = all.partition_point(|t| *t <= ts);
         all.splice(p..p, std::iter::repeat_n(ts, n));
@@ -300,7 +359,11 @@ mod tests {
             let mut model: Vec<u64> = Vec::new();
             for step in 0..5_000 {
                 if rng.range(0, 2) == 0 {
-                    let ts = (1 << 52) + rng.range(0, scale + 1);
+                    // Half of them appended after the newest (in place when they fit it).
+                    let ts = match model.last() {
+                        Some(&last) if rng.range(0, 2) == 0 => last + rng.range(0, scale / 4 + 1),
+                        _ => (1 << 52) + rng.range(0, scale + 1),
+                    };
                     let n = rng.range(1, 4);
                     let mut want = model.clone();
                     let p = want.partition_point(|t| *t <= ts);
@@ -317,10 +380,12 @@ mod tests {
                     model.drain(a..b);
                 }
                 assert_eq!(s.values(), model, "step {step}");
-                assert_eq!(
-                    s.count_le(1 << 52),
-                    model.partition_point(|t| *t <= 1 << 52)
-                );
+                // Byte for byte the form `fit` writes, however it was reached.
+                let fitted = Small::fit(&model).map(|f| format!("{f:?}"));
+                assert_eq!(Some(format!("{s:?}")), fitted, "step {step}");
+                for t in [1 << 52, (1 << 52) + scale / 2, (1 << 52) + scale] {
+                    assert_eq!(s.count_le(t), model.partition_point(|x| *x <= t));
+                }
             }
         }
     }
