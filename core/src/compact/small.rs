@@ -216,8 +216,15 @@ impl Small {
     /// and their distances in the bits of the largest buffer. The first of the three forms that
     /// holds them.
     pub fn fit(ts: &[u64]) -> Option<Small> {
+        let mut s = Small::default();
+        s.refit(ts).then_some(s)
+    }
+
+    /// Becomes `fit(ts)`, written into its own form when that is the one `fit` chooses (no
+    /// allocation); false, when none holds them, leaves it untouched.
+    fn refit(&mut self, ts: &[u64]) -> bool {
         if ts.len() > MAX_LEN {
-            return None;
+            return false;
         }
         let width = ts
             .windows(2)
@@ -228,31 +235,50 @@ impl Small {
             0 => 0,
             n => BASE_BITS + (n - 1) * width,
         };
-        let fill = |bits: &mut [u8]| {
-            let Some(&first) = ts.first() else {
-                return;
+        let bytes = match need.div_ceil(8) {
+            0..=INLINE => INLINE,
+            14..=32 => 32,
+            33..=64 => 64,
+            _ => return false,
+        };
+        if self.parts().2.len() != bytes {
+            *self = match bytes {
+                INLINE => Small::default(),
+                32 => Small::Buf32 {
+                    len: 0,
+                    width: 0,
+                    bits: Box::new([0; 32]),
+                },
+                _ => Small::Buf64 {
+                    len: 0,
+                    width: 0,
+                    bits: Box::new([0; 64]),
+                },
             };
+        }
+        let (len, w, bits) = self.parts_mut();
+        (*len, *w) = (ts.len() as u8, width as u8);
+        bits.fill(0);
+        if let Some(&first) = ts.first() {
             put(bits, 0, BASE_BITS, first);
             for (i, p) in ts.windows(2).enumerate() {
                 put(bits, BASE_BITS + i * width, width, p[1] - p[0]);
             }
-        };
-        let (len, width) = (ts.len() as u8, width as u8);
-        if need <= 8 * INLINE {
-            let mut bits = [0; INLINE];
-            fill(&mut bits);
-            Some(Small::Inline { len, width, bits })
-        } else if need <= 8 * 32 {
-            let mut bits = Box::new([0; 32]);
-            fill(&mut bits[..]);
-            Some(Small::Buf32 { len, width, bits })
-        } else if need <= 8 * 64 {
-            let mut bits = Box::new([0; 64]);
-            fill(&mut bits[..]);
-            Some(Small::Buf64 { len, width, bits })
-        } else {
-            None
         }
+        true
+    }
+
+    /// Its timestamps into `out`, oldest first; how many.
+    fn decode(&self, out: &mut [u64; MAX_LEN]) -> usize {
+        let (len, w, bits) = self.parts();
+        let mut t = take(bits, 0, BASE_BITS);
+        for (i, slot) in out.iter_mut().take(len).enumerate() {
+            if i > 0 {
+                t += take(bits, BASE_BITS + (i - 1) * w, w);
+            }
+            *slot = t;
+        }
+        len.min(MAX_LEN)
     }
 
     /// Adds `n` copies of `ts` (at most 2^53) after every equal one, if the result fits a small
@@ -267,27 +293,23 @@ impl Small {
         if self.append_in_place(ts, n) {
             return true;
         }
-        let mut all = self.values();
-        let p = all.partition_point(|t| *t <= ts);
-        all.splice(p..p, std::iter::repeat_n(ts, n));
-        match Small::fit(&all) {
-            Some(s) => {
-                *self = s;
-                true
-            }
-            None => false,
-        }
+        let mut all = [0; MAX_LEN];
+        let len = self.decode(&mut all);
+        let p = all[..len].partition_point(|t| *t <= ts);
+        all.copy_within(p..len, p + n);
+        all[p..p + n].fill(ts);
+        self.refit(&all[..len + n])
     }
 
     /// Removes positions `a..b` (oldest first).
     pub fn remove(&mut self, a: usize, b: usize) {
-        let mut all = self.values();
-        let b = b.min(all.len());
-        all.drain(a.min(b)..b);
+        let mut all = [0; MAX_LEN];
+        let len = self.decode(&mut all);
+        let b = b.min(len);
+        let a = a.min(b);
+        all.copy_within(b..len, a);
         // Fewer timestamps, none farther apart: they fit.
-        if let Some(s) = Small::fit(&all) {
-            *self = s;
-        }
+        self.refit(&all[..len - (b - a)]);
     }
 
     /// Hands its buffer, if any, to `mover`.
