@@ -8,14 +8,19 @@
 //!
 //! The entries are kept in one array sorted by count, largest first, with the first position of
 //! every count in a map: a refusal moves its entry to the front of its count's run and adds one,
-//! which keeps the order, in O(1) expected time.
+//! which keeps the order, in O(1) expected time. A call hashes its name at most once: the index
+//! holds slot numbers under their names' hashes, and each slot keeps its name's hash, so an
+//! eviction finds the old name's place without hashing it, and the new name is copied into the old
+//! name's buffer.
 
 use super::args::integer;
 use super::error::{Arg, Error, token};
 use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 use sha2::{Digest, Sha256};
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 /// Most bytes of a name the summary keeps.
 pub const NAME_BYTES: usize = 256;
@@ -32,9 +37,24 @@ pub struct Entry {
 }
 
 struct Slot {
-    entry: Entry,
+    /// The name as `kept_name` keeps it; an eviction overwrites it in place.
+    name: Vec<u8>,
+    count: u64,
+    error: u64,
+    /// `name`'s hash in `index`.
+    hash: u64,
     /// Where the slot is in `order`.
     at: u32,
+}
+
+impl Slot {
+    fn entry(&self) -> Entry {
+        Entry {
+            name: self.name.as_slice().into(),
+            count: self.count,
+            error: self.error,
+        }
+    }
 }
 
 /// A bounded heavy-hitters summary of names.
@@ -43,8 +63,9 @@ pub struct Summary {
     slots: Vec<Slot>,
     /// Slot numbers, largest count first.
     order: Vec<u32>,
-    /// A name's slot number.
-    index: HashMap<Box<[u8]>, u32, RandomState>,
+    /// Slot numbers under their names' hashes (`hasher`).
+    index: HashTable<u32>,
+    hasher: RandomState,
     /// The first position in `order` of each count present but the largest, whose run starts at
     /// 0: a key refused again and again stays first, and its count moves without a table.
     starts: HashMap<u64, u32, RandomState>,
@@ -62,7 +83,8 @@ impl Summary {
             capacity,
             slots: Vec::new(),
             order: Vec::new(),
-            index: HashMap::default(),
+            index: HashTable::new(),
+            hasher: RandomState::default(),
             starts: HashMap::default(),
             total: 0,
             last: 0,
@@ -86,12 +108,15 @@ impl Summary {
         self.total += 1;
         // A name longer than `NAME_BYTES` is kept shortened: never equal to its slot's name.
         let slot = match self.slots.get(self.last as usize) {
-            Some(last) if *last.entry.name == *name => self.last,
+            Some(last) if *last.name == *name => self.last,
             _ => {
                 let name = kept_name(name);
-                match self.index.get(&name[..]) {
+                let hash = self.hasher.hash_one(&name[..]);
+                let slots = &self.slots;
+                let found = self.index.find(hash, |&s| slots[s as usize].name == *name);
+                match found {
                     Some(&slot) => slot,
-                    None => self.admit(name.into_owned().into()),
+                    None => self.admit(&name, hash),
                 }
             }
         };
@@ -100,36 +125,42 @@ impl Summary {
     }
 
     /// The slot a new name takes: a free one, or the one of the smallest count, which keeps its
-    /// count as the new name's error.
-    fn admit(&mut self, name: Box<[u8]>) -> u32 {
-        if self.slots.len() < self.capacity {
+    /// count as the new name's error; `hash` is `name`'s.
+    fn admit(&mut self, name: &[u8], hash: u64) -> u32 {
+        let slot = if self.slots.len() < self.capacity {
             let slot = self.slots.len() as u32;
             self.slots.push(Slot {
-                entry: Entry {
-                    name: name.clone(),
-                    count: 0,
-                    error: 0,
-                },
+                name: name.to_vec(),
+                count: 0,
+                error: 0,
+                hash,
                 at: slot,
             });
             self.order.push(slot);
             self.run_starts(0, slot);
-            self.index.insert(name, slot);
-            return slot;
-        }
-        let slot = self.order[self.order.len() - 1];
-        let entry = &mut self.slots[slot as usize].entry;
-        self.index.remove(&entry.name);
-        entry.name = name.clone();
-        entry.error = entry.count;
-        self.index.insert(name, slot);
+            slot
+        } else {
+            let slot = self.order[self.order.len() - 1];
+            let old = &mut self.slots[slot as usize];
+            if let Ok(place) = self.index.find_entry(old.hash, |&s| s == slot) {
+                place.remove();
+            }
+            old.name.clear();
+            old.name.extend_from_slice(name);
+            old.hash = hash;
+            old.error = old.count;
+            slot
+        };
+        let slots = &self.slots;
+        self.index
+            .insert_unique(hash, slot, |&s| slots[s as usize].hash);
         slot
     }
 
     /// Adds one to `slot`'s count: it first swaps places with the first entry of its count.
     fn bump(&mut self, slot: u32) {
         let at = self.slots[slot as usize].at;
-        let count = self.slots[slot as usize].entry.count;
+        let count = self.slots[slot as usize].count;
         // The first entry is the first of its count (`starts` holds no run that starts at 0).
         let first = match at {
             0 => 0,
@@ -142,12 +173,12 @@ impl Summary {
             self.slots[slot as usize].at = first;
         }
         let next = first as usize + 1;
-        if next < self.order.len() && self.slots[self.order[next] as usize].entry.count == count {
+        if next < self.order.len() && self.slots[self.order[next] as usize].count == count {
             self.starts.insert(count, next as u32);
         } else if first != 0 {
             self.starts.remove(&count);
         }
-        self.slots[slot as usize].entry.count = count + 1;
+        self.slots[slot as usize].count = count + 1;
         self.run_starts(count + 1, first);
     }
 
@@ -157,7 +188,7 @@ impl Summary {
         let Some(before) = (at as usize).checked_sub(1) else {
             return;
         };
-        if self.slots[self.order[before] as usize].entry.count != count {
+        if self.slots[self.order[before] as usize].count != count {
             self.starts.insert(count, at);
         }
     }
@@ -166,30 +197,30 @@ impl Summary {
     /// name's bytes; only those `keep` admits. `keep` is asked once an entry, then O(T) selects
     /// the first `k` of the kept and O(k log k) sorts them.
     pub fn top(&self, k: usize, mut keep: impl FnMut(&[u8]) -> bool) -> Vec<Entry> {
-        let mut kept: Vec<&Entry> = self
+        let mut kept: Vec<&Slot> = self
             .order
             .iter()
-            .map(|&slot| &self.slots[slot as usize].entry)
-            .filter(|e| keep(&e.name))
+            .map(|&slot| &self.slots[slot as usize])
+            .filter(|s| keep(&s.name))
             .collect();
         if k == 0 {
             return Vec::new();
         }
         if k < kept.len() {
-            kept.select_nth_unstable_by(k - 1, |a, b| rank(a, b));
+            kept.select_nth_unstable_by_key(k - 1, |&s| rank(s.count, s.error, &s.name));
             kept.truncate(k);
         }
-        kept.sort_unstable_by(|a, b| rank(a, b));
-        kept.into_iter().cloned().collect()
+        kept.sort_unstable_by_key(|&s| rank(s.count, s.error, &s.name));
+        kept.into_iter().map(Slot::entry).collect()
     }
 
     /// The bytes the summary holds, its tables and names.
     pub fn bytes(&self) -> usize {
-        let names: usize = self.slots.iter().map(|s| 2 * s.entry.name.len()).sum();
+        let names: usize = self.slots.iter().map(|s| s.name.capacity()).sum();
         let slots = self.slots.capacity() * std::mem::size_of::<Slot>();
         let order = self.order.capacity() * std::mem::size_of::<u32>();
         // hashbrown keeps a control byte beside each bucket.
-        let index = self.index.capacity() * (std::mem::size_of::<(Box<[u8]>, u32)>() + 1);
+        let index = self.index.capacity() * (std::mem::size_of::<u32>() + 1);
         let starts = self.starts.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
         std::mem::size_of::<Summary>() + names + slots + order + index + starts
     }
@@ -216,12 +247,9 @@ pub fn parse_count(argv: &[&[u8]], top_keys: u64) -> Result<usize, Error> {
     Ok(count.unwrap_or(10.min(most)) as usize)
 }
 
-/// `TOP`'s order: the larger count, then the smaller error, then the name's bytes.
-fn rank(a: &Entry, b: &Entry) -> Ordering {
-    b.count
-        .cmp(&a.count)
-        .then(a.error.cmp(&b.error))
-        .then_with(|| a.name.cmp(&b.name))
+/// `TOP`'s order, ascending: the larger count, then the smaller error, then the name's bytes.
+fn rank(count: u64, error: u64, name: &[u8]) -> (Reverse<u64>, u64, &[u8]) {
+    (Reverse(count), error, name)
 }
 
 /// `name` as the summary keeps it: itself up to `NAME_BYTES`, else its first 240 bytes, `...` and
@@ -263,13 +291,18 @@ mod tests {
     }
 
     /// `order` runs from the largest count down, and `starts` holds the first position of each
-    /// count's run but the one at 0, and nothing else.
+    /// count's run but the one at 0, and nothing else; `index` holds each slot once, under its
+    /// name's hash, which the slot keeps.
     fn check_runs(s: &Summary) {
-        let counts: Vec<u64> = s
-            .order
-            .iter()
-            .map(|&o| s.slots[o as usize].entry.count)
-            .collect();
+        assert_eq!(s.index.len(), s.slots.len());
+        for (i, slot) in s.slots.iter().enumerate() {
+            assert_eq!(slot.hash, s.hasher.hash_one(&slot.name[..]));
+            let found = s
+                .index
+                .find(slot.hash, |&o| s.slots[o as usize].name == slot.name);
+            assert_eq!(found, Some(&(i as u32)));
+        }
+        let counts: Vec<u64> = s.order.iter().map(|&o| s.slots[o as usize].count).collect();
         assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
         for (i, &o) in s.order.iter().enumerate() {
             assert_eq!(s.slots[o as usize].at as usize, i);
@@ -294,8 +327,10 @@ mod tests {
                     0 => rng.range(0, 1_000),
                     _ => rng.range(0, 6),
                 };
+                // Names of 2 to 304 bytes, those above `NAME_BYTES` kept shortened.
+                let name = format!("k{name}{}", "-".repeat((name as usize * 37) % 301));
                 for _ in 0..rng.range(1, 3) {
-                    s.count(format!("k{name}").as_bytes());
+                    s.count(name.as_bytes());
                     check_runs(&s);
                 }
             }
@@ -327,6 +362,20 @@ mod tests {
         s.count(b"d");
         // "d" replaced the last of the count-2 run, "c": count 3, error 2.
         assert_eq!(names(&s, 2), vec![entry("d", 3, 2), entry("a", 2, 0)]);
+    }
+
+    #[test]
+    fn an_evicted_name_leaves_its_buffer_to_the_next() {
+        let mut s = Summary::new(1);
+        s.count(b"a longer name");
+        let buffer = s.slots[0].name.as_ptr();
+        for name in ["b", "a name", "a longer name", "c"] {
+            s.count(name.as_bytes());
+            assert_eq!(s.slots[0].name, name.as_bytes());
+            assert_eq!(s.slots[0].name.as_ptr(), buffer);
+            check_runs(&s);
+        }
+        assert_eq!(names(&s, 1), vec![entry("c", 5, 4)]);
     }
 
     #[test]
@@ -428,7 +477,8 @@ mod tests {
                 // Skewed: the smaller numbers far more often.
                 let a = rng.range(0, keys - 1);
                 let k = rng.range(0, a);
-                let name = format!("user:{k}").into_bytes();
+                // Names of 6 to 208 bytes.
+                let name = format!("user:{k}{}", "-".repeat((k as usize * 37) % 200)).into_bytes();
                 s.count(&name);
                 *truth.entry(name).or_default() += 1;
             }
@@ -437,7 +487,8 @@ mod tests {
             let top = s.top(capacity, |_| true);
             assert_eq!(top.len(), capacity.min(truth.len()));
             for w in top.windows(2) {
-                assert_ne!(rank(&w[0], &w[1]), Ordering::Greater);
+                let [a, b] = w else { unreachable!() };
+                assert!(rank(a.count, a.error, &a.name) <= rank(b.count, b.error, &b.name));
             }
             for e in &top {
                 let t = truth[&e.name[..]];
