@@ -509,7 +509,7 @@ impl Block {
         self.base.saturating_add(self.ef().get(&self.buf, i))
     }
 
-    /// `count_le` on a sealed block (below its last timestamp).
+    /// `count_le` on a sealed block.
     #[inline(never)]
     fn sealed_count_le(&self, t: u64) -> usize {
         let (start, end) = (
@@ -567,14 +567,21 @@ impl Block {
         lo
     }
 
-    /// `count_le` searched from the front in the byte form (slots 0, 1, 3, 7, ... until one is
-    /// past `t`, then halving): O(log k) for the k slots at or before `t`, which is few for a
+    /// `count_le` searched from the front: none before the first timestamp; a sealed block's
+    /// rank without reading its last timestamp; in the byte form slots 0, 1, 3, 7, ... until one
+    /// is past `t`, then halving: O(log k) for the k slots at or before `t`, which is few for a
     /// trim of the oldest requests.
     #[inline]
     pub fn count_le_front(&self, t: u64) -> usize {
+        if t < self.first {
+            return 0;
+        }
+        if self.sealed() {
+            return self.sealed_count_le(t);
+        }
         let slots = self.slots();
-        if self.sealed() || slots == 0 || self.last() <= t {
-            return self.count_le(t);
+        if slots == 0 || self.last() <= t {
+            return self.len();
         }
         // Slot `end` is the last, which is past `t`.
         let end = slots - 1;
@@ -826,8 +833,8 @@ mod tests {
                     );
                     assert_eq!(block.get(at - 1), probe, "step {step}");
                 }
-                for &probe in model.iter().step_by(7) {
-                    for q in [probe - 1, probe] {
+                for &probe in model.iter().step_by(7).chain(model.last()) {
+                    for q in [probe - 1, probe, probe + 1] {
                         let want = model.partition_point(|t| *t <= q);
                         assert_eq!(block.count_le_front(q), want, "step {step} at {q}");
                     }
