@@ -967,4 +967,53 @@ mod tests {
         assert_eq!(block.values().collect::<Vec<_>>(), [7, 7, 7]);
         block.check();
     }
+
+    #[test]
+    fn a_distinct_sealed_block_is_encoded_again_as_through_the_byte_form() {
+        let mut rng = crate::rng::Rng::new(58);
+        let mut compared = 0;
+        for step in 0..400 {
+            let len = rng.range(1, 600) as usize;
+            let gap = [1, 3, 40, 1 << 20][step % 4];
+            let mut t = 1u64 << 40;
+            let ts: Vec<u64> = (0..len)
+                .map(|_| {
+                    t += rng.range(1, gap + 1);
+                    t
+                })
+                .collect();
+            let mut block = Block::from_sorted(&ts);
+            block.seal();
+            if !block.sealed() || block.counted() {
+                continue;
+            }
+            let (a, b) = (rng.range(0, len as u64) as usize, len);
+            let front = rng.range(0, 2) == 0;
+            let (a, b) = if front { (0, a) } else { (a, b) };
+            if a == b || b - a == len {
+                continue;
+            }
+            (block.start, block.slots) = if front {
+                (b as u16, (len - b) as u16)
+            } else {
+                (0, a as u16)
+            };
+            block.set_len(usize::from(block.slots));
+            block.first = block.slot(0);
+            let through_bytes = Block::best(&block.slot_runs(), None, 0).map(|mut b| {
+                b.seal();
+                b
+            });
+            match block.resealed_distinct() {
+                Some(direct) => {
+                    direct.check();
+                    let direct = format!("{:?}", Some(direct));
+                    assert_eq!(direct, format!("{through_bytes:?}"), "step {step}");
+                    compared += 1;
+                }
+                None => assert!(through_bytes.is_none_or(|b| !b.sealed()), "step {step}"),
+            }
+        }
+        assert!(compared > 100, "{compared} compared");
+    }
 }
