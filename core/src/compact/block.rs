@@ -1004,7 +1004,7 @@ mod tests {
                 b.seal();
                 b
             });
-            match block.resealed_distinct() {
+            match Block::resealed_distinct(&block.decoded()) {
                 Some(direct) => {
                     direct.check();
                     let direct = format!("{:?}", Some(direct));

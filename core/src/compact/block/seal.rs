@@ -5,7 +5,7 @@
 
 use super::super::bits::{count_bits, plan};
 use super::super::heap::size_class;
-use super::{BLOCK_BYTES, Block, width_for, zeroed};
+use super::{BLOCK_BYTES, Block, runs, width_for, zeroed};
 
 impl Block {
     /// A sealed block after a removal: emptied, back to an empty byte block; holding less than
@@ -15,23 +15,28 @@ impl Block {
         if self.is_empty() {
             *self = Block::laid(&[], self.first, 1, 1, 0);
         } else if self.slots() * 4 < usize::from(self.ef_n) * 3 {
-            if let Some(block) = self.resealed_distinct() {
-                *self = block;
-            } else if let Some(mut block) = Block::best(&self.slot_runs(), None, 0) {
+            // A plain block's slots decoded once, for either path.
+            let merged = if self.counted() {
+                self.slot_runs()
+            } else {
+                let live = self.decoded();
+                if let Some(block) = Block::resealed_distinct(&live) {
+                    *self = block;
+                    return;
+                }
+                runs(live.iter().map(|s| s.0))
+            };
+            if let Some(mut block) = Block::best(&merged, None, 0) {
                 block.seal();
                 *self = block;
             }
         }
     }
 
-    /// A plain sealed block whose live timestamps are all distinct, encoded again from them
-    /// straight from its bits: the block `Block::best` then `seal` make of them, without the byte
-    /// form between. None for any other block, or where that block stays in the byte form.
-    pub(super) fn resealed_distinct(&self) -> Option<Block> {
-        if !self.sealed() || self.counted() {
-            return None;
-        }
-        let live = self.decoded();
+    /// A plain sealed block's `live` slots, when its timestamps are all distinct, encoded again
+    /// straight from them: the block `Block::best` then `seal` make of them, without the byte
+    /// form between. None when they are not distinct, or where that block stays in the byte form.
+    pub(super) fn resealed_distinct(live: &[(u64, u64)]) -> Option<Block> {
         let (first, last) = (live.first()?.0, live.last()?.0);
         if live.windows(2).any(|p| p[0].0 >= p[1].0) {
             return None;
