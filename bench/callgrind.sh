@@ -14,7 +14,10 @@
 # a full window of its stream (one request every 0.03 ms on a key drawn by its seeded generator,
 # 60 s and 10 at most) leaves in them, loaded in three passes of APPLY (see `calls`) with an expiry
 # an hour ahead, then the stream's next 20,000 requests (about half admitted, each on a key few
-# others touch), so that each call reads a key and its log that no call before it read.
+# others touch), so that each call reads a key and its log that no call before it read; big,
+# `make bench-vs-cell`'s `big` (not run unless KINDS names it): one key given the stream's first
+# 60,000 requests (one a ms, ALLOW key 60 100000: a full window, all admitted), then its next
+# 20,000 (each trims the oldest request and appends one).
 #   bash bench/callgrind.sh [module.so ...]   (default: target/release/libslidingwindow.so)
 #   TOP_KEYS=0 bash bench/callgrind.sh ...    the summary of refused keys at that size (default:
 #                                             the server's default, 1024; 0 turns it off)
@@ -95,6 +98,13 @@ if kind == "wide":
         out = [resp("SLIDINGWINDOW.ALLOW", key, 60, 10, now)
                for key, now in (next(stream) for _ in range(calls))]
     sys.stdout.write("".join(out))
+    sys.exit(0)
+
+if kind == "big":
+    # bench/src/workload.rs's `big` stream: one request a ms on one key.
+    first, count = (0, 60_000) if mode == "fill" else (60_000, calls)
+    sys.stdout.write("".join(resp("SLIDINGWINDOW.ALLOW", "sw:cmp:big:0", 60, 100_000, t0 + i)
+                             for i in range(first, first + count)))
     sys.exit(0)
 
 out = []

@@ -263,11 +263,16 @@ impl Blocks {
         }
     }
 
-    /// `count_le`, searched from the front of the first block when `t` falls inside it.
+    /// `count_le`, searched from the front of the first block: its count when a timestamp of
+    /// it is past `t`, else through the tree.
     #[inline]
     fn count_le_front(&self, t: u64) -> u64 {
-        match self.tree.first() {
-            Some(block) if block.last() > t => block.count_le_front(t) as u64,
+        match self
+            .tree
+            .first()
+            .map(|block| (block.count_le_front(t), block.len()))
+        {
+            Some((n, len)) if n < len => n as u64,
             _ => self.count_le(t),
         }
     }

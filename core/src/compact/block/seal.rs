@@ -5,7 +5,7 @@
 
 use super::super::bits::{count_bits, plan};
 use super::super::heap::size_class;
-use super::{Block, zeroed};
+use super::{BLOCK_BYTES, Block, runs, width_for, zeroed};
 
 impl Block {
     /// A sealed block after a removal: emptied, back to an empty byte block; holding less than
@@ -14,12 +14,57 @@ impl Block {
     pub(super) fn settle_sealed(&mut self) {
         if self.is_empty() {
             *self = Block::laid(&[], self.first, 1, 1, 0);
-        } else if self.slots() * 4 < usize::from(self.ef_n) * 3
-            && let Some(mut block) = Block::best(&self.slot_runs(), None, 0)
-        {
-            block.seal();
-            *self = block;
+        } else if self.slots() * 4 < usize::from(self.ef_n) * 3 {
+            // A plain block's slots decoded once, for either path.
+            let merged = if self.counted() {
+                self.slot_runs()
+            } else {
+                let live = self.decoded();
+                if let Some(block) = Block::resealed_distinct(&live) {
+                    *self = block;
+                    return;
+                }
+                runs(live.iter().map(|s| s.0))
+            };
+            if let Some(mut block) = Block::best(&merged, None, 0) {
+                block.seal();
+                *self = block;
+            }
         }
+    }
+
+    /// A plain sealed block's `live` slots, when its timestamps are all distinct, encoded again
+    /// straight from them: the block `Block::best` then `seal` make of them, without the byte
+    /// form between. None when they are not distinct, or where that block stays in the byte form.
+    pub(super) fn resealed_distinct(live: &[(u64, u64)]) -> Option<Block> {
+        let (first, last) = (live.first()?.0, live.last()?.0);
+        if live.windows(2).any(|p| p[0].0 >= p[1].0) {
+            return None;
+        }
+        let (len, width) = (live.len(), width_for(last - first));
+        if len > usize::from(u16::MAX) || len * width > BLOCK_BYTES {
+            return None;
+        }
+        let (ef, bytes) = plan(len, last - first, 0);
+        if size_class(bytes) >= size_class(len * width) {
+            return None;
+        }
+        let mut buf = zeroed(size_class(bytes));
+        ef.encode(&mut buf, live.iter().map(|&(t, _)| (t - first, 1)));
+        Some(Block {
+            first,
+            base: first,
+            buf,
+            len: len as u32,
+            len_hi: 0,
+            start: 0,
+            slots: ef.n as u16,
+            width: width as u8,
+            cw: 0,
+            ef_n: ef.n as u16,
+            low: ef.low as u8,
+            cb: 0,
+        })
     }
 
     /// An insert into a sealed block: decoded, edited and sealed again when the result fits a
