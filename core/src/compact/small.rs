@@ -121,18 +121,9 @@ impl Small {
     /// Every timestamp, oldest first.
     #[inline(never)]
     pub fn values(&self) -> Vec<u64> {
-        let (len, w, bits) = self.parts();
-        let mut out = Vec::with_capacity(len);
-        if len == 0 {
-            return out;
-        }
-        let mut t = take(bits, 0, BASE_BITS);
-        out.push(t);
-        for i in 1..len {
-            t += take(bits, BASE_BITS + (i - 1) * w, w);
-            out.push(t);
-        }
-        out
+        let mut all = [0; MAX_LEN];
+        let len = self.decode(&mut all);
+        all.get(..len).unwrap_or_default().to_vec()
     }
 
     /// The `i`-th oldest (0-based).
