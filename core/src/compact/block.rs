@@ -306,6 +306,12 @@ impl Block {
         }
     }
 
+    /// Whether the block is counted and in the byte form (where `add_run` applies).
+    #[inline]
+    pub fn counted_in_bytes(&self) -> bool {
+        !self.sealed() && self.cw > 0
+    }
+
     /// Whether the block is in the sealed (bit) form.
     #[inline]
     pub fn sealed(&self) -> bool {
@@ -879,6 +885,62 @@ mod tests {
             }
             assert!(taken > 5_000, "gap {gap}: {taken} appends taken");
         }
+    }
+
+    /// `add_run` on a counted block in bytes holds what `insert` after the equal timestamps
+    /// holds, wherever it takes the call (a count bumped, a slot opened with room after or
+    /// before the live ones), and leaves the block untouched where it does not.
+    #[test]
+    fn a_run_added_is_an_insert_after_the_equal_ones() {
+        let mut rng = crate::rng::Rng::new(59);
+        let mut down = 0;
+        for span in [40u64, 300, 5_000, 1 << 20] {
+            let t = 1u64 << 40;
+            let runs: Vec<(u64, u64)> = (0..60u64).map(|s| (t + s * span / 60, 3)).collect();
+            let mut block = Block::laid(&runs, t, width_for(span), 0, 1);
+            let mut model: Vec<u64> = block.values().collect();
+            let (mut bumped, mut opened) = (0, 0);
+            for step in 0..4_000 {
+                // Half of them on a timestamp the block holds.
+                let ts = match model.get(rng.range(0, 2 * model.len() as u64) as usize) {
+                    Some(&held) => held,
+                    None => t + rng.range(0, span + span / 8) - span / 16,
+                };
+                let n = rng.range(1, 3) as usize;
+                let p = model.partition_point(|x| *x <= ts);
+                let before = format!("{block:?}");
+                let (slots, start) = (block.slots(), block.start);
+                if block.add_run(ts, n) {
+                    if block.slots() == slots {
+                        bumped += 1;
+                    } else {
+                        opened += 1;
+                        down += usize::from(block.start < start);
+                    }
+                    model.splice(p..p, std::iter::repeat_n(ts, n));
+                } else {
+                    assert_eq!(format!("{block:?}"), before, "step {step}");
+                    if block.insert(p, ts, n) {
+                        model.splice(p..p, std::iter::repeat_n(ts, n));
+                    }
+                }
+                if rng.range(0, 100) == 0 {
+                    let a = rng.range(0, model.len() as u64 / 4) as usize;
+                    block.remove(0, a);
+                    model.drain(..a);
+                }
+                block.check();
+                assert_eq!(block.values().collect::<Vec<_>>(), model, "step {step}");
+            }
+            assert!(
+                bumped > 100 && opened > 50,
+                "span {span}: {bumped} bumped, {opened} opened"
+            );
+        }
+        assert!(
+            down > 0,
+            "no slot opened into the room before the live ones"
+        );
     }
 
     /// Every request's timestamp and every time's rank in a counted block of hundreds of slots,

@@ -300,10 +300,19 @@ impl Blocks {
         let Some(block) = self.tree.get(i) else {
             return;
         };
+        let small = usize::try_from(n).ok().filter(|n| *n <= MAX_LEN);
+        if let Some(m) = small
+            && block.counted_in_bytes()
+            && self.tree.edit(i, |b| b.add_run(ts, m)) == Some(true)
+        {
+            return;
+        }
+        let Some(block) = self.tree.get(i) else {
+            return;
+        };
         let p = block.count_le(ts);
         let at_end = p == block.len();
         let empty = block.is_empty();
-        let small = usize::try_from(n).ok().filter(|n| *n <= MAX_LEN);
         if let Some(m) = small {
             if self.tree.edit(i, |b| b.insert(p, ts, m)) == Some(true) {
                 return;

@@ -96,6 +96,57 @@ impl Block {
         true
     }
 
+    /// Adds `n` copies of `ts` to a counted block in the byte form where no request position is
+    /// needed: the count of an equal timestamp bumped, or a new slot opened in place (the slots
+    /// and counts on one side of it moved by one) when the block's base, width, count width and
+    /// buffer take it. The slot is found by halving the timestamps, no count summed. False:
+    /// nothing changed, and `insert` applies.
+    pub fn add_run(&mut self, ts: u64, n: usize) -> bool {
+        if self.sealed() || !self.counted() || self.len() + n > MAX_LEN {
+            return false;
+        }
+        let (slots, start) = (self.slots(), usize::from(self.start));
+        let s = self.first_past(ts, 0, slots);
+        if s > 0 && self.slot(s - 1) == ts {
+            if !self.add_count(start + s - 1, n) {
+                return false;
+            }
+        } else {
+            if ts < self.base
+                || width_for(ts - self.base) > self.w()
+                || !self.count_fits(n)
+                || self.is_full()
+            {
+                return false;
+            }
+            let (w, cw, at, end) = (self.w(), self.cw(), self.counts_at(), start + slots);
+            let i = if end < self.cap() {
+                // Room after the live slots: those from `s` move up one.
+                let from = start + s;
+                self.buf.copy_within(from * w..end * w, (from + 1) * w);
+                self.buf
+                    .copy_within(at + from * cw..at + end * cw, at + (from + 1) * cw);
+                from
+            } else if start > 0 {
+                // Room before them: those before `s` move down one.
+                let to = start - 1;
+                self.buf.copy_within(start * w..(start + s) * w, to * w);
+                self.buf
+                    .copy_within(at + start * cw..at + (start + s) * cw, at + to * cw);
+                self.start -= 1;
+                to + s
+            } else {
+                return false;
+            };
+            self.fill(i * w, 1, ts - self.base);
+            self.set_count(i, n);
+            self.slots += 1;
+            self.first = self.first.min(ts);
+        }
+        self.set_len(self.len() + n);
+        true
+    }
+
     /// Adds `n` to the count of buffer slot `i` (counted byte form) where the sum fits the count
     /// width, its bytes located once; false leaves it unchanged.
     #[inline(always)]
