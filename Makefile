@@ -267,7 +267,8 @@ bench: build
 		cargo run --release -p slidingwindow-bench
 
 # The compact storage against redis-cell alone (issue 58): `make bench`'s vs-cell table, about a
-# minute; docs/bench.* are left as they are.
+# minute; docs/bench.* are left as they are. redis-cell is crates.io's 0.2.2 unless
+# REDIS_CELL_SRC names a source tree to build (e.g. a checkout of its v0.5.0 tag).
 bench-vs-cell: build
 	SLIDINGWINDOW_MODULE='$(MODULE)' REDIS_CELL_MODULE="$$(bash scripts/redis-cell.sh)" \
 		BENCH_ONLY=vs-cell cargo run --release -p slidingwindow-bench

@@ -12,8 +12,21 @@ use crate::report::{
 use crate::workload::WORKLOADS;
 use crate::{depth, late, lease, refund, vscell};
 
-/// The redis-cell that scripts/redis-cell.sh builds.
+/// The redis-cell that scripts/redis-cell.sh builds from crates.io.
 const CELL_VERSION: &str = "0.2.2";
+
+/// The version of the redis-cell the bench loaded: from the `redis-cell-<version>` directory
+/// scripts/redis-cell.sh builds it in, else `CELL_VERSION`.
+fn cell_version() -> String {
+    std::env::var("REDIS_CELL_MODULE")
+        .ok()
+        .and_then(|path| {
+            let (_, after) = path.rsplit_once("redis-cell-")?;
+            Some(after.split('/').next()?.to_string())
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| CELL_VERSION.to_string())
+}
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
     let rows: Vec<Vec<String>> = run.results.iter().map(row).collect();
@@ -145,14 +158,16 @@ fn method_text() -> String {
          user is charged when the tenant refuses); `lua-split` the seed script once per key, \
          with the key's longest limit. Where the module has no ALLOWALL, its rows are missing \
          and the targets on them say unavailable.\n\n\
-         `redis-cell` is redis-cell {CELL_VERSION}'s `CL.THROTTLE key max-1 max window 1` \
-         (GCRA: one timestamp per key, the same rate), built from crates.io under `target/` \
-         by `scripts/redis-cell.sh` (never committed) and loaded into a server of its own, same \
+         `redis-cell` is redis-cell {cell}'s `CL.THROTTLE key max-1 max window 1` \
+         (GCRA: one timestamp per key, the same rate), built under `target/` by \
+         `scripts/redis-cell.sh` (never committed; from crates.io, which serves \
+         {CELL_VERSION}, or from the source tree `REDIS_CELL_SRC` names) and loaded into a server of its own, same \
          binary and flags, which takes its turns with the others. It keeps time on the \
          server's clock, not the simulated one, so its admitted share says little and its \
          keys expire by design (not counted as expired). Without it (no network, a failed \
          build) its rows are missing and its targets say unavailable.\n\n",
         tenant_users = tenant.keys,
+        cell = cell_version(),
         user = limits_text(tenant.limits()),
         tenant = limits_text(tenant.tenant_limits.iter().copied()),
     )
