@@ -208,6 +208,7 @@ impl Ef {
 
     /// Position in the high vector of slot `i`'s bit (`i` below `n`), scanned from the nearer
     /// end.
+    #[inline(always)]
     fn select(&self, buf: &[u8], i: usize) -> usize {
         let words = self.high(buf).chunks_exact(8).map(le_word).enumerate();
         if i * 2 <= self.n {
@@ -277,23 +278,40 @@ impl Ef {
         i
     }
 
-    /// Slots `from..to` as (offset, count) in one pass.
+    /// Slots `from..to` as (offset, count): their high parts from the set bits after slot
+    /// `from`'s, then, in a second pass where the form has them, the low bits and the counts.
     pub fn decode(&self, buf: &[u8], from: usize, to: usize) -> Vec<(u64, u64)> {
+        let to = to.min(self.n);
         let mut out = Vec::with_capacity(to.saturating_sub(from));
-        let mut i = 0;
-        'words: for (k, mut w) in self.high(buf).chunks_exact(8).map(le_word).enumerate() {
+        if from >= to {
+            return out;
+        }
+        let at = self.select(buf, from);
+        let (mut i, mut mask) = (from, u64::MAX << (at % 64));
+        'words: for (k, w) in self
+            .high(buf)
+            .chunks_exact(8)
+            .map(le_word)
+            .enumerate()
+            .skip(at / 64)
+        {
+            let mut w = w & mask;
+            mask = u64::MAX;
             while w != 0 {
-                if i >= to {
+                out.push(((k * 64 + w.trailing_zeros() as usize - i) as u64, 1));
+                w &= w - 1;
+                i += 1;
+                if i == to {
                     break 'words;
                 }
-                let pos = k * 64 + w.trailing_zeros() as usize;
-                w &= w - 1;
-                if i >= from {
-                    let off = (((pos - i) as u64) << self.low) | self.low_of(buf, i);
-                    let count = if self.cb > 0 { self.count(buf, i) } else { 1 };
-                    out.push((off, count));
+            }
+        }
+        if self.low > 0 || self.cb > 0 {
+            for (i, slot) in (from..).zip(out.iter_mut()) {
+                slot.0 = (slot.0 << self.low) | self.low_of(buf, i);
+                if self.cb > 0 {
+                    slot.1 = self.count(buf, i);
                 }
-                i += 1;
             }
         }
         out
