@@ -136,6 +136,28 @@ fn select_in_word(w: u64, k: u32) -> usize {
     byte as usize + b.trailing_zeros() as usize
 }
 
+/// The position just after the `h`-th zero of the bit vector `high` (every slot before it has a
+/// smaller high part), counted on from position `p0`, which has `zeros` (fewer than `h`) before
+/// it; None past the end. Out of line: a trim within a bucket does not come here.
+#[inline(never)]
+fn after_zero(high: &[u8], h: usize, mut zeros: usize, p0: usize) -> Option<usize> {
+    let mut k = p0 / 64;
+    // The zeros from `p0` on.
+    let mut w = !high.get(k * 8..k * 8 + 8).map_or(0, le_word) & (u64::MAX << (p0 % 64));
+    loop {
+        if k >= high.len() / 8 {
+            return None;
+        }
+        let z = w.count_ones() as usize;
+        if zeros + z >= h {
+            return Some(k * 64 + select_in_word(w, (h - 1 - zeros) as u32) + 1);
+        }
+        zeros += z;
+        k += 1;
+        w = !high.get(k * 8..k * 8 + 8).map_or(0, le_word);
+    }
+}
+
 impl Ef {
     /// Encodes `slots` (offsets, non-decreasing, with their counts) into a zeroed buffer of at
     /// least `plan`'s bytes.
@@ -247,26 +269,13 @@ impl Ef {
         let h = usize::try_from(off >> self.low).unwrap_or(usize::MAX);
         let high = self.high(buf);
         let word = |k: usize| high.get(k * 8..k * 8 + 8).map_or(0, le_word);
-        // The position just after the `h`-th zero (slot `i0` has `p0 - i0` zeros before it):
-        // every slot before it has a smaller high part.
+        // Slot `i0` has `p0 - i0` zeros before it: when that is `h`, the bucket starts at or
+        // before it.
         let mut pos = p0;
-        let mut zeros = p0 - i0;
-        if h > zeros {
-            let mut k = p0 / 64;
-            // The zeros from `p0` on.
-            let mut w = !word(k) & (u64::MAX << (p0 % 64));
-            loop {
-                if k >= high.len() / 8 {
-                    return self.n;
-                }
-                let z = w.count_ones() as usize;
-                if zeros + z >= h {
-                    pos = k * 64 + select_in_word(w, (h - 1 - zeros) as u32) + 1;
-                    break;
-                }
-                zeros += z;
-                k += 1;
-                w = !word(k);
+        if h > p0 - i0 {
+            match after_zero(high, h, p0 - i0, p0) {
+                Some(at) => pos = at,
+                None => return self.n,
             }
         }
         let mut i = pos - h;
