@@ -118,22 +118,29 @@ fn byte_counts(w: u64) -> u64 {
     (s + (s >> 4)) & 0x0f0f_0f0f_0f0f_0f0f
 }
 
+/// The first byte of `through` (running counts, each at most 64) past `k`, as a bit position
+/// (8 times its index; 64 when none is).
+#[inline]
+fn first_past(through: u64, k: u32) -> u32 {
+    // Top bit of byte j set where the count through byte j is at most `k` (no byte borrows from
+    // the next).
+    let at_most = (((u64::from(k & 63) * ONES) | TOPS) - through) & TOPS;
+    (at_most ^ TOPS).trailing_zeros() & !7
+}
+
 /// Position of the `k`-th (0-based) set bit in `w` (which has more than `k`): the running counts
-/// of set bits through each byte (one multiply) name the byte that holds it, whose set bits
-/// below it are cleared one a step (at most 7).
+/// of set bits through each byte (one multiply) name the byte that holds it; that byte's bits,
+/// one a byte, give the running counts that name the bit.
 #[inline]
 fn select_in_word(w: u64, k: u32) -> usize {
     let through = byte_counts(w).wrapping_mul(ONES);
-    // Top bit of byte j set where the running count through byte j is at most `k` (every count
-    // is at most 64, so no byte borrows from the next).
-    let at_most = (((u64::from(k & 63) * ONES) | TOPS) - through) & TOPS;
-    let byte = ((at_most ^ TOPS).trailing_zeros() & !7).min(56);
+    let byte = first_past(through, k).min(56);
     let before = ((through << 8) >> byte) as u8;
-    let mut b = (w >> byte) as u8;
-    for _ in 0..k.saturating_sub(u32::from(before)) {
-        b &= b.wrapping_sub(1);
-    }
-    byte as usize + b.trailing_zeros() as usize
+    // Bit j of the byte into byte j, then 1 where it is set.
+    let spread = (u64::from((w >> byte) as u8) * ONES) & 0x8040_2010_0804_0201;
+    let bits = ((spread + 0x7f7f_7f7f_7f7f_7f7f) & TOPS) >> 7;
+    let bit = first_past(bits.wrapping_mul(ONES), k.saturating_sub(u32::from(before)));
+    (byte + bit / 8) as usize
 }
 
 /// The position just after the `h`-th zero of the bit vector `high` (every slot before it has a
