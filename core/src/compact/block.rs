@@ -523,7 +523,7 @@ impl Block {
         let ef = self.ef();
         let at = usize::try_from(self.first.saturating_sub(self.base) >> ef.low)
             .unwrap_or(usize::MAX / 2);
-        let rank = ef.rank_from(&self.buf, t - self.base, start, at + start);
+        let rank = ef.rank_from(&self.buf, t.saturating_sub(self.base), start, at + start);
         self.prefix(rank.clamp(start, end) - start)
     }
 
