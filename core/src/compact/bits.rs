@@ -9,8 +9,10 @@
 //! in whole words. Bits are least significant first.
 //!
 //! Reading slot `i` finds the `i`-th set bit of the high vector (scanning words from the nearer
-//! end, a popcount each); counting the slots at or below an offset finds the end of its high
-//! part's bucket (the same scan over zeros) and walks the bucket's slots.
+//! end, a popcount each, then the bit within the word by its bytes' counts); counting the slots
+//! at or below an offset finds the end of its high part's bucket (the same scan over zeros, from
+//! a slot whose bit is known: slot `i` with high part `h` sets bit `h + i`) and walks the
+//! bucket's slots.
 
 /// The shape of one encoding: slots, low bits, count bits (0: the plain form).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +74,12 @@ fn word_at(buf: &[u8], at: usize) -> u64 {
     }
 }
 
+/// An 8-byte chunk as a little-endian word.
+#[inline]
+fn le_word(chunk: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes)
+}
+
 /// `width` bits (at most 57) from bit `bit`.
 #[inline]
 fn bits_at(buf: &[u8], bit: usize, width: u32) -> u64 {
@@ -97,13 +105,64 @@ fn set_bits(buf: &mut [u8], bit: usize, width: u32, v: u64) {
     }
 }
 
-/// Position of the `k`-th (0-based) set bit in `w` (which has more than `k`).
+/// One in every byte.
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// The top bit of every byte.
+const TOPS: u64 = 0x8080_8080_8080_8080;
+
+/// Each byte of `w` replaced by the number of its set bits.
 #[inline]
-fn select_in_word(mut w: u64, k: u32) -> usize {
-    for _ in 0..k {
-        w &= w - 1;
+fn byte_counts(w: u64) -> u64 {
+    let s = w - ((w >> 1) & 0x5555_5555_5555_5555);
+    let s = (s & 0x3333_3333_3333_3333) + ((s >> 2) & 0x3333_3333_3333_3333);
+    (s + (s >> 4)) & 0x0f0f_0f0f_0f0f_0f0f
+}
+
+/// The first byte of `through` (running counts, each at most 64) past `k`, as a bit position
+/// (8 times its index; 64 when none is).
+#[inline]
+fn first_past(through: u64, k: u32) -> u32 {
+    // Top bit of byte j set where the count through byte j is at most `k` (no byte borrows from
+    // the next).
+    let at_most = (((u64::from(k & 63) * ONES) | TOPS) - through) & TOPS;
+    (at_most ^ TOPS).trailing_zeros() & !7
+}
+
+/// Position of the `k`-th (0-based) set bit in `w` (which has more than `k`): the running counts
+/// of set bits through each byte (one multiply) name the byte that holds it; that byte's bits,
+/// one a byte, give the running counts that name the bit.
+#[inline]
+fn select_in_word(w: u64, k: u32) -> usize {
+    let through = byte_counts(w).wrapping_mul(ONES);
+    let byte = first_past(through, k).min(56);
+    let before = ((through << 8) >> byte) as u8;
+    // Bit j of the byte into byte j, then 1 where it is set.
+    let spread = (u64::from((w >> byte) as u8) * ONES) & 0x8040_2010_0804_0201;
+    let bits = ((spread + 0x7f7f_7f7f_7f7f_7f7f) & TOPS) >> 7;
+    let bit = first_past(bits.wrapping_mul(ONES), k.saturating_sub(u32::from(before)));
+    (byte + bit / 8) as usize
+}
+
+/// The position just after the `h`-th zero of the bit vector `high` (every slot before it has a
+/// smaller high part), counted on from position `p0`, which has `zeros` (fewer than `h`) before
+/// it; None past the end. Out of line: a trim within a bucket does not come here.
+#[inline(never)]
+fn after_zero(high: &[u8], h: usize, mut zeros: usize, p0: usize) -> Option<usize> {
+    let mut k = p0 / 64;
+    // The zeros from `p0` on.
+    let mut w = !high.get(k * 8..k * 8 + 8).map_or(0, le_word) & (u64::MAX << (p0 % 64));
+    loop {
+        if k >= high.len() / 8 {
+            return None;
+        }
+        let z = w.count_ones() as usize;
+        if zeros + z >= h {
+            return Some(k * 64 + select_in_word(w, (h - 1 - zeros) as u32) + 1);
+        }
+        zeros += z;
+        k += 1;
+        w = !high.get(k * 8..k * 8 + 8).map_or(0, le_word);
     }
-    w.trailing_zeros() as usize
 }
 
 impl Ef {
@@ -122,9 +181,12 @@ impl Ef {
         }
     }
 
-    fn words(&self, buf: &[u8]) -> (usize, usize) {
+    /// The high bit vector: the buffer's whole words from `high_at`.
+    #[inline]
+    fn high<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
         let at = high_at(self.n, self.low, self.cb);
-        (at, buf.len().saturating_sub(at) / 8)
+        let rest = buf.get(at..).unwrap_or_default();
+        rest.get(..rest.len() / 8 * 8).unwrap_or_default()
     }
 
     /// Low bits of slot `i`.
@@ -175,12 +237,12 @@ impl Ef {
 
     /// Position in the high vector of slot `i`'s bit (`i` below `n`), scanned from the nearer
     /// end.
+    #[inline(always)]
     fn select(&self, buf: &[u8], i: usize) -> usize {
-        let (at, words) = self.words(buf);
+        let words = self.high(buf).chunks_exact(8).map(le_word).enumerate();
         if i * 2 <= self.n {
             let mut seen = 0;
-            for k in 0..words {
-                let w = word_at(buf, at + k * 8);
+            for (k, w) in words {
                 let ones = w.count_ones() as usize;
                 if seen + ones > i {
                     return k * 64 + select_in_word(w, (i - seen) as u32);
@@ -190,8 +252,7 @@ impl Ef {
         } else {
             // Counted from the end: the slot's bit is the `n - 1 - i`-th set bit from the top.
             let mut after = self.n;
-            for k in (0..words).rev() {
-                let w = word_at(buf, at + k * 8);
+            for (k, w) in words.rev() {
                 let ones = w.count_ones() as usize;
                 if after - ones <= i {
                     return k * 64 + select_in_word(w, (i - (after - ones)) as u32);
@@ -209,57 +270,64 @@ impl Ef {
         (high << self.low) | self.low_of(buf, i)
     }
 
-    /// Slots whose offset is at most `off` (`off` below the largest offset).
-    pub fn rank(&self, buf: &[u8], off: u64) -> usize {
+    /// Slots whose offset is at most `off`, counted on from slot `i0` whose bit is at `p0` and
+    /// whose offset is at most `off` (or from `i0` 0 at `p0` 0, every slot): at least `i0`.
+    pub fn rank_from(&self, buf: &[u8], off: u64, i0: usize, p0: usize) -> usize {
         let h = usize::try_from(off >> self.low).unwrap_or(usize::MAX);
-        let (at, words) = self.words(buf);
-        // The position just after the `h`-th zero: every slot before it has a smaller high part.
-        let mut pos = 0;
-        if h > 0 {
-            let mut zeros = 0;
-            let mut found = false;
-            for k in 0..words {
-                let w = !word_at(buf, at + k * 8);
-                let z = w.count_ones() as usize;
-                if zeros + z >= h {
-                    pos = k * 64 + select_in_word(w, (h - 1 - zeros) as u32) + 1;
-                    found = true;
-                    break;
-                }
-                zeros += z;
-            }
-            if !found {
-                return self.n;
+        let high = self.high(buf);
+        let word = |k: usize| high.get(k * 8..k * 8 + 8).map_or(0, le_word);
+        // Slot `i0` has `p0 - i0` zeros before it: when that is `h`, the bucket starts at or
+        // before it.
+        let mut pos = p0;
+        if h > p0 - i0 {
+            match after_zero(high, h, p0 - i0, p0) {
+                Some(at) => pos = at,
+                None => return self.n,
             }
         }
         let mut i = pos - h;
         let low = off & ((1u64 << self.low) - 1);
-        while i < self.n && bits_at(buf, at * 8 + pos, 1) == 1 && self.low_of(buf, i) <= low {
+        while i < self.n && (word(pos / 64) >> (pos % 64)) & 1 == 1 && self.low_of(buf, i) <= low {
             i += 1;
             pos += 1;
         }
         i
     }
 
-    /// Slots `from..to` as (offset, count) in one pass.
+    /// Slots `from..to` as (offset, count): their high parts from the set bits after slot
+    /// `from`'s, then, in a second pass where the form has them, the low bits and the counts.
     pub fn decode(&self, buf: &[u8], from: usize, to: usize) -> Vec<(u64, u64)> {
+        let to = to.min(self.n);
         let mut out = Vec::with_capacity(to.saturating_sub(from));
-        let (at, words) = self.words(buf);
-        let mut i = 0;
-        'words: for k in 0..words {
-            let mut w = word_at(buf, at + k * 8);
+        if from >= to {
+            return out;
+        }
+        let at = self.select(buf, from);
+        let (mut i, mut mask) = (from, u64::MAX << (at % 64));
+        'words: for (k, w) in self
+            .high(buf)
+            .chunks_exact(8)
+            .map(le_word)
+            .enumerate()
+            .skip(at / 64)
+        {
+            let mut w = w & mask;
+            mask = u64::MAX;
             while w != 0 {
-                if i >= to {
+                out.push(((k * 64 + w.trailing_zeros() as usize - i) as u64, 1));
+                w &= w - 1;
+                i += 1;
+                if i == to {
                     break 'words;
                 }
-                let pos = k * 64 + w.trailing_zeros() as usize;
-                w &= w - 1;
-                if i >= from {
-                    let off = (((pos - i) as u64) << self.low) | self.low_of(buf, i);
-                    let count = if self.cb > 0 { self.count(buf, i) } else { 1 };
-                    out.push((off, count));
+            }
+        }
+        if self.low > 0 || self.cb > 0 {
+            for (i, slot) in (from..).zip(out.iter_mut()) {
+                slot.0 = (slot.0 << self.low) | self.low_of(buf, i);
+                if self.cb > 0 {
+                    slot.1 = self.count(buf, i);
                 }
-                i += 1;
             }
         }
         out
@@ -270,6 +338,17 @@ impl Ef {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+
+    /// `n` non-decreasing offsets, each 0 to `gap` past the one before, with counts of 1 to 20.
+    fn random_slots(rng: &mut Rng, n: usize, gap: u64) -> Vec<(u64, u64)> {
+        let mut off = 0u64;
+        (0..n)
+            .map(|_| {
+                off += rng.range(0, gap + 1);
+                (off, rng.range(1, 20))
+            })
+            .collect()
+    }
 
     /// Random non-decreasing slots of every density: get, rank, decode and counts against them.
     #[test]
@@ -284,13 +363,7 @@ mod tests {
             (2000, 1000),
             (500, 1 << 40),
         ] {
-            let mut off = 0u64;
-            let slots: Vec<(u64, u64)> = (0..n)
-                .map(|_| {
-                    off += rng.range(0, gap + 1);
-                    (off, rng.range(1, 20))
-                })
-                .collect();
+            let slots = random_slots(&mut rng, n, gap);
             let top = slots.last().map_or(0, |s| s.0);
             for cb in [0, count_bits(19)] {
                 let (ef, bytes) = plan(n, top, cb);
@@ -308,7 +381,7 @@ mod tests {
                 for _ in 0..200 {
                     let q = rng.range(0, top.max(1));
                     let want = slots.partition_point(|s| s.0 <= q);
-                    assert_eq!(ef.rank(&buf, q), want, "{n} {gap} rank {q}");
+                    assert_eq!(ef.rank_from(&buf, q, 0, 0), want, "{n} {gap} rank {q}");
                 }
                 if cb > 0 {
                     ef.set_count(&mut buf, n - 1, 1);
@@ -337,6 +410,75 @@ mod tests {
                 let b = rng.range(a as u64, n as u64 + 1) as usize;
                 let want: u64 = (a..b).map(|i| ef.count(&buf, i)).sum();
                 assert_eq!(ef.count_sum(&buf, a, b), want, "cb {cb} {a}..{b}");
+            }
+        }
+    }
+
+    /// The `k`-th set bit by clearing the ones below it, one a step.
+    fn select_by_steps(mut w: u64, k: u32) -> usize {
+        for _ in 0..k {
+            w &= w - 1;
+        }
+        w.trailing_zeros() as usize
+    }
+
+    /// Every `k` of random words of every density and of the edge words, against the simple
+    /// loop.
+    #[test]
+    fn selects_in_a_word_as_the_simple_loop() {
+        let mut rng = Rng::new(58);
+        let mut words = vec![
+            1,
+            1 << 63,
+            u64::MAX,
+            u64::MAX - 1,
+            u64::MAX >> 1,
+            TOPS,
+            ONES,
+        ];
+        words.extend((0..64).map(|b| 1u64 << b));
+        for _ in 0..2000 {
+            // Words a quarter to three quarters set, and an eighth.
+            let (a, b) = (rng.next(), rng.next());
+            words.extend([a, a & b, a | b, a & b & rng.next()]);
+        }
+        for w in words.into_iter().filter(|&w| w != 0) {
+            for k in 0..w.count_ones() {
+                assert_eq!(select_in_word(w, k), select_by_steps(w, k), "{w:#x} {k}");
+            }
+        }
+    }
+
+    /// Ranks counted on from any slot (its bit at its high part plus its index) agree with ranks
+    /// from the start, at the slot's offset, between slots and past the last.
+    #[test]
+    fn ranks_from_any_slot_as_from_the_start() {
+        let mut rng = Rng::new(59);
+        for (n, gap) in [
+            (1, 0),
+            (2, 0),
+            (64, 1),
+            (300, 0),
+            (700, 3),
+            (2048, 1),
+            (500, 300),
+        ] {
+            let slots = random_slots(&mut rng, n, gap);
+            let top = slots.last().map_or(0, |s| s.0);
+            let (ef, bytes) = plan(n, top, 0);
+            let mut buf = vec![0u8; bytes];
+            ef.encode(&mut buf, slots.iter().copied());
+            for i0 in (0..n).step_by(n / 50 + 1).chain([n - 1]) {
+                let p0 = (slots[i0].0 >> ef.low) as usize + i0;
+                let ends = [slots[i0].0, slots[n - 1].0, top + 5];
+                for q in ends
+                    .into_iter()
+                    .chain((0..20).map(|_| rng.range(slots[i0].0, top + 1)))
+                {
+                    let want = slots.partition_point(|s| s.0 <= q);
+                    assert_eq!(ef.rank_from(&buf, q, i0, p0), want, "{n} {gap} {i0} {q}");
+                    assert_eq!(ef.rank_from(&buf, q, 0, 0), want, "{n} {gap} {q}");
+                }
             }
         }
     }

@@ -515,16 +515,21 @@ impl Block {
         self.base.saturating_add(self.ef().get(&self.buf, i))
     }
 
-    /// `count_le` on a sealed block.
+    /// `count_le` on a sealed block: ranked on from the first live slot, whose timestamp is
+    /// `first` (its bit is at its high part plus `start`).
     #[inline(never)]
     fn sealed_count_le(&self, t: u64) -> usize {
+        if t < self.first {
+            return 0;
+        }
         let (start, end) = (
             usize::from(self.start),
             usize::from(self.start) + self.slots(),
         );
-        let rank = t
-            .checked_sub(self.base)
-            .map_or(0, |off| self.ef().rank(&self.buf, off));
+        let ef = self.ef();
+        let at = usize::try_from(self.first.saturating_sub(self.base) >> ef.low)
+            .unwrap_or(usize::MAX / 2);
+        let rank = ef.rank_from(&self.buf, t.saturating_sub(self.base), start, at + start);
         self.prefix(rank.clamp(start, end) - start)
     }
 
