@@ -270,6 +270,29 @@ impl Ef {
         (high << self.low) | self.low_of(buf, i)
     }
 
+    /// The offset of slot `i` (below `n`), its bit counted on from slot `i0` (at most `i`),
+    /// whose bit is at `p0`: the words from `p0`'s to `i`'s, not those before.
+    pub fn get_from(&self, buf: &[u8], i: usize, i0: usize, p0: usize) -> u64 {
+        let high = self.high(buf);
+        let mut k = p0 / 64;
+        // The set bits from `p0` on; slot `i`'s is the `i - i0`-th of them.
+        let mut w = high.get(k * 8..k * 8 + 8).map_or(0, le_word) & (u64::MAX << (p0 % 64));
+        let mut left = i.saturating_sub(i0);
+        loop {
+            let ones = w.count_ones() as usize;
+            if left < ones {
+                let pos = k * 64 + select_in_word(w, left as u32);
+                return ((pos.saturating_sub(i) as u64) << self.low) | self.low_of(buf, i);
+            }
+            left -= ones;
+            k += 1;
+            match high.get(k * 8..k * 8 + 8) {
+                Some(chunk) => w = le_word(chunk),
+                None => return self.get(buf, i),
+            }
+        }
+    }
+
     /// Slots whose offset is at most `off`, counted on from slot `i0` whose bit is at `p0` and
     /// whose offset is at most `off` (or from `i0` 0 at `p0` 0, every slot): at least `i0`.
     pub fn rank_from(&self, buf: &[u8], off: u64, i0: usize, p0: usize) -> usize {
@@ -450,9 +473,10 @@ mod tests {
     }
 
     /// Ranks counted on from any slot (its bit at its high part plus its index) agree with ranks
-    /// from the start, at the slot's offset, between slots and past the last.
+    /// from the start, at the slot's offset, between slots and past the last; and every later
+    /// slot's offset counted on from it is the slot's own.
     #[test]
-    fn ranks_from_any_slot_as_from_the_start() {
+    fn ranks_and_offsets_from_any_slot_as_from_the_start() {
         let mut rng = Rng::new(59);
         for (n, gap) in [
             (1, 0),
@@ -479,6 +503,26 @@ mod tests {
                     assert_eq!(ef.rank_from(&buf, q, i0, p0), want, "{n} {gap} {i0} {q}");
                     assert_eq!(ef.rank_from(&buf, q, 0, 0), want, "{n} {gap} {q}");
                 }
+                // Every slot's offset counted on from slot `i0`'s bit, in the form counted too.
+                for i in (i0..n).step_by(n / 64 + 1).chain([i0, n - 1]) {
+                    assert_eq!(
+                        ef.get_from(&buf, i, i0, p0),
+                        slots[i].0,
+                        "{n} {gap} {i0} {i}"
+                    );
+                }
+            }
+            let (ef, bytes) = plan(n, top, 3);
+            let mut buf = vec![0u8; bytes];
+            ef.encode(&mut buf, slots.iter().map(|s| (s.0, 5)));
+            for i in (0..n).step_by(n / 64 + 1).chain([n - 1]) {
+                let i0 = i / 2;
+                let p0 = (slots[i0].0 >> ef.low) as usize + i0;
+                assert_eq!(
+                    ef.get_from(&buf, i, i0, p0),
+                    slots[i].0,
+                    "{n} {gap} {i0} {i}"
+                );
             }
         }
     }

@@ -515,8 +515,23 @@ impl Block {
         self.base.saturating_add(self.ef().get(&self.buf, i))
     }
 
-    /// `count_le` on a sealed block: ranked on from the first live slot, whose timestamp is
-    /// `first` (its bit is at its high part plus `start`).
+    /// Where the first live slot's bit is in a sealed block's high bits: its high part (from
+    /// `first`, its timestamp) plus `start`.
+    fn first_bit(&self, ef: &Ef) -> usize {
+        let high = usize::try_from(self.first.saturating_sub(self.base) >> ef.low)
+            .unwrap_or(usize::MAX / 2);
+        high + usize::from(self.start)
+    }
+
+    /// The timestamp of live slot `s` of a sealed block, its bit counted on from the first live
+    /// slot's (`first_bit`).
+    fn sealed_slot_on(&self, s: usize) -> u64 {
+        let (ef, start) = (self.ef(), usize::from(self.start));
+        let off = ef.get_from(&self.buf, start + s, start, self.first_bit(&ef));
+        self.base.saturating_add(off)
+    }
+
+    /// `count_le` on a sealed block: ranked on from the first live slot (`first_bit`).
     #[inline(never)]
     fn sealed_count_le(&self, t: u64) -> usize {
         if t < self.first {
@@ -527,9 +542,8 @@ impl Block {
             usize::from(self.start) + self.slots(),
         );
         let ef = self.ef();
-        let at = usize::try_from(self.first.saturating_sub(self.base) >> ef.low)
-            .unwrap_or(usize::MAX / 2);
-        let rank = ef.rank_from(&self.buf, t.saturating_sub(self.base), start, at + start);
+        let at = self.first_bit(&ef);
+        let rank = ef.rank_from(&self.buf, t.saturating_sub(self.base), start, at);
         self.prefix(rank.clamp(start, end) - start)
     }
 

@@ -379,10 +379,16 @@ impl Block {
             return;
         }
         let start = usize::from(self.start);
+        // The new first timestamp where the cut tells it without a search from the block's end.
+        let mut first = None;
         if self.sealed() && !self.counted() && (a == 0 || b == len) {
-            // Plain and sealed: the live slots' ends move, nothing is re-encoded.
+            // Plain and sealed: the live slots' ends move, nothing is re-encoded; the new first
+            // slot's bit counted on from the old one's.
             if a == 0 {
+                first = (b < len).then(|| self.sealed_slot_on(b));
                 self.start = (start + b) as u16;
+            } else {
+                first = Some(self.first);
             }
             self.slots -= (b - a) as u16;
             self.set_len(len - (b - a));
@@ -433,7 +439,10 @@ impl Block {
             }
         }
         if !self.is_empty() {
-            self.first = self.slot(0);
+            self.first = match first {
+                Some(t) => t,
+                None => self.slot(0),
+            };
         }
         if self.sealed() {
             self.settle_sealed();
