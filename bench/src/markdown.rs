@@ -15,17 +15,19 @@ use crate::{depth, late, lease, refund, vscell};
 /// The redis-cell that scripts/redis-cell.sh builds from crates.io.
 const CELL_VERSION: &str = "0.2.2";
 
-/// The version of the redis-cell the bench loaded: from the `redis-cell-<version>` directory
-/// scripts/redis-cell.sh builds it in, else `CELL_VERSION`.
+/// The redis-cell the bench loaded, by version: from the `redis-cell-<version>` directory
+/// scripts/redis-cell.sh builds it in (`CELL_VERSION` when no module is named).
 fn cell_version() -> String {
-    std::env::var("REDIS_CELL_MODULE")
-        .ok()
-        .and_then(|path| {
-            let (_, after) = path.rsplit_once("redis-cell-")?;
-            Some(after.split('/').next()?.to_string())
-        })
+    let Ok(path) = std::env::var("REDIS_CELL_MODULE") else {
+        return format!("redis-cell {CELL_VERSION}");
+    };
+    path.rsplit_once("redis-cell-")
+        .and_then(|(_, after)| after.split('/').next())
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| CELL_VERSION.to_string())
+        .map_or_else(
+            || "a redis-cell of unknown version".to_string(),
+            |v| format!("redis-cell {v}"),
+        )
 }
 
 pub fn write(run: &Run, path: &Path) -> Result<()> {
@@ -158,7 +160,7 @@ fn method_text() -> String {
          user is charged when the tenant refuses); `lua-split` the seed script once per key, \
          with the key's longest limit. Where the module has no ALLOWALL, its rows are missing \
          and the targets on them say unavailable.\n\n\
-         `redis-cell` is redis-cell {cell}'s `CL.THROTTLE key max-1 max window 1` \
+         `redis-cell` is {cell}'s `CL.THROTTLE key max-1 max window 1` \
          (GCRA: one timestamp per key, the same rate), built under `target/` by \
          `scripts/redis-cell.sh` (never committed; from crates.io, which serves \
          {CELL_VERSION}, or from the source tree `REDIS_CELL_SRC` names) and loaded into a server of its own, same \
