@@ -373,6 +373,14 @@ mod tests {
             .collect()
     }
 
+    /// `slots` encoded in a buffer of exactly `plan`'s bytes, counts in `cb` bits (0: plain).
+    fn encoded(slots: &[(u64, u64)], top: u64, cb: u32) -> (Ef, Vec<u8>) {
+        let (ef, bytes) = plan(slots.len(), top, cb);
+        let mut buf = vec![0u8; bytes];
+        ef.encode(&mut buf, slots.iter().copied());
+        (ef, buf)
+    }
+
     /// Random non-decreasing slots of every density: get, rank, decode and counts against them.
     #[test]
     fn reads_what_it_wrote() {
@@ -425,9 +433,7 @@ mod tests {
             let slots: Vec<(u64, u64)> = (0..n as u64)
                 .map(|i| (i, rng.range(1, (1 << cb) + 1)))
                 .collect();
-            let (ef, bytes) = plan(n, n as u64, cb);
-            let mut buf = vec![0u8; bytes];
-            ef.encode(&mut buf, slots.iter().copied());
+            let (ef, buf) = encoded(&slots, n as u64, cb);
             for _ in 0..300 {
                 let a = rng.range(0, n as u64 + 1) as usize;
                 let b = rng.range(a as u64, n as u64 + 1) as usize;
@@ -489,9 +495,7 @@ mod tests {
         ] {
             let slots = random_slots(&mut rng, n, gap);
             let top = slots.last().map_or(0, |s| s.0);
-            let (ef, bytes) = plan(n, top, 0);
-            let mut buf = vec![0u8; bytes];
-            ef.encode(&mut buf, slots.iter().copied());
+            let (ef, buf) = encoded(&slots, top, 0);
             for i0 in (0..n).step_by(n / 50 + 1).chain([n - 1]) {
                 let p0 = (slots[i0].0 >> ef.low) as usize + i0;
                 let ends = [slots[i0].0, slots[n - 1].0, top + 5];
@@ -512,9 +516,8 @@ mod tests {
                     );
                 }
             }
-            let (ef, bytes) = plan(n, top, 3);
-            let mut buf = vec![0u8; bytes];
-            ef.encode(&mut buf, slots.iter().map(|s| (s.0, 5)));
+            let fives: Vec<(u64, u64)> = slots.iter().map(|s| (s.0, 5)).collect();
+            let (ef, buf) = encoded(&fives, top, 3);
             for i in (0..n).step_by(n / 64 + 1).chain([n - 1]) {
                 let i0 = i / 2;
                 let p0 = (slots[i0].0 >> ef.low) as usize + i0;

@@ -297,19 +297,21 @@ impl Blocks {
         } else if block.sealed() && !block.is_full() {
             self.open(i);
         }
-        let Some(block) = self.tree.get(i) else {
+        let Some(mut block) = self.tree.get(i) else {
             return;
         };
         let small = usize::try_from(n).ok().filter(|n| *n <= MAX_LEN);
         if let Some(m) = small
             && block.counted_in_bytes()
-            && self.tree.edit(i, |b| b.add_run(ts, m)) == Some(true)
         {
-            return;
+            if self.tree.edit(i, |b| b.add_run(ts, m)) == Some(true) {
+                return;
+            }
+            let Some(after) = self.tree.get(i) else {
+                return;
+            };
+            block = after;
         }
-        let Some(block) = self.tree.get(i) else {
-            return;
-        };
         let p = block.count_le(ts);
         let at_end = p == block.len();
         let empty = block.is_empty();
